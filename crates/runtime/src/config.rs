@@ -1,0 +1,375 @@
+//! Configuration: from `FARMEM_*` environment variables or an `fm_init`
+//! string of `key=value` words. Every value is validated; an error names the
+//! variable, the bad value and what is expected. docs/configuration.md is the
+//! reference for each variable.
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{name}={value:?}: {why}")]
+    Invalid {
+        name: String,
+        value: String,
+        why: String,
+    },
+    #[error("unknown setting {0:?}; known: {known}", known = KNOWN.join(", "))]
+    Unknown(String),
+    #[error("FARMEM_SERVERS and FARMEM_FILE are both set; choose one backend")]
+    TwoBackends,
+}
+
+/// Every variable farmem reads, without the `FARMEM_` prefix.
+pub const KNOWN: &[&str] = &[
+    "LOCAL",
+    "SERVERS",
+    "FILE",
+    "FILE_DIRECT",
+    "STATS",
+    "ARENA",
+    "PREFETCH",
+    "EVICT_BATCH",
+    "SPIN_US",
+    "TIMEOUT_MS",
+    "CONNS",
+    "STRIPE",
+    "EMBEDDED_CAPACITY",
+    "THRESHOLD",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileDirect {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Local-memory budget for resident far pages, bytes.
+    pub local_bytes: u64,
+    /// Memory servers, `host:port`; pages are striped across them.
+    pub servers: Vec<String>,
+    /// A file (SSD) backend instead of servers.
+    pub file: Option<PathBuf>,
+    pub file_direct: FileDirect,
+    /// Print statistics on stderr at exit.
+    pub stats_at_exit: bool,
+    /// Virtual address space reserved for far allocations, bytes.
+    pub arena_bytes: u64,
+    /// Largest prefetch window, pages (0 turns prefetch off).
+    pub prefetch_pages: u32,
+    /// Pages evicted per eviction round.
+    pub evict_batch: u32,
+    /// Spin before blocking on a reply, microseconds.
+    pub spin_us: u64,
+    /// Give up on a server after this long, milliseconds.
+    pub timeout_ms: u64,
+    /// Connections per server.
+    pub conns: usize,
+    /// Pages per stripe unit across servers.
+    pub stripe_pages: u64,
+    /// Capacity of the embedded loopback server, bytes.
+    pub embedded_capacity: u64,
+    /// Allocations at least this large go to far memory (used by `farmem run`).
+    pub threshold: u64,
+}
+
+pub const MAX_BATCH: u32 = 64;
+
+impl Default for Config {
+    fn default() -> Config {
+        let phys = farmem_sys::phys_memory();
+        let cpus = farmem_sys::online_cpus();
+        Config {
+            local_bytes: (phys / 2).max(1 << 20),
+            servers: Vec::new(),
+            file: None,
+            file_direct: FileDirect::Auto,
+            stats_at_exit: false,
+            arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
+            prefetch_pages: 32,
+            evict_batch: 32,
+            spin_us: 200,
+            timeout_ms: 10_000,
+            conns: (cpus + 1).clamp(2, 16),
+            stripe_pages: 64,
+            embedded_capacity: phys / 4 * 3,
+            threshold: 1 << 20,
+        }
+    }
+}
+
+/// Parse a size: `4096`, `64K`, `256M`, `2G`, `1T` (binary units; `KiB`,
+/// `MB`, … also accepted, all meaning powers of 1024).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("empty size; write e.g. 256M or 2G".into());
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        other => return Err(format!("unknown unit {other:?}; use K, M, G or T")),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("{num:?} is not a number; write e.g. 256M or 2G"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err("size must be a positive number".into());
+    }
+    let bytes = v * mult as f64;
+    if bytes > u64::MAX as f64 / 2.0 {
+        return Err("size is too large".into());
+    }
+    Ok(bytes as u64)
+}
+
+/// Format bytes the way `parse_size` reads them.
+pub fn format_size(b: u64) -> String {
+    const U: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (u, m) in U {
+        if b >= m {
+            let v = b as f64 / m as f64;
+            return if b % m == 0 {
+                format!("{}{u}", b / m)
+            } else {
+                format!("{v:.1}{u}")
+            };
+        }
+    }
+    format!("{b}B")
+}
+
+fn invalid(name: &str, value: &str, why: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        name: format!("FARMEM_{name}"),
+        value: value.into(),
+        why: why.into(),
+    }
+}
+
+fn parse_bool(name: &str, v: &str) -> Result<bool, ConfigError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(invalid(name, v, "expected 1 or 0")),
+    }
+}
+
+fn parse_int(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+    let n: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| invalid(name, v, format!("expected a whole number in {lo}..={hi}")))?;
+    if n < lo || n > hi {
+        return Err(invalid(name, v, format!("must be in {lo}..={hi}")));
+    }
+    Ok(n)
+}
+
+fn parse_servers(v: &str) -> Result<Vec<String>, ConfigError> {
+    let mut out = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let ok = part
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+        if !ok {
+            return Err(invalid(
+                "SERVERS",
+                v,
+                format!("{part:?} is not host:port (e.g. 10.0.0.2:7070)"),
+            ));
+        }
+        out.push(part.to_string());
+    }
+    if out.is_empty() {
+        return Err(invalid("SERVERS", v, "no server given; write host:port[,host:port...]"));
+    }
+    Ok(out)
+}
+
+impl Config {
+    /// Apply one setting (`name` without the `FARMEM_` prefix, any case).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let key = name.to_ascii_uppercase();
+        let v = value;
+        let size = |n: &str| parse_size(v).map_err(|why| invalid(n, v, why));
+        match key.as_str() {
+            "LOCAL" => {
+                let b = size("LOCAL")?;
+                if b < 1 << 20 {
+                    return Err(invalid("LOCAL", v, "the local budget must be at least 1M"));
+                }
+                let phys = farmem_sys::phys_memory();
+                if b > phys {
+                    return Err(invalid(
+                        "LOCAL",
+                        v,
+                        format!(
+                            "larger than this machine's physical memory ({}); use a smaller budget",
+                            format_size(phys)
+                        ),
+                    ));
+                }
+                self.local_bytes = b;
+            }
+            "SERVERS" => self.servers = parse_servers(v)?,
+            "FILE" => {
+                if v.trim().is_empty() {
+                    return Err(invalid("FILE", v, "empty path"));
+                }
+                self.file = Some(PathBuf::from(v));
+            }
+            "FILE_DIRECT" => {
+                self.file_direct = match v.trim().to_ascii_lowercase().as_str() {
+                    "auto" => FileDirect::Auto,
+                    "1" | "on" | "true" => FileDirect::On,
+                    "0" | "off" | "false" => FileDirect::Off,
+                    _ => return Err(invalid("FILE_DIRECT", v, "expected auto, 1 or 0")),
+                }
+            }
+            "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
+            "ARENA" => {
+                let b = size("ARENA")?;
+                if !(1 << 24..=1 << 50).contains(&b) {
+                    return Err(invalid("ARENA", v, "must be between 16M and 1P"));
+                }
+                self.arena_bytes = b.next_multiple_of(1 << 21);
+            }
+            "PREFETCH" => self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH as u64)? as u32,
+            "EVICT_BATCH" => self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH as u64)? as u32,
+            "SPIN_US" => self.spin_us = parse_int("SPIN_US", v, 0, 1_000_000)?,
+            "TIMEOUT_MS" => self.timeout_ms = parse_int("TIMEOUT_MS", v, 10, 3_600_000)?,
+            "CONNS" => self.conns = parse_int("CONNS", v, 1, 64)? as usize,
+            "STRIPE" => self.stripe_pages = parse_int("STRIPE", v, 1, 1 << 20)?,
+            "EMBEDDED_CAPACITY" => {
+                let b = size("EMBEDDED_CAPACITY")?;
+                if b < 1 << 20 {
+                    return Err(invalid("EMBEDDED_CAPACITY", v, "must be at least 1M"));
+                }
+                self.embedded_capacity = b;
+            }
+            "THRESHOLD" => {
+                let b = size("THRESHOLD")?;
+                if b == 0 {
+                    return Err(invalid(
+                        "THRESHOLD",
+                        v,
+                        "a threshold of 0 would send every allocation to far memory; use at least 4K",
+                    ));
+                }
+                self.threshold = b;
+            }
+            _ => return Err(ConfigError::Unknown(format!("FARMEM_{key}"))),
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if !self.servers.is_empty() && self.file.is_some() {
+            return Err(ConfigError::TwoBackends);
+        }
+        if self.local_bytes >= self.arena_bytes {
+            return Err(invalid(
+                "LOCAL",
+                &format_size(self.local_bytes),
+                format!("the budget must be smaller than FARMEM_ARENA ({})", format_size(self.arena_bytes)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Read every `FARMEM_*` variable from `vars` (the environment).
+    pub fn from_vars<I, K, V>(vars: I) -> Result<Config, ConfigError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut c = Config::default();
+        for (k, v) in vars {
+            if let Some(name) = k.as_ref().strip_prefix("FARMEM_") {
+                c.set(name, v.as_ref())?;
+            }
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_vars(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
+    }
+
+    /// Parse an `fm_init` string: whitespace-separated `key=value` words,
+    /// keys as the variables without `FARMEM_` (e.g. `local=256M servers=h:1,h:2`).
+    /// Environment variables are not read.
+    pub fn from_str_config(s: &str) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        for word in s.split_whitespace() {
+            let (k, v) = word.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                name: word.into(),
+                value: String::new(),
+                why: "expected key=value".into(),
+            })?;
+            c.set(k, v)?;
+        }
+        c.check()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("abc").is_err());
+        assert!(parse_size("-1G").is_err());
+        assert_eq!(format_size(256 << 20), "256M");
+    }
+
+    #[test]
+    fn env_is_validated() {
+        let ok = Config::from_vars([("FARMEM_LOCAL", "64M"), ("FARMEM_SERVERS", "127.0.0.1:7000,localhost:7001")]).unwrap();
+        assert_eq!(ok.local_bytes, 64 << 20);
+        assert_eq!(ok.servers.len(), 2);
+        let e = Config::from_vars([("FARMEM_LOCAL", "lots")]).unwrap_err().to_string();
+        assert!(e.contains("FARMEM_LOCAL") && e.contains("256M"), "{e}");
+        let e = Config::from_vars([("FARMEM_LOCAL", "100T")]).unwrap_err().to_string();
+        assert!(e.contains("physical memory"), "{e}");
+        assert!(Config::from_vars([("FARMEM_SERVERS", "nohost")]).is_err());
+        assert!(Config::from_vars([("FARMEM_SERVERS", "h:0")]).is_err());
+        assert!(Config::from_vars([("FARMEM_LOCALL", "1G")]).unwrap_err().to_string().contains("unknown"));
+        assert!(Config::from_vars([("FARMEM_THRESHOLD", "0")]).is_err());
+        assert!(Config::from_vars([("FARMEM_PREFETCH", "65")]).is_err());
+        assert_eq!(
+            Config::from_vars([("FARMEM_SERVERS", "h:1"), ("FARMEM_FILE", "/tmp/x")]),
+            Err(ConfigError::TwoBackends)
+        );
+        // Other variables are none of farmem's business.
+        assert!(Config::from_vars([("HOME", "/root")]).is_ok());
+    }
+
+    #[test]
+    fn init_string() {
+        let c = Config::from_str_config("local=8M prefetch=0 stats=1").unwrap();
+        assert_eq!((c.local_bytes, c.prefetch_pages, c.stats_at_exit), (8 << 20, 0, true));
+        assert!(Config::from_str_config("local").is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! Counters and the fault-latency histogram. All updates are relaxed atomics,
+//! safe inside the SIGBUS handler.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Log-linear histogram: 4 sub-buckets per power of two of nanoseconds.
+const SUB: usize = 4;
+const BUCKETS: usize = 64 * SUB;
+
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: [const { AtomicU64::new(0) }; BUCKETS],
+        }
+    }
+}
+
+fn bucket_of(ns: u64) -> usize {
+    if ns < SUB as u64 {
+        return ns as usize;
+    }
+    let log = 63 - ns.leading_zeros() as usize;
+    let sub = ((ns >> (log - 2)) & 3) as usize;
+    (log * SUB + sub).min(BUCKETS - 1)
+}
+
+/// Upper edge of a bucket, ns.
+fn bucket_high(b: usize) -> u64 {
+    if b < SUB {
+        return b as u64;
+    }
+    let log = b / SUB;
+    let sub = (b % SUB) as u64;
+    ((4 + sub + 1) << (log - 2)) - 1
+}
+
+impl Histogram {
+    pub fn record(&self, ns: u64) {
+        self.buckets[bucket_of(ns)].fetch_add(1, Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Relaxed)).sum()
+    }
+
+    /// The value below which fraction `q` of the samples fall (bucket upper
+    /// edge, so within 25% of the true value), or 0 with no samples.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let n = self.count();
+        if n == 0 {
+            return 0;
+        }
+        let target = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Relaxed);
+            if seen >= target {
+                return bucket_high(i);
+            }
+        }
+        bucket_high(BUCKETS - 1)
+    }
+
+    pub fn reset(&self) {
+        for b in &self.buckets {
+            b.store(0, Relaxed);
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Stats {
+    /// Faults on missing pages (demand fetches).
+    pub faults: AtomicU64,
+    /// Write faults on clean pages (first write after fetch).
+    pub wp_faults: AtomicU64,
+    pub pages_fetched: AtomicU64,
+    pub pages_zero_filled: AtomicU64,
+    pub pages_written_back: AtomicU64,
+    pub evictions: AtomicU64,
+    pub prefetched: AtomicU64,
+    pub prefetch_used: AtomicU64,
+    pub prefetch_wasted: AtomicU64,
+    /// System calls that pinned far buffers.
+    pub io_pins: AtomicU64,
+    pub fault_ns: Histogram,
+}
+
+/// A plain copy of the counters, for `fm_stats` and printing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub faults: u64,
+    pub wp_faults: u64,
+    pub bytes_fetched: u64,
+    pub pages_zero_filled: u64,
+    pub bytes_written_back: u64,
+    pub evictions: u64,
+    pub prefetched: u64,
+    pub prefetch_used: u64,
+    pub prefetch_wasted: u64,
+    pub io_pins: u64,
+    pub resident_bytes: u64,
+    pub budget_bytes: u64,
+    pub fault_p50_ns: u64,
+    pub fault_p90_ns: u64,
+    pub fault_p99_ns: u64,
+    pub fault_max_ns: u64,
+}
+
+impl Stats {
+    pub fn snapshot(&self, resident_bytes: u64, budget_bytes: u64) -> Snapshot {
+        let page = farmem_sys::PAGE_SIZE as u64;
+        Snapshot {
+            faults: self.faults.load(Relaxed),
+            wp_faults: self.wp_faults.load(Relaxed),
+            bytes_fetched: self.pages_fetched.load(Relaxed) * page,
+            pages_zero_filled: self.pages_zero_filled.load(Relaxed),
+            bytes_written_back: self.pages_written_back.load(Relaxed) * page,
+            evictions: self.evictions.load(Relaxed),
+            prefetched: self.prefetched.load(Relaxed),
+            prefetch_used: self.prefetch_used.load(Relaxed),
+            prefetch_wasted: self.prefetch_wasted.load(Relaxed),
+            io_pins: self.io_pins.load(Relaxed),
+            resident_bytes,
+            budget_bytes,
+            fault_p50_ns: self.fault_ns.quantile(0.50),
+            fault_p90_ns: self.fault_ns.quantile(0.90),
+            fault_p99_ns: self.fault_ns.quantile(0.99),
+            fault_max_ns: self.fault_ns.quantile(1.0),
+        }
+    }
+}
+
+impl Snapshot {
+    /// A short human table.
+    pub fn render(&self) -> String {
+        use crate::config::format_size as sz;
+        let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1000.0);
+        format!(
+            "farmem stats\n\
+             \x20 faults (missing / first write) {:>12} / {}\n\
+             \x20 fetched from backend           {:>12}\n\
+             \x20 zero-filled pages              {:>12}\n\
+             \x20 written back                   {:>12}\n\
+             \x20 evicted pages                  {:>12}\n\
+             \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
+             \x20 resident / budget              {:>12} / {}\n\
+             \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n",
+            self.faults,
+            self.wp_faults,
+            sz(self.bytes_fetched),
+            self.pages_zero_filled,
+            sz(self.bytes_written_back),
+            self.evictions,
+            self.prefetched,
+            self.prefetch_used,
+            self.prefetch_wasted,
+            sz(self.resident_bytes),
+            sz(self.budget_bytes),
+            us(self.fault_p50_ns),
+            us(self.fault_p90_ns),
+            us(self.fault_p99_ns),
+            us(self.fault_max_ns),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_within_a_bucket() {
+        let h = Histogram::default();
+        for v in 1..=1000u64 {
+            h.record(v * 100);
+        }
+        let p50 = h.quantile(0.5) as f64;
+        assert!((p50 - 50_000.0).abs() / 50_000.0 < 0.26, "{p50}");
+        let p99 = h.quantile(0.99) as f64;
+        assert!((p99 - 99_000.0).abs() / 99_000.0 < 0.26, "{p99}");
+        assert_eq!(Histogram::default().quantile(0.5), 0);
+    }
+
+    #[test]
+    fn bucket_edges_are_monotonic() {
+        for b in 1..BUCKETS - 1 {
+            assert!(bucket_high(b) < bucket_high(b + 1));
+        }
+        for ns in [0u64, 1, 3, 4, 5, 7, 8, 100, 1 << 20, u64::MAX / 4] {
+            assert!(bucket_high(bucket_of(ns)) >= ns);
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! `farmem serve`: a memory server holding other processes' pages.
+//!
+//! One thread per connection. A connection thread spins briefly on its
+//! non-blocking socket after each reply before it blocks, because a blocked
+//! thread on an idle vCPU costs ~100 µs to wake (docs/design.md) while a
+//! faulting client sends its next request within microseconds.
+//!
+//! Sessions: a client names its page space with a random 128-bit token at
+//! Hello. Connections with the same token share the space; nothing else can
+//! read it. A session's pages are released when its last connection closes.
+
+mod store;
+
+use farmem_sys::net::{recv_exact, send_vectored, set_nonblocking, Wait};
+use farmem_wire::{self as wire, ErrorCode, Header, Op, Request, HEADER_LEN, PAGE_SIZE};
+use std::collections::HashMap;
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use store::Store;
+use thiserror::Error;
+
+/// Errors that stop the server as a whole (connection errors never do).
+#[derive(Debug, Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {source} (is the port in use? pick another with --listen)")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("accept failed: {0}")]
+    Accept(io::Error),
+    #[error("cannot start a server thread: {0}")]
+    Spawn(io::Error),
+}
+
+/// How a server is set up.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// Total pages all sessions together may store.
+    pub capacity_pages: u64,
+    /// How long a connection thread spins for the next request before blocking.
+    pub spin_ns: u64,
+    /// Most connections served at once; more are refused with an error.
+    pub max_connections: usize,
+    /// Print one line per client error on stderr.
+    pub verbose: bool,
+}
+
+impl ServerConfig {
+    pub fn new(listen: SocketAddr, capacity_bytes: u64) -> ServerConfig {
+        ServerConfig {
+            listen,
+            capacity_pages: capacity_bytes / PAGE_SIZE as u64,
+            spin_ns: 50_000,
+            max_connections: 1024,
+            verbose: false,
+        }
+    }
+}
+
+struct Session {
+    store: Mutex<Store>,
+    max_pages: u64,
+    connections: u64,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    used_pages: AtomicU64,
+    sessions: Mutex<HashMap<[u8; wire::TOKEN_LEN], Arc<Mutex<Session>>>>,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    next_conn: AtomicU64,
+    shutdown: AtomicBool,
+}
+
+/// A bound server, not yet accepting.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+/// A server running on its own thread; dropping it shuts it down.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+impl Server {
+    pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
+        let listener = TcpListener::bind(cfg.listen).map_err(|source| ServerError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| ServerError::Bind {
+                addr: cfg.listen,
+                source,
+            })?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                cfg,
+                used_pages: AtomicU64::new(0),
+                sessions: Mutex::new(HashMap::new()),
+                conns: Mutex::new(HashMap::new()),
+                next_conn: AtomicU64::new(1),
+                shutdown: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or(self.shared.cfg.listen)
+    }
+
+    /// A flag that makes [`Server::run`] return when set.
+    pub fn shutdown_flag(&self) -> ServerStop {
+        ServerStop(self.shared.clone())
+    }
+
+    /// Accept and serve until the shutdown flag is set.
+    pub fn run(self) -> Result<(), ServerError> {
+        let shared = self.shared;
+        while !shared.shutdown.load(Ordering::Acquire) {
+            match self.listener.accept() {
+                Ok((stream, peer)) => {
+                    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                    let sh = shared.clone();
+                    let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
+                    if full {
+                        let mut out = Vec::new();
+                        wire::encode_error(0, ErrorCode::Capacity, "server has too many connections", &mut out);
+                        let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
+                        continue;
+                    }
+                    if let Ok(clone) = stream.try_clone() {
+                        lock(&shared.conns).insert(id, clone);
+                    }
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("farmem-conn-{id}"))
+                        .spawn(move || {
+                            let r = serve_connection(&sh, stream);
+                            if let Err(e) = r {
+                                if sh.cfg.verbose && !sh.shutdown.load(Ordering::Relaxed) {
+                                    eprintln!("farmem serve: client {peer}: {e}");
+                                }
+                            }
+                            lock(&sh.conns).remove(&id);
+                        });
+                    if let Err(e) = spawned {
+                        lock(&shared.conns).remove(&id);
+                        eprintln!("farmem serve: cannot start a connection thread: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut pfd = libc::pollfd {
+                        fd: self.listener.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: pfd is one live pollfd.
+                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_transient_accept_error(&e) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(ServerError::Accept(e)),
+            }
+        }
+        // Close every connection so their threads see EOF and exit.
+        for (_, s) in lock(&shared.conns).drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        Ok(())
+    }
+
+    /// Run on a background thread.
+    pub fn spawn(self) -> Result<ServerHandle, ServerError> {
+        let addr = self.local_addr();
+        let shared = self.shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("farmem-server".into())
+            .spawn(move || self.run())
+            .map_err(ServerError::Spawn)?;
+        Ok(ServerHandle {
+            addr,
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Stops a running server from another thread or a signal handler.
+#[derive(Clone)]
+pub struct ServerStop(Arc<Shared>);
+
+impl ServerStop {
+    pub fn stop(&self) {
+        self.0.shutdown.store(true, Ordering::Release);
+    }
+}
+
+impl ServerHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Pages stored across all sessions.
+    pub fn used_pages(&self) -> u64 {
+        self.shared.used_pages.load(Ordering::Relaxed)
+    }
+
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), ServerError> {
+        self.shared.shutdown.store(true, Ordering::Release);
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+fn is_transient_accept_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM) | Some(libc::ECONNABORTED)
+    )
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn quick_wait() -> Wait {
+    Wait {
+        spin_ns: 0,
+        timeout_ns: 2_000_000_000,
+    }
+}
+
+/// Why a connection ended early.
+#[derive(Debug, Error)]
+enum ConnError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("protocol error, connection closed: {0}")]
+    Protocol(#[from] wire::WireError),
+}
+
+fn serve_connection(sh: &Shared, stream: TcpStream) -> Result<(), ConnError> {
+    let fd = stream.as_raw_fd();
+    set_nonblocking(fd)?;
+    let _ = stream.set_nodelay(true);
+    // Wait for requests forever (EOF or shutdown ends the loop), spinning first.
+    let idle = Wait {
+        spin_ns: sh.cfg.spin_ns,
+        timeout_ns: u64::MAX / 2,
+    };
+    let reply_wait = Wait {
+        spin_ns: sh.cfg.spin_ns,
+        timeout_ns: 30_000_000_000,
+    };
+    let mut session: Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)> = None;
+    let mut payload = Vec::new();
+    let mut out = Vec::with_capacity(HEADER_LEN + 64 * PAGE_SIZE);
+    let result = loop {
+        let mut hb = [0u8; HEADER_LEN];
+        match recv_exact(fd, &mut hb, idle) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break Ok(()),
+            Err(e) => break Err(e.into()),
+        }
+        let h = match Header::decode(&hb) {
+            Ok(h) => h,
+            Err(e) => {
+                out.clear();
+                wire::encode_error(0, e.code(), &e.to_string(), &mut out);
+                let _ = send_vectored(fd, &[&out], reply_wait);
+                break Err(e.into());
+            }
+        };
+        payload.resize(h.len as usize, 0);
+        if let Err(e) = recv_exact(fd, &mut payload, reply_wait) {
+            break Err(e.into());
+        }
+        out.clear();
+        let keep = match wire::decode_request(&h, &payload) {
+            Ok(req) => handle(sh, &mut session, &h, req, &mut out),
+            Err(e) => {
+                wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
+                e.code().keeps_connection()
+            }
+        };
+        if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
+            break Err(e.into());
+        }
+        if !keep {
+            break Ok(());
+        }
+    };
+    if let Some((token, s)) = session {
+        leave_session(sh, token, s);
+    }
+    result
+}
+
+/// Handle one decoded request, writing the reply into `out`. Returns whether
+/// the connection stays open.
+fn handle(
+    sh: &Shared,
+    session: &mut Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)>,
+    h: &Header,
+    req: Request<'_>,
+    out: &mut Vec<u8>,
+) -> bool {
+    let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
+        wire::encode_error(h.tag, code, msg, out);
+        code.keeps_connection()
+    };
+    match req {
+        Request::Hello { token, max_pages } => {
+            if session.is_some() {
+                return err(out, ErrorCode::Malformed, "this connection already said Hello");
+            }
+            let s = {
+                let mut sessions = lock(&sh.sessions);
+                let s = sessions
+                    .entry(token)
+                    .or_insert_with(|| {
+                        Arc::new(Mutex::new(Session {
+                            store: Mutex::new(Store::default()),
+                            max_pages,
+                            connections: 0,
+                        }))
+                    })
+                    .clone();
+                let mut g = lock(&s);
+                if g.max_pages != max_pages {
+                    drop(g);
+                    return err(out, ErrorCode::Malformed, "max_pages differs from the session's");
+                }
+                g.connections += 1;
+                drop(g);
+                s
+            };
+            *session = Some((token, s));
+            let mut p = [0u8; 24];
+            p[0..8].copy_from_slice(&sh.cfg.capacity_pages.to_le_bytes());
+            p[8..16].copy_from_slice(&sh.used_pages.load(Ordering::Relaxed).to_le_bytes());
+            p[16..24].copy_from_slice(&(PAGE_SIZE as u64).to_le_bytes());
+            out.extend_from_slice(&Header::new(Op::HelloOk, h.tag, 0, 24).encode());
+            out.extend_from_slice(&p);
+            true
+        }
+        Request::Stats => {
+            let sessions = lock(&sh.sessions).len() as u64;
+            let conns = lock(&sh.conns).len() as u64;
+            out.extend_from_slice(&Header::new(Op::StatsOk, h.tag, 0, 32).encode());
+            for v in [sh.cfg.capacity_pages, sh.used_pages.load(Ordering::Relaxed), sessions, conns] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            true
+        }
+        Request::Read { pages } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before Read");
+            };
+            let s = lock(s);
+            if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
+                return err(out, ErrorCode::OutOfRange, &format!("page {p} is beyond the session's {} pages", s.max_pages));
+            }
+            let store = lock(&s.store);
+            let start = out.len();
+            out.extend_from_slice(&Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode());
+            for p in wire::pages(pages) {
+                match store.get(p) {
+                    Some(data) => out.extend_from_slice(data),
+                    None => {
+                        out.truncate(start);
+                        return err(out, ErrorCode::NotFound, &format!("page {p} was never written"));
+                    }
+                }
+            }
+            true
+        }
+        Request::Write { pages, data } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before Write");
+            };
+            let s = lock(s);
+            if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
+                return err(out, ErrorCode::OutOfRange, &format!("page {p} is beyond the session's {} pages", s.max_pages));
+            }
+            let mut store = lock(&s.store);
+            let new = store.count_new(wire::pages(pages));
+            // Reserve capacity for the whole batch first: all or nothing.
+            let reserved = sh
+                .used_pages
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                    (u + new <= sh.cfg.capacity_pages).then_some(u + new)
+                })
+                .is_ok();
+            if !reserved {
+                return err(
+                    out,
+                    ErrorCode::Capacity,
+                    &format!(
+                        "server capacity exhausted ({} of {} pages used); start it with a larger --capacity or add servers",
+                        sh.used_pages.load(Ordering::Relaxed),
+                        sh.cfg.capacity_pages
+                    ),
+                );
+            }
+            for (p, d) in wire::pages(pages).zip(data.chunks_exact(PAGE_SIZE)) {
+                store.put(p, d);
+            }
+            out.extend_from_slice(&Header::new(Op::WriteOk, h.tag, h.count, 0).encode());
+            true
+        }
+        Request::Free { start, pages } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before Free");
+            };
+            let s = lock(s);
+            let end = start.checked_add(pages);
+            if end.is_none_or(|e| e > s.max_pages) {
+                return err(out, ErrorCode::OutOfRange, "free range is beyond the session's pages");
+            }
+            let freed = lock(&s.store).remove_range(start, pages);
+            sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
+            out.extend_from_slice(&Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode());
+            true
+        }
+    }
+}
+
+fn leave_session(sh: &Shared, token: [u8; wire::TOKEN_LEN], s: Arc<Mutex<Session>>) {
+    let mut sessions = lock(&sh.sessions);
+    let mut g = lock(&s);
+    g.connections -= 1;
+    if g.connections == 0 {
+        let n = lock(&g.store).len() as u64;
+        sh.used_pages.fetch_sub(n, Ordering::AcqRel);
+        drop(g);
+        sessions.remove(&token);
+    }
+}

@@ -1,0 +1,126 @@
+//! The one place where farmem talks to the kernel.
+//!
+//! Every `libc` call, ioctl and raw syscall of the project lives here, each in a
+//! small wrapper that returns `io::Result`. Callers above this crate hold no
+//! `unsafe` for OS access. Kernel resources (a userfaultfd, a mapping, a socket)
+//! are owned by types whose `Drop` releases them.
+//!
+//! Why raw syscalls for I/O: `libfarmem.so` interposes `read`, `write`, `recv`,
+//! … so that user programs can do I/O into far buffers. The runtime's own I/O
+//! must not loop through those wrappers (and must be async-signal-safe, since
+//! it runs inside the SIGBUS handler), so it goes straight to `syscall(2)`.
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault error code from the signal frame)");
+
+pub mod mem;
+pub mod net;
+pub mod signal;
+pub mod uffd;
+
+use std::io;
+
+/// The page size farmem manages. x86_64 base pages; checked against
+/// `sysconf(_SC_PAGESIZE)` at runtime start.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Turn a C return value of -1 into the thread's `errno`.
+pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Like [`cvt`] for `syscall(2)` and `ssize_t` results.
+pub(crate) fn cvt_long(ret: libc::c_long) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// `sysconf(_SC_PAGESIZE)`.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    v.max(1) as usize
+}
+
+/// Physical memory of the machine in bytes (`sysconf(_SC_PHYS_PAGES)`).
+pub fn phys_memory() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    (pages.max(0) as u64) * page_size() as u64
+}
+
+/// Number of online CPUs.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    n.max(1) as usize
+}
+
+/// Monotonic clock in nanoseconds (vDSO `clock_gettime`, async-signal-safe).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Write a whole message to stderr with raw syscalls; usable inside a signal
+/// handler, where `eprintln!` (which locks and may allocate) is not.
+pub fn write_stderr(msg: &[u8]) {
+    let mut off = 0;
+    while off < msg.len() {
+        // SAFETY: the pointer and length describe the live slice `msg[off..]`.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_write,
+                2,
+                msg[off..].as_ptr() as usize,
+                msg.len() - off,
+            )
+        };
+        if r <= 0 {
+            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        off += r as usize;
+    }
+}
+
+/// Print `msg` and terminate the process at once (async-signal-safe). Used when
+/// a far page cannot be served: stopping is the only way not to hand the program
+/// wrong data.
+pub fn fatal(msg: &[u8]) -> ! {
+    write_stderr(msg);
+    // SAFETY: abort is async-signal-safe and never returns.
+    unsafe { libc::abort() }
+}
+
+/// `sched_yield(2)`.
+pub fn sched_yield() {
+    // SAFETY: no preconditions.
+    unsafe { libc::syscall(libc::SYS_sched_yield) };
+}
+
+/// The CPU relax hint for spin loops.
+#[inline]
+pub fn cpu_relax() {
+    std::hint::spin_loop();
+}
+
+/// The kernel thread id of the caller.
+pub fn gettid() -> i32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}

@@ -1,0 +1,233 @@
+//! userfaultfd(2): the ABI (defined here, checked against the C header by a
+//! test) and an owned handle with one method per ioctl.
+//!
+//! farmem uses the uffd in SIGBUS mode: a fault on a missing or
+//! write-protected page raises SIGBUS in the faulting thread, which resolves it
+//! with `UFFDIO_COPY` / `UFFDIO_WRITEPROTECT` itself. Nothing reads the fd.
+
+use crate::{cvt, PAGE_SIZE};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub const UFFD_API: u64 = 0xAA;
+pub const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
+pub const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
+pub const UFFDIO_REGISTER_MODE_MISSING: u64 = 1 << 0;
+pub const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+pub const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1 << 0;
+pub const UFFDIO_COPY_MODE_WP: u64 = 1 << 1;
+pub const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+pub const UFFDIO_WRITEPROTECT_MODE_DONTWAKE: u64 = 1 << 1;
+
+const fn iowr(nr: u64, size: usize) -> u64 {
+    // _IOC(_IOC_READ|_IOC_WRITE, 0xAA, nr, size) on x86_64.
+    (3 << 30) | ((size as u64) << 16) | (0xAA << 8) | nr
+}
+const fn ior(nr: u64, size: usize) -> u64 {
+    (2 << 30) | ((size as u64) << 16) | (0xAA << 8) | nr
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioApi {
+    pub api: u64,
+    pub features: u64,
+    pub ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioRange {
+    pub start: u64,
+    pub len: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioRegister {
+    pub range: UffdioRange,
+    pub mode: u64,
+    pub ioctls: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioCopy {
+    pub dst: u64,
+    pub src: u64,
+    pub len: u64,
+    pub mode: u64,
+    pub copy: i64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioWriteprotect {
+    pub range: UffdioRange,
+    pub mode: u64,
+}
+
+pub const UFFDIO_API: u64 = iowr(0x3F, std::mem::size_of::<UffdioApi>());
+pub const UFFDIO_REGISTER: u64 = iowr(0x00, std::mem::size_of::<UffdioRegister>());
+pub const UFFDIO_UNREGISTER: u64 = ior(0x01, std::mem::size_of::<UffdioRange>());
+pub const UFFDIO_COPY: u64 = iowr(0x03, std::mem::size_of::<UffdioCopy>());
+pub const UFFDIO_WRITEPROTECT: u64 = iowr(0x06, std::mem::size_of::<UffdioWriteprotect>());
+
+/// `ioctl(USERFAULTFD_IOC_NEW)` on `/dev/userfaultfd`, for kernels where the
+/// syscall is restricted but the device is allowed.
+const USERFAULTFD_IOC_NEW: u64 = 0xAA00;
+
+/// An owned userfaultfd; closing it unregisters every range.
+#[derive(Debug)]
+pub struct Uffd {
+    fd: OwnedFd,
+    features: u64,
+}
+
+/// Outcome of `UFFDIO_COPY`: how many bytes were installed before any error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyOutcome {
+    /// The whole range was installed.
+    Done,
+    /// Some page in the range was already present (`EEXIST`); `copied` bytes
+    /// from the start were installed by this call.
+    Exists { copied: usize },
+}
+
+impl Uffd {
+    /// Open a userfaultfd and negotiate `features`.
+    pub fn new(features: u64) -> io::Result<Uffd> {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // SAFETY: userfaultfd(2) takes only flags.
+        let mut raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
+        if raw < 0 {
+            let sys_err = io::Error::last_os_error();
+            raw = Self::open_dev(flags).map_err(|_| sys_err)?;
+        }
+        // SAFETY: raw is a freshly created fd that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API takes a pointer to a live UffdioApi.
+        cvt(unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API as _, &mut api) })?;
+        if api.features & features != features {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "kernel lacks userfaultfd features {:#x}",
+                    features & !api.features
+                ),
+            ));
+        }
+        Ok(Uffd { fd, features })
+    }
+
+    fn open_dev(flags: libc::c_int) -> io::Result<RawFd> {
+        let path = c"/dev/userfaultfd";
+        // SAFETY: path is NUL-terminated.
+        let dev = cvt(unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+        // SAFETY: dev is an fd we just opened and own.
+        let dev = unsafe { OwnedFd::from_raw_fd(dev) };
+        // SAFETY: USERFAULTFD_IOC_NEW takes the flags by value.
+        cvt(unsafe { libc::ioctl(dev.as_raw_fd(), USERFAULTFD_IOC_NEW as _, flags) })
+    }
+
+    pub fn features(&self) -> u64 {
+        self.features
+    }
+
+    /// Register `[start, start+len)` for missing and write-protect faults.
+    pub fn register(&self, start: usize, len: usize, mode: u64) -> io::Result<()> {
+        let mut reg = UffdioRegister {
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER takes a pointer to a live UffdioRegister; the
+        // range is validated by the kernel.
+        cvt(unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_REGISTER as _, &mut reg) })?;
+        Ok(())
+    }
+
+    /// Atomically install `len` bytes from `src` at `dst` (a missing range).
+    /// `write_protect` installs the pages write-protected, so the first write
+    /// raises a fault (that is how farmem tells clean pages from dirty ones).
+    ///
+    /// # Safety
+    /// `src` must be readable for `len` bytes; `dst` must lie in a range
+    /// registered with this uffd.
+    pub unsafe fn copy(
+        &self,
+        dst: usize,
+        src: *const u8,
+        len: usize,
+        write_protect: bool,
+    ) -> io::Result<CopyOutcome> {
+        debug_assert!(dst % PAGE_SIZE == 0 && len % PAGE_SIZE == 0);
+        let mut done = 0usize;
+        while done < len {
+            let mut c = UffdioCopy {
+                dst: (dst + done) as u64,
+                // SAFETY (pointer arithmetic): done < len, within src's extent.
+                src: src as u64 + done as u64,
+                len: (len - done) as u64,
+                mode: UFFDIO_COPY_MODE_DONTWAKE
+                    | if write_protect { UFFDIO_COPY_MODE_WP } else { 0 },
+                copy: 0,
+            };
+            // SAFETY: `c` is a live UffdioCopy; the caller guarantees src/dst.
+            let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_COPY as _, &mut c) };
+            if r == 0 {
+                return Ok(CopyOutcome::Done);
+            }
+            let err = io::Error::last_os_error();
+            if c.copy > 0 {
+                done += c.copy as usize;
+            }
+            match err.raw_os_error() {
+                // Partial copy interrupted or asked to retry: go on from `done`.
+                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                Some(libc::EEXIST) => return Ok(CopyOutcome::Exists { copied: done }),
+                _ => return Err(err),
+            }
+        }
+        Ok(CopyOutcome::Done)
+    }
+
+    /// Set (`protect`) or clear write protection on a range of present pages.
+    pub fn write_protect(&self, start: usize, len: usize, protect: bool) -> io::Result<()> {
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: if protect {
+                UFFDIO_WRITEPROTECT_MODE_WP
+            } else {
+                // Nobody sleeps on this uffd (SIGBUS mode): skip the wake-up.
+                UFFDIO_WRITEPROTECT_MODE_DONTWAKE
+            },
+        };
+        loop {
+            // SAFETY: `wp` is a live UffdioWriteprotect.
+            let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_WRITEPROTECT as _, &mut wp) };
+            match cvt(r) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl AsRawFd for Uffd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}

@@ -1,0 +1,410 @@
+//! The farmem memory-server protocol, version 1.
+//!
+//! Every message is a 24-byte little-endian header followed by `len` payload
+//! bytes. The header says exactly how long the payload is, and for each
+//! operation the payload length is a fixed function of `count`, so a receiver
+//! validates a frame before reading its payload and never buffers more than
+//! [`MAX_PAYLOAD`].
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic    "FMEM"
+//!      4     2  version  1
+//!      6     2  op       see [`Op`]
+//!      8     4  tag      request id, echoed in the reply
+//!     12     4  count    pages (or entries) in the message
+//!     16     4  len      payload bytes
+//!     20     4  status   0, or an [`ErrorCode`] in an Error reply
+//! ```
+//!
+//! | request | payload | reply |
+//! |---|---|---|
+//! | Hello   | token[16], max_pages u64 | HelloOk: capacity_pages u64, used_pages u64, page_size u64 |
+//! | Read    | count × page u64 | ReadOk: count × 4096 bytes, in request order |
+//! | Write   | count × page u64, then count × 4096 bytes | WriteOk (no payload) |
+//! | Free    | start u64, pages u64 | FreeOk, count = pages released |
+//! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
+//!
+//! A session is named by the client's random 128-bit token: all connections
+//! presenting the same token share one page space, and no other token can
+//! reach it. Page numbers must be below the `max_pages` declared at Hello.
+
+use thiserror::Error;
+
+pub const MAGIC: u32 = u32::from_le_bytes(*b"FMEM");
+pub const VERSION: u16 = 1;
+pub const HEADER_LEN: usize = 24;
+pub const PAGE_SIZE: usize = 4096;
+/// Most pages one Read or Write may carry (1 MiB of data).
+pub const MAX_BATCH: u32 = 256;
+/// Largest payload any frame may have.
+pub const MAX_PAYLOAD: usize = MAX_BATCH as usize * (8 + PAGE_SIZE);
+/// Largest page-number space a session may declare (2^40 pages = 4 PiB).
+pub const MAX_PAGES: u64 = 1 << 40;
+/// Length of the session token.
+pub const TOKEN_LEN: usize = 16;
+/// Longest error message carried in an Error frame.
+pub const MAX_ERROR_MSG: usize = 1024;
+
+/// Operation codes. Replies have the high bit set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum Op {
+    Hello = 1,
+    Read = 2,
+    Write = 3,
+    Free = 4,
+    Stats = 5,
+    HelloOk = 0x81,
+    ReadOk = 0x82,
+    WriteOk = 0x83,
+    FreeOk = 0x84,
+    StatsOk = 0x85,
+    Error = 0xFF,
+}
+
+impl Op {
+    pub fn from_u16(v: u16) -> Option<Op> {
+        Some(match v {
+            1 => Op::Hello,
+            2 => Op::Read,
+            3 => Op::Write,
+            4 => Op::Free,
+            5 => Op::Stats,
+            0x81 => Op::HelloOk,
+            0x82 => Op::ReadOk,
+            0x83 => Op::WriteOk,
+            0x84 => Op::FreeOk,
+            0x85 => Op::StatsOk,
+            0xFF => Op::Error,
+            _ => return None,
+        })
+    }
+}
+
+/// Error codes carried in the `status` field of an Error reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ErrorCode {
+    BadMagic = 1,
+    BadVersion = 2,
+    UnknownOp = 3,
+    BadLength = 4,
+    TooLarge = 5,
+    OutOfRange = 6,
+    NoSession = 7,
+    Capacity = 8,
+    NotFound = 9,
+    Malformed = 10,
+}
+
+impl ErrorCode {
+    pub fn from_u32(v: u32) -> Option<ErrorCode> {
+        Some(match v {
+            1 => ErrorCode::BadMagic,
+            2 => ErrorCode::BadVersion,
+            3 => ErrorCode::UnknownOp,
+            4 => ErrorCode::BadLength,
+            5 => ErrorCode::TooLarge,
+            6 => ErrorCode::OutOfRange,
+            7 => ErrorCode::NoSession,
+            8 => ErrorCode::Capacity,
+            9 => ErrorCode::NotFound,
+            10 => ErrorCode::Malformed,
+            _ => return None,
+        })
+    }
+
+    /// Whether the connection stays usable after this error. Framing errors
+    /// leave the stream position unknown, so the server closes after them.
+    pub fn keeps_connection(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::OutOfRange
+                | ErrorCode::NoSession
+                | ErrorCode::Capacity
+                | ErrorCode::NotFound
+                | ErrorCode::Malformed
+        )
+    }
+}
+
+/// What was wrong with a frame.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum WireError {
+    #[error("bad magic {0:#010x}: the peer is not speaking the farmem protocol")]
+    BadMagic(u32),
+    #[error("protocol version {0} is not supported (this build speaks version {VERSION})")]
+    BadVersion(u16),
+    #[error("unknown operation code {0:#x}")]
+    UnknownOp(u16),
+    #[error("payload of {len} bytes does not fit operation {op:?} with count {count}")]
+    BadLength { op: Op, count: u32, len: u32 },
+    #[error("frame of {0} pages exceeds the limit of {MAX_BATCH}")]
+    TooLarge(u32),
+    #[error("malformed payload: {0}")]
+    Malformed(&'static str),
+}
+
+impl WireError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            WireError::BadMagic(_) => ErrorCode::BadMagic,
+            WireError::BadVersion(_) => ErrorCode::BadVersion,
+            WireError::UnknownOp(_) => ErrorCode::UnknownOp,
+            WireError::BadLength { .. } => ErrorCode::BadLength,
+            WireError::TooLarge(_) => ErrorCode::TooLarge,
+            WireError::Malformed(_) => ErrorCode::Malformed,
+        }
+    }
+}
+
+/// A decoded, validated frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub op: Op,
+    pub tag: u32,
+    pub count: u32,
+    pub len: u32,
+    pub status: u32,
+}
+
+impl Header {
+    pub fn new(op: Op, tag: u32, count: u32, len: u32) -> Header {
+        Header {
+            op,
+            tag,
+            count,
+            len,
+            status: 0,
+        }
+    }
+
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6..8].copy_from_slice(&(self.op as u16).to_le_bytes());
+        b[8..12].copy_from_slice(&self.tag.to_le_bytes());
+        b[12..16].copy_from_slice(&self.count.to_le_bytes());
+        b[16..20].copy_from_slice(&self.len.to_le_bytes());
+        b[20..24].copy_from_slice(&self.status.to_le_bytes());
+        b
+    }
+
+    /// Decode and validate a header: magic, version, op, batch limit and the
+    /// exact payload length the op requires.
+    pub fn decode(b: &[u8; HEADER_LEN]) -> Result<Header, WireError> {
+        let u32_at = |o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let magic = u32_at(0);
+        if magic != MAGIC {
+            return Err(WireError::BadMagic(magic));
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        if version != VERSION {
+            return Err(WireError::BadVersion(version));
+        }
+        let op_raw = u16::from_le_bytes([b[6], b[7]]);
+        let op = Op::from_u16(op_raw).ok_or(WireError::UnknownOp(op_raw))?;
+        let h = Header {
+            op,
+            tag: u32_at(8),
+            count: u32_at(12),
+            len: u32_at(16),
+            status: u32_at(20),
+        };
+        if matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk) && h.count > MAX_BATCH {
+            return Err(WireError::TooLarge(h.count));
+        }
+        if !payload_len_ok(op, h.count, h.len) {
+            return Err(WireError::BadLength {
+                op,
+                count: h.count,
+                len: h.len,
+            });
+        }
+        Ok(h)
+    }
+}
+
+/// The payload length each op requires for `count`.
+pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
+    let c = count as usize;
+    let l = len as usize;
+    if l > MAX_PAYLOAD {
+        return false;
+    }
+    match op {
+        Op::Hello => l == TOKEN_LEN + 8,
+        Op::HelloOk => l == 24,
+        Op::Read => c > 0 && l == c * 8,
+        Op::ReadOk => l == c * PAGE_SIZE,
+        Op::Write => c > 0 && l == c * (8 + PAGE_SIZE),
+        Op::WriteOk => l == 0,
+        Op::Free => l == 16,
+        Op::FreeOk => l == 0,
+        Op::Stats => l == 0,
+        Op::StatsOk => l == 32,
+        Op::Error => l <= MAX_ERROR_MSG,
+    }
+}
+
+/// A decoded request, borrowing its payload.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    Hello {
+        token: [u8; TOKEN_LEN],
+        max_pages: u64,
+    },
+    /// Page numbers as raw little-endian bytes; iterate with [`pages`].
+    Read { pages: &'a [u8] },
+    Write { pages: &'a [u8], data: &'a [u8] },
+    Free { start: u64, pages: u64 },
+    Stats,
+}
+
+/// Iterate the little-endian u64 page numbers of a Read or Write payload.
+pub fn pages(raw: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    raw.chunks_exact(8)
+        .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+}
+
+fn u64_at(p: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&p[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// Decode a request payload for a header already validated by
+/// [`Header::decode`]. Replies are not requests and are rejected.
+pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, WireError> {
+    if payload.len() != h.len as usize {
+        return Err(WireError::Malformed("payload shorter than the header says"));
+    }
+    Ok(match h.op {
+        Op::Hello => {
+            let mut token = [0u8; TOKEN_LEN];
+            token.copy_from_slice(&payload[..TOKEN_LEN]);
+            let max_pages = u64_at(payload, TOKEN_LEN);
+            if max_pages == 0 || max_pages > MAX_PAGES {
+                return Err(WireError::Malformed("max_pages must be in 1..=2^40"));
+            }
+            Request::Hello { token, max_pages }
+        }
+        Op::Read => Request::Read { pages: payload },
+        Op::Write => {
+            let n = h.count as usize * 8;
+            Request::Write {
+                pages: &payload[..n],
+                data: &payload[n..],
+            }
+        }
+        Op::Free => Request::Free {
+            start: u64_at(payload, 0),
+            pages: u64_at(payload, 8),
+        },
+        Op::Stats => Request::Stats,
+        other => return Err(WireError::UnknownOp(other as u16)),
+    })
+}
+
+/// Encode an Error reply into `out` (header + message), returning its length.
+pub fn encode_error(tag: u32, code: ErrorCode, msg: &str, out: &mut Vec<u8>) {
+    let m = &msg.as_bytes()[..msg.len().min(MAX_ERROR_MSG)];
+    let mut h = Header::new(Op::Error, tag, 0, m.len() as u32);
+    h.status = code as u32;
+    out.extend_from_slice(&h.encode());
+    out.extend_from_slice(m);
+}
+
+/// Parse the three u64 fields of a HelloOk payload.
+pub fn decode_hello_ok(p: &[u8]) -> Result<(u64, u64, u64), WireError> {
+    if p.len() != 24 {
+        return Err(WireError::Malformed("HelloOk payload must be 24 bytes"));
+    }
+    Ok((u64_at(p, 0), u64_at(p, 8), u64_at(p, 16)))
+}
+
+/// Parse a StatsOk payload: (capacity, used, sessions, connections) in pages/counts.
+pub fn decode_stats_ok(p: &[u8]) -> Result<[u64; 4], WireError> {
+    if p.len() != 32 {
+        return Err(WireError::Malformed("StatsOk payload must be 32 bytes"));
+    }
+    Ok([u64_at(p, 0), u64_at(p, 8), u64_at(p, 16), u64_at(p, 24)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn header_roundtrip() {
+        let h = Header::new(Op::Read, 7, 3, 24);
+        assert_eq!(Header::decode(&h.encode()).unwrap(), h);
+    }
+
+    #[test]
+    fn rejects_bad_frames() {
+        let mut b = Header::new(Op::Read, 1, 2, 16).encode();
+        b[0] = b'X';
+        assert!(matches!(Header::decode(&b), Err(WireError::BadMagic(_))));
+        let mut b = Header::new(Op::Read, 1, 2, 16).encode();
+        b[4] = 9;
+        assert_eq!(Header::decode(&b), Err(WireError::BadVersion(9)));
+        let mut b = Header::new(Op::Read, 1, 2, 16).encode();
+        b[6] = 0x42;
+        assert_eq!(Header::decode(&b), Err(WireError::UnknownOp(0x42)));
+        let b = Header::new(Op::Read, 1, 2, 17).encode();
+        assert!(matches!(Header::decode(&b), Err(WireError::BadLength { .. })));
+        let b = Header::new(Op::Read, 1, MAX_BATCH + 1, (MAX_BATCH + 1) * 8).encode();
+        assert_eq!(Header::decode(&b), Err(WireError::TooLarge(MAX_BATCH + 1)));
+        let b = Header::new(Op::Write, 1, 0, 0).encode();
+        assert!(Header::decode(&b).is_err(), "empty writes are malformed");
+    }
+
+    #[test]
+    fn decode_write_splits_pages_and_data() {
+        let mut p = Vec::new();
+        p.extend_from_slice(&5u64.to_le_bytes());
+        p.extend_from_slice(&[0xAB; PAGE_SIZE]);
+        let h = Header::decode(&Header::new(Op::Write, 0, 1, p.len() as u32).encode()).unwrap();
+        match decode_request(&h, &p).unwrap() {
+            Request::Write { pages: pg, data } => {
+                assert_eq!(pages(pg).collect::<Vec<_>>(), vec![5]);
+                assert_eq!(data.len(), PAGE_SIZE);
+            }
+            other => panic!("decoded {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hello_validates_max_pages() {
+        let mut p = vec![1u8; TOKEN_LEN];
+        p.extend_from_slice(&(MAX_PAGES + 1).to_le_bytes());
+        let h = Header::decode(&Header::new(Op::Hello, 0, 0, p.len() as u32).encode()).unwrap();
+        assert!(decode_request(&h, &p).is_err());
+    }
+
+    proptest! {
+        /// Arbitrary bytes never panic the decoder, and whatever it accepts
+        /// re-encodes to the same bytes and has a payload length that fits
+        /// the op and the limits.
+        #[test]
+        fn decoder_total(bytes in proptest::array::uniform24(any::<u8>())) {
+            if let Ok(h) = Header::decode(&bytes) {
+                prop_assert_eq!(h.encode(), bytes);
+                prop_assert!(h.len as usize <= MAX_PAYLOAD);
+                prop_assert!(payload_len_ok(h.op, h.count, h.len));
+            }
+        }
+
+        #[test]
+        fn request_decoder_total(op in 1u16..6, count in 0u32..4, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let h = Header::new(Op::from_u16(op).unwrap(), 0, count, payload.len() as u32);
+            if let Ok(h) = Header::decode(&h.encode()) {
+                let _ = decode_request(&h, &payload);
+            }
+        }
+    }
+}
