@@ -1,1 +1,41 @@
-fn main() {}
+//! The `farmem` command. Thin: argument parsing and output; the work is in
+//! the library crates.
+
+mod demo;
+mod serve;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "farmem", version, about = "Measure every memory tier, and extend memory onto far tiers")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a memory server that holds other machines' pages.
+    Serve(serve::Args),
+    /// Run a workload 4x larger than its local budget on far memory, check it,
+    /// and compare its time with all-local memory.
+    Demo(demo::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r: Result<()> = match cli.cmd {
+        Cmd::Serve(a) => serve::run(a),
+        Cmd::Demo(a) => demo::run(a),
+    };
+    if let Err(e) = r {
+        eprintln!("farmem: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// clap value parser for sizes such as 256M or 2G.
+pub fn size_arg(s: &str) -> Result<u64, String> {
+    farmem_runtime::config::parse_size(s)
+}

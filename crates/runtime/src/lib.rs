@@ -419,6 +419,12 @@ impl Runtime {
         self.arena.contains(addr)
     }
 
+    /// Whether `[addr, addr+len)` overlaps far memory.
+    pub fn overlaps(&self, addr: usize, len: usize) -> bool {
+        let end = addr.saturating_add(len);
+        len > 0 && addr < self.base + self.arena.len() && end > self.base
+    }
+
     fn word(&self, p: usize) -> &AtomicU32 {
         debug_assert!(p < self.npages);
         // SAFETY: p < npages and meta holds npages aligned u32 words for the

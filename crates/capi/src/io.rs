@@ -1,0 +1,459 @@
+//! System calls on far buffers.
+//!
+//! Each wrapper forwards to the next definition of its symbol (`dlsym(RTLD_NEXT)`,
+//! normally glibc's) unchanged when the buffer holds no far memory: one
+//! atomic load and a range check. Otherwise it works in chunks of at most a
+//! quarter of the local budget: pin the chunk's far pages, fault them in from
+//! user mode (as writes when the kernel will write into the buffer), make the
+//! call, unpin. Chunking keeps a huge `read` from pinning more than the budget.
+//!
+//! Reads from pipes and sockets stop after the first chunk (a short read, as
+//! POSIX allows), so a wrapper never blocks where the plain call would not.
+
+use farmem_runtime as rt;
+use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t, FILE};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Resolve and cache the next definition of a symbol.
+fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let f = slot.load(Ordering::Relaxed);
+    if f != 0 {
+        return f;
+    }
+    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+    if f == 0 {
+        farmem_sys::fatal(b"farmem: cannot find the C library's I/O functions (dlsym RTLD_NEXT failed)\n");
+    }
+    slot.store(f, Ordering::Relaxed);
+    f
+}
+
+macro_rules! real {
+    ($name:literal, $ty:ty) => {{
+        static SLOT: AtomicUsize = AtomicUsize::new(0);
+        let f = next_fn(&SLOT, $name);
+        // SAFETY: `f` is the address of the C library's function of this name,
+        // whose prototype is `$ty`.
+        unsafe { std::mem::transmute::<usize, $ty>(f) }
+    }};
+}
+
+/// The runtime, if `[buf, buf+n)` overlaps far memory.
+fn far(buf: *const c_void, n: usize) -> Option<&'static rt::Runtime> {
+    let r = rt::get()?;
+    r.overlaps(buf as usize, n).then_some(r)
+}
+
+fn is_regular(fd: c_int) -> bool {
+    // SAFETY: fstat into a zeroed stat buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a live, writable stat.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    r == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
+}
+
+/// Run `op(ptr, len)` over the buffer in pinned chunks. `kernel_writes`: the
+/// call writes into the buffer. `more`: go on after a full chunk.
+fn chunked(
+    r: &'static rt::Runtime,
+    buf: *mut u8,
+    n: usize,
+    kernel_writes: bool,
+    more: bool,
+    mut op: impl FnMut(*mut u8, usize, usize) -> ssize_t,
+) -> ssize_t {
+    let chunk = r.io_chunk();
+    let mut done = 0usize;
+    while done < n {
+        let len = chunk.min(n - done);
+        // SAFETY (pointer arithmetic): done < n, inside the caller's buffer.
+        let p = unsafe { buf.add(done) };
+        let pin = r.pin_for_io(p as usize, len, kernel_writes);
+        let got = op(p, len, done);
+        drop(pin);
+        if got < 0 {
+            return if done > 0 { done as ssize_t } else { got };
+        }
+        done += got as usize;
+        if (got as usize) < len || !more {
+            break;
+        }
+    }
+    done as ssize_t
+}
+
+type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
+type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
+type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t) -> ssize_t;
+type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, libc::off_t) -> ssize_t;
+type IovFn = unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t;
+type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t;
+type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t;
+type RecvFromFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t;
+type SendToFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t;
+type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut FILE) -> size_t;
+type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut FILE) -> size_t;
+
+/// `read(2)`.
+///
+/// # Safety
+/// As `read(2)`: `buf` is writable for `n` bytes.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t {
+    let f = real!(c"read", ReadFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf.cast(), n, true, is_regular(fd), |p, l, _| unsafe { f(fd, p.cast(), l) }),
+    }
+}
+
+/// `write(2)`.
+///
+/// # Safety
+/// As `write(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
+    let f = real!(c"write", WriteFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe { f(fd, p.cast(), l) }),
+    }
+}
+
+/// `pread(2)`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    let f = real!(c"pread", PreadFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, off) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf.cast(), n, true, true, |p, l, d| unsafe { f(fd, p.cast(), l, off + d as libc::off_t) }),
+    }
+}
+
+/// `pread64` (the same as `pread` on 64-bit).
+///
+/// # Safety
+/// As `pread(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// `pwrite(2)`.
+///
+/// # Safety
+/// As `pwrite(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    let f = real!(c"pwrite", PwriteFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, off) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, d| unsafe {
+            f(fd, p.cast(), l, off + d as libc::off_t)
+        }),
+    }
+}
+
+/// `pwrite64`.
+///
+/// # Safety
+/// As `pwrite(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { pwrite(fd, buf, n, off) }
+}
+
+/// Shared body of readv/writev: pin every far iovec when the total fits one
+/// chunk; otherwise do the vector element by element through read/write.
+///
+/// # Safety
+/// `iov` points to `cnt` valid iovecs.
+unsafe fn vectored(fd: c_int, iov: *const iovec, cnt: c_int, kernel_writes: bool, f: IovFn) -> ssize_t {
+    if iov.is_null() || cnt <= 0 {
+        // SAFETY: forwarded unchanged; the kernel reports the error.
+        return unsafe { f(fd, iov, cnt) };
+    }
+    // SAFETY: the caller passes cnt valid iovecs.
+    let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    let Some(r) = v.iter().find_map(|e| far(e.iov_base, e.iov_len)) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { f(fd, iov, cnt) };
+    };
+    let total: usize = v.iter().map(|e| e.iov_len).fold(0usize, usize::saturating_add);
+    if total <= r.io_chunk() {
+        let pins: Vec<_> = v
+            .iter()
+            .filter_map(|e| r.pin_for_io(e.iov_base as usize, e.iov_len, kernel_writes))
+            .collect();
+        // SAFETY: forwarded unchanged, with the far pages pinned.
+        let res = unsafe { f(fd, iov, cnt) };
+        drop(pins);
+        return res;
+    }
+    let regular = is_regular(fd);
+    let mut done: ssize_t = 0;
+    for e in v {
+        // SAFETY: each element is a valid buffer per the caller.
+        let got = unsafe {
+            if kernel_writes {
+                read(fd, e.iov_base, e.iov_len)
+            } else {
+                write(fd, e.iov_base, e.iov_len)
+            }
+        };
+        if got < 0 {
+            return if done > 0 { done } else { got };
+        }
+        done += got;
+        if (got as usize) < e.iov_len || (kernel_writes && !regular) {
+            break;
+        }
+    }
+    done
+}
+
+/// `readv(2)`.
+///
+/// # Safety
+/// As `readv(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    let f = real!(c"readv", IovFn);
+    // SAFETY: same contract.
+    unsafe { vectored(fd, iov, cnt, true, f) }
+}
+
+/// `writev(2)`.
+///
+/// # Safety
+/// As `writev(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
+    let f = real!(c"writev", IovFn);
+    // SAFETY: same contract.
+    unsafe { vectored(fd, iov, cnt, false, f) }
+}
+
+/// `recv(2)`.
+///
+/// # Safety
+/// As `recv(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
+    let f = real!(c"recv", RecvFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, flags) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf.cast(), n, true, flags & libc::MSG_WAITALL != 0, |p, l, _| unsafe {
+            f(fd, p.cast(), l, flags)
+        }),
+    }
+}
+
+/// `send(2)`.
+///
+/// # Safety
+/// As `send(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
+    let f = real!(c"send", SendFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, flags) },
+        // SAFETY: each chunk lies inside the caller's buffer.
+        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe { f(fd, p.cast(), l, flags) }),
+    }
+}
+
+/// `recvfrom(2)`.
+///
+/// # Safety
+/// As `recvfrom(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    alen: *mut socklen_t,
+) -> ssize_t {
+    let f = real!(c"recvfrom", RecvFromFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, flags, addr, alen) },
+        // Datagrams must arrive whole: pin the entire buffer for one call.
+        Some(r) => {
+            let _pin = r.pin_for_io(buf as usize, n.min(r.io_chunk()), true);
+            // SAFETY: forwarded with the (first chunk of the) buffer pinned.
+            unsafe { f(fd, buf, n.min(r.io_chunk()), flags, addr, alen) }
+        }
+    }
+}
+
+/// `sendto(2)`.
+///
+/// # Safety
+/// As `sendto(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    alen: socklen_t,
+) -> ssize_t {
+    let f = real!(c"sendto", SendToFn);
+    match far(buf, n) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(fd, buf, n, flags, addr, alen) },
+        Some(r) => {
+            let _pin = r.pin_for_io(buf as usize, n, false);
+            // SAFETY: forwarded with the buffer pinned.
+            unsafe { f(fd, buf, n, flags, addr, alen) }
+        }
+    }
+}
+
+/// `fread(3)`.
+///
+/// # Safety
+/// As `fread(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fread(ptr: *mut c_void, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+    let f = real!(c"fread", FreadFn);
+    let Some(total) = size.checked_mul(nmemb) else {
+        // SAFETY: forwarded unchanged; the C library handles the overflow.
+        return unsafe { f(ptr, size, nmemb, stream) };
+    };
+    match far(ptr, total) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(ptr, size, nmemb, stream) },
+        Some(r) => {
+            // SAFETY: each chunk lies inside the caller's buffer.
+            let bytes = chunked(r, ptr.cast(), total, true, true, |p, l, _| unsafe { f(p.cast(), 1, l, stream) as ssize_t });
+            bytes.max(0) as usize / size.max(1)
+        }
+    }
+}
+
+/// `fwrite(3)`.
+///
+/// # Safety
+/// As `fwrite(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fwrite(ptr: *const c_void, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+    let f = real!(c"fwrite", FwriteFn);
+    let Some(total) = size.checked_mul(nmemb) else {
+        // SAFETY: forwarded unchanged.
+        return unsafe { f(ptr, size, nmemb, stream) };
+    };
+    match far(ptr, total) {
+        // SAFETY: forwarded unchanged.
+        None => unsafe { f(ptr, size, nmemb, stream) },
+        Some(r) => {
+            // SAFETY: each chunk lies inside the caller's buffer.
+            let bytes = chunked(r, ptr as *mut u8, total, false, true, |p, l, _| unsafe {
+                f(p.cast(), 1, l, stream) as ssize_t
+            });
+            bytes.max(0) as usize / size.max(1)
+        }
+    }
+}
+
+// _FORTIFY_SOURCE builds call these instead; glibc's versions call its
+// internal read, bypassing the wrappers above.
+
+type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssize_t;
+
+/// `__read_chk`.
+///
+/// # Safety
+/// As `read(2)`; `buflen` is the buffer's real size.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+    if n > buflen {
+        let f = real!(c"__read_chk", ReadChkFn);
+        // SAFETY: glibc's check reports the overflow and aborts.
+        return unsafe { f(fd, buf, n, buflen) };
+    }
+    // SAFETY: same contract as read.
+    unsafe { read(fd, buf, n) }
+}
+
+type PreadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t, size_t) -> ssize_t;
+
+/// `__pread_chk`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, buflen: size_t) -> ssize_t {
+    if n > buflen {
+        let f = real!(c"__pread_chk", PreadChkFn);
+        // SAFETY: glibc's check reports the overflow and aborts.
+        return unsafe { f(fd, buf, n, off, buflen) };
+    }
+    // SAFETY: same contract as pread.
+    unsafe { pread(fd, buf, n, off) }
+}
+
+/// `__pread64_chk`.
+///
+/// # Safety
+/// As `pread(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, buflen: size_t) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { __pread_chk(fd, buf, n, off, buflen) }
+}
+
+type RecvChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t, c_int) -> ssize_t;
+
+/// `__recv_chk`.
+///
+/// # Safety
+/// As `recv(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t, flags: c_int) -> ssize_t {
+    if n > buflen {
+        let f = real!(c"__recv_chk", RecvChkFn);
+        // SAFETY: glibc's check reports the overflow and aborts.
+        return unsafe { f(fd, buf, n, buflen, flags) };
+    }
+    // SAFETY: same contract as recv.
+    unsafe { recv(fd, buf, n, flags) }
+}
+
+type FreadChkFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut FILE) -> size_t;
+
+/// `__fread_chk`.
+///
+/// # Safety
+/// As `fread(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn __fread_chk(ptr: *mut c_void, buflen: size_t, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+    if size.checked_mul(nmemb).is_none_or(|t| t > buflen) {
+        let f = real!(c"__fread_chk", FreadChkFn);
+        // SAFETY: glibc's check reports the overflow and aborts.
+        return unsafe { f(ptr, buflen, size, nmemb, stream) };
+    }
+    // SAFETY: same contract as fread.
+    unsafe { fread(ptr, size, nmemb, stream) }
+}

@@ -1,0 +1,81 @@
+//! `farmem serve`.
+
+use anyhow::{bail, Context, Result};
+use farmem_runtime::config::format_size;
+use farmem_server::{Server, ServerConfig};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address to listen on (use 0.0.0.0:PORT to serve other machines).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    listen: SocketAddr,
+    /// Most memory all clients together may store here, e.g. 16G.
+    #[arg(long, value_parser = crate::size_arg)]
+    capacity: u64,
+    /// Microseconds a connection thread spins for the next request before it
+    /// blocks (spinning avoids ~100 us wake-ups on idle CPUs).
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+    /// Most simultaneous connections.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Print a line for every client error.
+    #[arg(long)]
+    verbose: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if a.capacity < 1 << 20 {
+        bail!("--capacity {} is too small; give at least 1M (e.g. --capacity 4G)", a.capacity);
+    }
+    let phys = farmem_sys::phys_memory();
+    if a.capacity > phys {
+        bail!(
+            "--capacity {} is more than this machine's memory ({}); the server keeps pages in RAM",
+            format_size(a.capacity),
+            format_size(phys)
+        );
+    }
+    if a.spin_us > 1_000_000 {
+        bail!("--spin-us {} is too long; use at most 1000000", a.spin_us);
+    }
+    if a.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    let mut cfg = ServerConfig::new(a.listen, a.capacity);
+    cfg.spin_ns = a.spin_us * 1000;
+    cfg.max_connections = a.max_connections;
+    cfg.verbose = a.verbose;
+    let server = Server::bind(cfg)?;
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let stop = server.shutdown_flag();
+    std::thread::spawn(move || {
+        while !STOP.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        stop.stop();
+    });
+    println!(
+        "farmem serve: listening on {} (capacity {}, protocol v{})",
+        server.local_addr(),
+        format_size(a.capacity),
+        farmem_wire::VERSION
+    );
+    std::io::stdout().flush().ok();
+    server.run().context("server stopped")?;
+    println!("farmem serve: shut down");
+    Ok(())
+}
