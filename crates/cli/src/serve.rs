@@ -17,7 +17,7 @@ pub struct Args {
     capacity: u64,
     /// Microseconds a connection thread spins for the next request before it
     /// blocks (spinning avoids ~100 us wake-ups on idle CPUs).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 1000)]
     spin_us: u64,
     /// Most simultaneous connections.
     #[arg(long, default_value_t = 1024)]

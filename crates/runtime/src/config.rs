@@ -89,7 +89,7 @@ impl Default for Config {
             file_direct: FileDirect::Auto,
             stats_at_exit: false,
             arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
-            prefetch_pages: 32,
+            prefetch_pages: 64,
             evict_batch: 32,
             spin_us: 200,
             timeout_ms: 10_000,

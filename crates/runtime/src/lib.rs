@@ -26,7 +26,7 @@ mod sync;
 use backend::{Backend, BackendError, FileBackend, RemoteBackend};
 pub use config::{Config, ConfigError};
 use config::MAX_BATCH;
-use farmem_server::{Server, ServerConfig, ServerError, ServerHandle};
+use farmem_server::{Server, ServerConfig, ServerError};
 use farmem_sys::mem::Mapping;
 use farmem_sys::uffd::{CopyOutcome, Uffd};
 use farmem_sys::{now_ns, PAGE_SIZE};
@@ -44,6 +44,10 @@ const MAXB: usize = MAX_BATCH as usize;
 const NSTREAMS: usize = 32;
 const MAX_STRIDE: i64 = 64;
 const FETCH_SLOTS: usize = 64;
+/// The embedded server's threads spin this long for the next request before
+/// blocking: a blocked server thread costs the faulting client a ~100 µs
+/// wake-up on an idle CPU. The spin yields the CPU to runnable threads.
+const EMBEDDED_SERVER_SPIN_NS: u64 = 2_000_000;
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -117,7 +121,8 @@ pub struct Runtime {
     stream_victim: AtomicUsize,
     zero: Mapping,
     stats: Stats,
-    server: Option<ServerHandle>,
+    /// Address of the embedded server process, when farmem started one.
+    server: Option<String>,
 }
 
 #[derive(Default)]
@@ -346,12 +351,10 @@ impl Runtime {
             Box::new(FileBackend::open(path, cfg.file_direct)?)
         } else {
             let servers = if cfg.servers.is_empty() {
-                // The embedded default: a real server on loopback, in-process.
-                let mut sc = ServerConfig::new("127.0.0.1:0".parse().expect("valid address"), cfg.embedded_capacity);
-                sc.spin_ns = cfg.spin_us * 1000 / 4;
-                let h = Server::bind(sc)?.spawn()?;
-                let addr = h.addr().to_string();
-                server = Some(h);
+                // The embedded default: a real memory server on loopback, in a
+                // child process of its own (see `spawn_embedded_server`).
+                let addr = spawn_embedded_server(cfg.embedded_capacity)?;
+                server = Some(addr.clone());
                 vec![addr]
             } else {
                 cfg.servers.clone()
@@ -394,7 +397,7 @@ impl Runtime {
     /// Where pages go: for messages.
     pub fn backend_description(&self) -> String {
         match &self.server {
-            Some(h) => format!("embedded memory server on {}", h.addr()),
+            Some(a) => format!("embedded memory server on {a}"),
             None => self.backend.describe(),
         }
     }
@@ -781,20 +784,32 @@ impl Runtime {
         let mut m = 0;
         for (i, &q) in victims.iter().enumerate() {
             if page::needs_writeback(was[i].state()) {
-                // Write-protect first, so that no write can slip in between the
-                // copy we send and the unmap (writers now fault and wait).
-                if let Err(e) = self.uffd.write_protect(self.addr_of(q), PAGE_SIZE, true) {
-                    let mut mb = MsgBuf::new();
-                    let _ = write!(mb, "farmem: cannot write-protect far page for eviction: {e}\n");
-                    farmem_sys::fatal(mb.as_bytes());
-                }
                 wb_pages[m] = q as u64;
-                // SAFETY: the page is mapped (Evicting pages stay mapped until
-                // the zap below) and write-protected, so nothing changes it
-                // while the slice lives.
-                wb_data[m] = unsafe { std::slice::from_raw_parts(self.addr_of(q) as *const u8, PAGE_SIZE) };
                 m += 1;
             }
+        }
+        // Write-protect the dirty victims first (one ioctl per run of
+        // consecutive pages: each ioctl flushes TLBs on every CPU), so that no
+        // write can slip in between the copy we send and the unmap; writers
+        // now fault and wait for the eviction to finish.
+        let mut i = 0;
+        while i < m {
+            let mut j = i + 1;
+            while j < m && wb_pages[j] == wb_pages[j - 1] + 1 {
+                j += 1;
+            }
+            if let Err(e) = self.uffd.write_protect(self.addr_of(wb_pages[i] as usize), (j - i) * PAGE_SIZE, true) {
+                let mut mb = MsgBuf::new();
+                let _ = write!(mb, "farmem: cannot write-protect far pages for eviction: {e}\n");
+                farmem_sys::fatal(mb.as_bytes());
+            }
+            i = j;
+        }
+        for (k, &q) in wb_pages[..m].iter().enumerate() {
+            // SAFETY: the page is mapped (Evicting pages stay mapped until the
+            // zap below) and write-protected, so nothing changes it while the
+            // slice lives.
+            wb_data[k] = unsafe { std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE) };
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
@@ -1130,6 +1145,67 @@ impl Runtime {
     /// Largest buffer one system call may pin at once.
     pub fn io_chunk(&self) -> usize {
         (self.budget * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)
+    }
+}
+
+/// Start the embedded memory server as a child process and return its address.
+///
+/// Why a process and not a thread: threads of the faulting process that spin
+/// (as a server thread must, to answer within microseconds) turn every
+/// TLB flush of the fault path (`madvise`, write-protect) into an IPI to their
+/// CPU. A separate process shares no page tables. The child watches its parent
+/// and exits when the parent is gone.
+fn spawn_embedded_server(capacity: u64) -> Result<String, RuntimeError> {
+    use farmem_sys::process::{self, Forked};
+    use std::io::{Read, Write};
+    let server_err = |e: io::Error| RuntimeError::Server(ServerError::Spawn(e));
+    let (rd, wr) = process::pipe().map_err(server_err)?;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the child only binds a socket, starts server threads and
+    // allocates (glibc's malloc is fork-safe); it never returns to the caller.
+    match unsafe { process::fork() }.map_err(server_err)? {
+        Forked::Child => {
+            drop(rd);
+            process::set_thread_name(c"farmem-server");
+            let mut out = std::fs::File::from(wr);
+            let mut sc = ServerConfig::new("127.0.0.1:0".parse().expect("valid address"), capacity);
+            sc.spin_ns = EMBEDDED_SERVER_SPIN_NS;
+            match Server::bind(sc) {
+                Ok(server) => {
+                    let _ = writeln!(out, "OK {}", server.local_addr());
+                    drop(out);
+                    let stop = server.shutdown_flag();
+                    std::thread::spawn(move || loop {
+                        if process::getppid() != parent {
+                            stop.stop();
+                            process::exit_now(0);
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    });
+                    let _ = server.run();
+                    process::exit_now(0)
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "ERR {e}");
+                    process::exit_now(1)
+                }
+            }
+        }
+        Forked::Parent(pid) => {
+            drop(wr);
+            let mut msg = String::new();
+            let _ = std::fs::File::from(rd).read_to_string(&mut msg);
+            match msg.trim().strip_prefix("OK ") {
+                Some(addr) => Ok(addr.to_string()),
+                None => {
+                    process::try_reap(pid);
+                    Err(server_err(io::Error::other(format!(
+                        "the embedded server did not start: {}",
+                        msg.trim().strip_prefix("ERR ").unwrap_or("no reply")
+                    ))))
+                }
+            }
+        }
     }
 }
 

@@ -53,7 +53,7 @@ impl ServerConfig {
         ServerConfig {
             listen,
             capacity_pages: capacity_bytes / PAGE_SIZE as u64,
-            spin_ns: 50_000,
+            spin_ns: 1_000_000,
             max_connections: 1024,
             verbose: false,
         }

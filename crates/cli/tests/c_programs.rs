@@ -1,0 +1,135 @@
+//! The C API from C programs (gcc -fopenmp), against real memory servers.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", cmd, out.status);
+    stdout
+}
+
+#[test]
+fn openmp_integrity_8x_budget_embedded_server() {
+    let exe = build_c("integrity_omp");
+    let out = run_ok(Command::new(exe).arg("128").env("FARMEM_LOCAL", "16M").env("OMP_NUM_THREADS", "4"));
+    assert!(out.contains("mismatches=0"), "{out}");
+}
+
+#[test]
+fn openmp_integrity_striped_over_two_servers() {
+    let (a, b) = (Serve::start("256M"), Serve::start("256M"));
+    let exe = build_c("integrity_omp");
+    let out = run_ok(
+        Command::new(exe)
+            .arg("96")
+            .env("FARMEM_LOCAL", "12M")
+            .env("FARMEM_SERVERS", format!("{},{}", a.addr, b.addr))
+            .env("FARMEM_STRIPE", "16")
+            .env("OMP_NUM_THREADS", "3"),
+    );
+    assert!(out.contains("mismatches=0"), "{out}");
+}
+
+#[test]
+fn openmp_integrity_on_a_file_backend() {
+    let dir = std::env::temp_dir().join(format!("farmem-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = build_c("integrity_omp");
+    let out = run_ok(
+        Command::new(exe)
+            .arg("64")
+            .env("FARMEM_LOCAL", "8M")
+            .env("FARMEM_FILE", dir.join("pages"))
+            .env("OMP_NUM_THREADS", "2"),
+    );
+    assert!(out.contains("mismatches=0"), "{out}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn system_calls_on_non_resident_far_buffers() {
+    let exe = build_c("syscalls");
+    let dir = std::env::temp_dir();
+    let out = run_ok(Command::new(exe).arg(&dir).env("FARMEM_LOCAL", "8M"));
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn fork_child_never_reads_wrong_data() {
+    let exe = build_c("fork_child");
+    let out = Command::new(exe).env("FARMEM_LOCAL", "4M").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("quiet child: exit 7"), "{stdout}");
+    assert!(stderr.contains("fork() child) touched far memory"), "{stderr}");
+    assert!(!stdout.contains("child read"), "the child must not read far data: {stdout}");
+}
+
+#[test]
+fn killed_server_stops_the_client_with_a_message() {
+    let mut server = Serve::start("256M");
+    let exe = build_c("server_gone");
+    let mut child = Command::new(exe)
+        .env("FARMEM_LOCAL", "4M")
+        .env("FARMEM_SERVERS", &server.addr)
+        .env("FARMEM_TIMEOUT_MS", "3000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "READY");
+    server.kill();
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!stdout.contains("survived"), "the program went on without its data: {stdout}");
+    assert!(stderr.contains(&server.addr), "the message must name the server: {stderr}");
+    assert!(stderr.contains("stopping the program"), "{stderr}");
+}
+
+#[test]
+fn unreachable_server_fails_at_first_allocation_with_a_clear_error() {
+    let exe = build_c("server_gone");
+    let out = Command::new(exe)
+        .env("FARMEM_SERVERS", "127.0.0.1:1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr.contains("cannot connect to memory server 127.0.0.1:1"), "{stderr}");
+}
+
+#[test]
+fn bad_configuration_is_reported_not_crashed() {
+    let exe = build_c("server_gone");
+    for (k, v, want) in [
+        ("FARMEM_LOCAL", "lots", "FARMEM_LOCAL"),
+        ("FARMEM_SERVERS", "nohostport", "host:port"),
+        ("FARMEM_PREFETCH", "1000", "FARMEM_PREFETCH"),
+        ("FARMEM_LOCALL", "1G", "unknown setting"),
+    ] {
+        let out = Command::new(&exe).env(k, v).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{k}={v}: {stderr}");
+        assert!(stderr.contains(want), "{k}={v}: {stderr}");
+    }
+}
+
+#[test]
+fn demo_checks_its_result() {
+    let out = run_ok(farmem().args(["demo", "--size", "64M", "--updates", "20000"]));
+    assert!(out.contains("result check: OK"), "{out}");
+    assert!(out.contains("farmem stats"), "{out}");
+}

@@ -1,0 +1,83 @@
+//! Helpers for the integration tests: find the built artifacts, compile the
+//! C programs under tests/programs, start real `farmem serve` processes.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// target/<profile>, where libfarmem.so is built next to the farmem binary.
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_farmem")).parent().unwrap().to_path_buf()
+}
+
+pub fn farmem() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_farmem"))
+}
+
+/// Compile tests/programs/NAME.c against libfarmem with the project's C flags.
+pub fn build_c(name: &str) -> PathBuf {
+    let lib = target_dir().join("libfarmem.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: run `cargo build --workspace` for this profile first (scripts/test.sh does)",
+        lib.display()
+    );
+    let out_dir = std::env::temp_dir().join(format!("farmem-cprog-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fopenmp", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join(format!("tests/programs/{name}.c")))
+        .arg("-L")
+        .arg(target_dir())
+        .arg("-lfarmem")
+        .arg(format!("-Wl,-rpath,{}", target_dir().display()))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("gcc is needed for these tests");
+    assert!(st.success(), "compiling {name}.c failed");
+    exe
+}
+
+/// A `farmem serve` process on an ephemeral loopback port; killed on drop.
+pub struct Serve {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Serve {
+    pub fn start(capacity: &str) -> Serve {
+        let mut child = farmem()
+            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line
+            .split_whitespace()
+            .nth(4)
+            .unwrap_or_else(|| panic!("unexpected banner {line:?}"))
+            .to_string();
+        Serve { child, addr }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
