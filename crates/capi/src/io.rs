@@ -23,7 +23,9 @@ fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
     let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
     if f == 0 {
-        farmem_sys::fatal(b"farmem: cannot find the C library's I/O functions (dlsym RTLD_NEXT failed)\n");
+        farmem_sys::fatal(
+            b"farmem: cannot find the C library's I/O functions (dlsym RTLD_NEXT failed)\n",
+        );
     }
     slot.store(f, Ordering::Relaxed);
     f
@@ -90,8 +92,22 @@ type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, libc::off_t) 
 type IovFn = unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t;
 type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t;
 type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t;
-type RecvFromFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t;
-type SendToFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t;
+type RecvFromFn = unsafe extern "C" fn(
+    c_int,
+    *mut c_void,
+    size_t,
+    c_int,
+    *mut sockaddr,
+    *mut socklen_t,
+) -> ssize_t;
+type SendToFn = unsafe extern "C" fn(
+    c_int,
+    *const c_void,
+    size_t,
+    c_int,
+    *const sockaddr,
+    socklen_t,
+) -> ssize_t;
 type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut FILE) -> size_t;
 type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut FILE) -> size_t;
 
@@ -106,7 +122,9 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf.cast(), n, true, is_regular(fd), |p, l, _| unsafe { f(fd, p.cast(), l) }),
+        Some(r) => chunked(r, buf.cast(), n, true, is_regular(fd), |p, l, _| unsafe {
+            f(fd, p.cast(), l)
+        }),
     }
 }
 
@@ -121,7 +139,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe { f(fd, p.cast(), l) }),
+        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe {
+            f(fd, p.cast(), l)
+        }),
     }
 }
 
@@ -130,13 +150,20 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
 /// # Safety
 /// As `pread(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t {
+pub unsafe extern "C" fn pread(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: libc::off_t,
+) -> ssize_t {
     let f = real!(c"pread", PreadFn);
     match far(buf, n) {
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, off) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf.cast(), n, true, true, |p, l, d| unsafe { f(fd, p.cast(), l, off + d as libc::off_t) }),
+        Some(r) => chunked(r, buf.cast(), n, true, true, |p, l, d| unsafe {
+            f(fd, p.cast(), l, off + d as libc::off_t)
+        }),
     }
 }
 
@@ -145,7 +172,12 @@ pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: size_t, off: libc
 /// # Safety
 /// As `pread(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t) -> ssize_t {
+pub unsafe extern "C" fn pread64(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: libc::off_t,
+) -> ssize_t {
     // SAFETY: same contract.
     unsafe { pread(fd, buf, n, off) }
 }
@@ -155,7 +187,12 @@ pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: size_t, off: li
 /// # Safety
 /// As `pwrite(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t {
+pub unsafe extern "C" fn pwrite(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    off: libc::off_t,
+) -> ssize_t {
     let f = real!(c"pwrite", PwriteFn);
     match far(buf, n) {
         // SAFETY: forwarded unchanged.
@@ -172,7 +209,12 @@ pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: size_t, off: l
 /// # Safety
 /// As `pwrite(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off: libc::off_t) -> ssize_t {
+pub unsafe extern "C" fn pwrite64(
+    fd: c_int,
+    buf: *const c_void,
+    n: size_t,
+    off: libc::off_t,
+) -> ssize_t {
     // SAFETY: same contract.
     unsafe { pwrite(fd, buf, n, off) }
 }
@@ -182,7 +224,13 @@ pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: size_t, off:
 ///
 /// # Safety
 /// `iov` points to `cnt` valid iovecs.
-unsafe fn vectored(fd: c_int, iov: *const iovec, cnt: c_int, kernel_writes: bool, f: IovFn) -> ssize_t {
+unsafe fn vectored(
+    fd: c_int,
+    iov: *const iovec,
+    cnt: c_int,
+    kernel_writes: bool,
+    f: IovFn,
+) -> ssize_t {
     if iov.is_null() || cnt <= 0 {
         // SAFETY: forwarded unchanged; the kernel reports the error.
         return unsafe { f(fd, iov, cnt) };
@@ -193,7 +241,10 @@ unsafe fn vectored(fd: c_int, iov: *const iovec, cnt: c_int, kernel_writes: bool
         // SAFETY: forwarded unchanged.
         return unsafe { f(fd, iov, cnt) };
     };
-    let total: usize = v.iter().map(|e| e.iov_len).fold(0usize, usize::saturating_add);
+    let total: usize = v
+        .iter()
+        .map(|e| e.iov_len)
+        .fold(0usize, usize::saturating_add);
     if total <= r.io_chunk() {
         let pins: Vec<_> = v
             .iter()
@@ -259,9 +310,14 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, flags) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf.cast(), n, true, flags & libc::MSG_WAITALL != 0, |p, l, _| unsafe {
-            f(fd, p.cast(), l, flags)
-        }),
+        Some(r) => chunked(
+            r,
+            buf.cast(),
+            n,
+            true,
+            flags & libc::MSG_WAITALL != 0,
+            |p, l, _| unsafe { f(fd, p.cast(), l, flags) },
+        ),
     }
 }
 
@@ -276,7 +332,9 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, flags) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe { f(fd, p.cast(), l, flags) }),
+        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe {
+            f(fd, p.cast(), l, flags)
+        }),
     }
 }
 
@@ -336,7 +394,12 @@ pub unsafe extern "C" fn sendto(
 /// # Safety
 /// As `fread(3)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fread(ptr: *mut c_void, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+pub unsafe extern "C" fn fread(
+    ptr: *mut c_void,
+    size: size_t,
+    nmemb: size_t,
+    stream: *mut FILE,
+) -> size_t {
     let f = real!(c"fread", FreadFn);
     let Some(total) = size.checked_mul(nmemb) else {
         // SAFETY: forwarded unchanged; the C library handles the overflow.
@@ -347,7 +410,9 @@ pub unsafe extern "C" fn fread(ptr: *mut c_void, size: size_t, nmemb: size_t, st
         None => unsafe { f(ptr, size, nmemb, stream) },
         Some(r) => {
             // SAFETY: each chunk lies inside the caller's buffer.
-            let bytes = chunked(r, ptr.cast(), total, true, true, |p, l, _| unsafe { f(p.cast(), 1, l, stream) as ssize_t });
+            let bytes = chunked(r, ptr.cast(), total, true, true, |p, l, _| unsafe {
+                f(p.cast(), 1, l, stream) as ssize_t
+            });
             bytes.max(0) as usize / size.max(1)
         }
     }
@@ -358,7 +423,12 @@ pub unsafe extern "C" fn fread(ptr: *mut c_void, size: size_t, nmemb: size_t, st
 /// # Safety
 /// As `fwrite(3)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fwrite(ptr: *const c_void, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+pub unsafe extern "C" fn fwrite(
+    ptr: *const c_void,
+    size: size_t,
+    nmemb: size_t,
+    stream: *mut FILE,
+) -> size_t {
     let f = real!(c"fwrite", FwriteFn);
     let Some(total) = size.checked_mul(nmemb) else {
         // SAFETY: forwarded unchanged.
@@ -387,7 +457,12 @@ type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t) -> ssi
 /// # Safety
 /// As `read(2)`; `buflen` is the buffer's real size.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __read_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
     if n > buflen {
         let f = real!(c"__read_chk", ReadChkFn);
         // SAFETY: glibc's check reports the overflow and aborts.
@@ -404,7 +479,13 @@ type PreadChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t, 
 /// # Safety
 /// As `pread(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __pread_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: libc::off_t,
+    buflen: size_t,
+) -> ssize_t {
     if n > buflen {
         let f = real!(c"__pread_chk", PreadChkFn);
         // SAFETY: glibc's check reports the overflow and aborts.
@@ -419,7 +500,13 @@ pub unsafe extern "C" fn __pread_chk(fd: c_int, buf: *mut c_void, n: size_t, off
 /// # Safety
 /// As `pread(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __pread64_chk(fd: c_int, buf: *mut c_void, n: size_t, off: libc::off_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __pread64_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    off: libc::off_t,
+    buflen: size_t,
+) -> ssize_t {
     // SAFETY: same contract.
     unsafe { __pread_chk(fd, buf, n, off, buflen) }
 }
@@ -431,7 +518,13 @@ type RecvChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t, c_int)
 /// # Safety
 /// As `recv(2)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __recv_chk(fd: c_int, buf: *mut c_void, n: size_t, buflen: size_t, flags: c_int) -> ssize_t {
+pub unsafe extern "C" fn __recv_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+    flags: c_int,
+) -> ssize_t {
     if n > buflen {
         let f = real!(c"__recv_chk", RecvChkFn);
         // SAFETY: glibc's check reports the overflow and aborts.
@@ -448,7 +541,13 @@ type FreadChkFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut
 /// # Safety
 /// As `fread(3)`.
 #[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __fread_chk(ptr: *mut c_void, buflen: size_t, size: size_t, nmemb: size_t, stream: *mut FILE) -> size_t {
+pub unsafe extern "C" fn __fread_chk(
+    ptr: *mut c_void,
+    buflen: size_t,
+    size: size_t,
+    nmemb: size_t,
+    stream: *mut FILE,
+) -> size_t {
     if size.checked_mul(nmemb).is_none_or(|t| t > buflen) {
         let f = real!(c"__fread_chk", FreadChkFn);
         // SAFETY: glibc's check reports the overflow and aborts.

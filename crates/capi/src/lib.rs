@@ -159,7 +159,10 @@ pub extern "C" fn fm_advise(p: *mut c_void, len: size_t, advice: c_int) -> c_int
         FM_ADV_UNPIN => Advice::Unpin,
         FM_ADV_READ_MOSTLY => Advice::ReadMostly,
         _ => {
-            let msg = CString::new(format!("farmem: unknown advice {advice} (use an FM_ADV_* constant)")).unwrap_or_default();
+            let msg = CString::new(format!(
+                "farmem: unknown advice {advice} (use an FM_ADV_* constant)"
+            ))
+            .unwrap_or_default();
             LAST_ERROR.with(|l| *l.borrow_mut() = msg);
             return -FM_EINVAL;
         }
@@ -238,7 +241,9 @@ pub extern "C" fn fm_is_far(p: *const c_void) -> c_int {
 pub extern "C" fn fm_strerror(code: c_int) -> *const c_char {
     let s: &'static CStr = match code.saturating_abs() {
         FM_OK => c"success",
-        FM_ECONFIG => c"invalid configuration (see the FARMEM_* reference in docs/configuration.md)",
+        FM_ECONFIG => {
+            c"invalid configuration (see the FARMEM_* reference in docs/configuration.md)"
+        }
         FM_EBACKEND => c"the far-memory backend (memory server or file) failed or is unreachable",
         FM_ENOSYS => c"userfaultfd is not available on this system",
         FM_EALREADY => c"farmem is already initialised",

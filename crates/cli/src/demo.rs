@@ -125,7 +125,10 @@ pub fn run(a: Args) -> Result<()> {
     let gbps = |secs: f64| size as f64 / LINE as f64 * 8.0 / secs / 1e9;
     let mbps = |secs: f64| size as f64 / secs / 1e6;
     println!();
-    println!("{:<28} {:>12} {:>12} {:>10}", "pass", "all-local", "farmem", "farmem/local");
+    println!(
+        "{:<28} {:>12} {:>12} {:>10}",
+        "pass", "all-local", "farmem", "farmem/local"
+    );
     for (name, lt, ft) in [
         ("write 8B per 64B line", l.write, f.write),
         ("reread and check", l.reread, f.reread),
@@ -134,7 +137,13 @@ pub fn run(a: Args) -> Result<()> {
         println!("{name:<28} {:>10.3} s {:>10.3} s {:>9.2}x", lt, ft, ft / lt);
     }
     let (lt, ft) = (l.write + l.reread + l.random, f.write + f.reread + f.random);
-    println!("{:<28} {:>10.3} s {:>10.3} s {:>9.2}x", "total", lt, ft, ft / lt);
+    println!(
+        "{:<28} {:>10.3} s {:>10.3} s {:>9.2}x",
+        "total",
+        lt,
+        ft,
+        ft / lt
+    );
     println!(
         "\nregion sweep rate (bytes of region covered per second): write {:.0} MB/s, reread {:.0} MB/s on farmem \
          ({:.2} / {:.2} GB/s of payload words)",
@@ -146,7 +155,11 @@ pub fn run(a: Args) -> Result<()> {
     println!();
     print!("{}", stats.render());
     if l.errors + f.errors > 0 {
-        bail!("result check FAILED: {} wrong words on far memory, {} on local", f.errors, l.errors);
+        bail!(
+            "result check FAILED: {} wrong words on far memory, {} on local",
+            f.errors,
+            l.errors
+        );
     }
     println!("\nresult check: OK (every word verified, local and far)");
     Ok(())

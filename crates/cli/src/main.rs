@@ -8,7 +8,11 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "farmem", version, about = "Measure every memory tier, and extend memory onto far tiers")]
+#[command(
+    name = "farmem",
+    version,
+    about = "Measure every memory tier, and extend memory onto far tiers"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

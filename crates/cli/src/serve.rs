@@ -35,7 +35,10 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 pub fn run(a: Args) -> Result<()> {
     if a.capacity < 1 << 20 {
-        bail!("--capacity {} is too small; give at least 1M (e.g. --capacity 4G)", a.capacity);
+        bail!(
+            "--capacity {} is too small; give at least 1M (e.g. --capacity 4G)",
+            a.capacity
+        );
     }
     let phys = farmem_sys::phys_memory();
     if a.capacity > phys {

@@ -9,14 +9,24 @@ fn run_ok(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", cmd, out.status);
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        cmd,
+        out.status
+    );
     stdout
 }
 
 #[test]
 fn openmp_integrity_8x_budget_embedded_server() {
     let exe = build_c("integrity_omp");
-    let out = run_ok(Command::new(exe).arg("128").env("FARMEM_LOCAL", "16M").env("OMP_NUM_THREADS", "4"));
+    let out = run_ok(
+        Command::new(exe)
+            .arg("128")
+            .env("FARMEM_LOCAL", "16M")
+            .env("OMP_NUM_THREADS", "4"),
+    );
     assert!(out.contains("mismatches=0"), "{out}");
 }
 
@@ -62,13 +72,22 @@ fn system_calls_on_non_resident_far_buffers() {
 #[test]
 fn fork_child_never_reads_wrong_data() {
     let exe = build_c("fork_child");
-    let out = Command::new(exe).env("FARMEM_LOCAL", "4M").output().unwrap();
+    let out = Command::new(exe)
+        .env("FARMEM_LOCAL", "4M")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("quiet child: exit 7"), "{stdout}");
-    assert!(stderr.contains("fork() child) touched far memory"), "{stderr}");
-    assert!(!stdout.contains("child read"), "the child must not read far data: {stdout}");
+    assert!(
+        stderr.contains("fork() child) touched far memory"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("child read"),
+        "the child must not read far data: {stdout}"
+    );
 }
 
 #[test]
@@ -85,7 +104,9 @@ fn killed_server_stops_the_client_with_a_message() {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim(), "READY");
     server.kill();
     child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
@@ -93,8 +114,14 @@ fn killed_server_stops_the_client_with_a_message() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(!stdout.contains("survived"), "the program went on without its data: {stdout}");
-    assert!(stderr.contains(&server.addr), "the message must name the server: {stderr}");
+    assert!(
+        !stdout.contains("survived"),
+        "the program went on without its data: {stdout}"
+    );
+    assert!(
+        stderr.contains(&server.addr),
+        "the message must name the server: {stderr}"
+    );
     assert!(stderr.contains("stopping the program"), "{stderr}");
 }
 
@@ -108,7 +135,10 @@ fn unreachable_server_fails_at_first_allocation_with_a_clear_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr.contains("cannot connect to memory server 127.0.0.1:1"), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to memory server 127.0.0.1:1"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -120,7 +150,11 @@ fn bad_configuration_is_reported_not_crashed() {
         ("FARMEM_PREFETCH", "1000", "FARMEM_PREFETCH"),
         ("FARMEM_LOCALL", "1G", "unknown setting"),
     ] {
-        let out = Command::new(&exe).env(k, v).stdin(Stdio::null()).output().unwrap();
+        let out = Command::new(&exe)
+            .env(k, v)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{k}={v}: {stderr}");
         assert!(stderr.contains(want), "{k}={v}: {stderr}");

@@ -9,7 +9,7 @@ use farmem_sys::PAGE_SIZE;
 use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN};
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use thiserror::Error;
@@ -29,7 +29,9 @@ pub enum BackendError {
     },
     #[error("memory server {server} sent a bad reply: {why}")]
     Protocol { server: String, why: String },
-    #[error("cannot connect to memory server {server}: {source} (is `farmem serve` running there?)")]
+    #[error(
+        "cannot connect to memory server {server}: {source} (is `farmem serve` running there?)"
+    )]
     Connect { server: String, source: io::Error },
     #[error("far-memory file {path}: {source}")]
     File { path: PathBuf, source: io::Error },
@@ -92,7 +94,11 @@ fn random_token() -> [u8; wire::TOKEN_LEN] {
 impl RemoteBackend {
     /// Connect `cfg.conns` connections to each server and open one session
     /// (a fresh random token) spanning `max_pages` pages.
-    pub fn connect(cfg: &Config, servers: &[String], max_pages: u64) -> Result<RemoteBackend, BackendError> {
+    pub fn connect(
+        cfg: &Config,
+        servers: &[String],
+        max_pages: u64,
+    ) -> Result<RemoteBackend, BackendError> {
         let token = random_token();
         let wait = Wait {
             spin_ns: cfg.spin_us * 1000,
@@ -143,7 +149,9 @@ impl RemoteBackend {
                 };
                 set_nonblocking(fd).map_err(io_err)?;
                 let mut hello = Vec::with_capacity(HEADER_LEN + 24);
-                hello.extend_from_slice(&Header::new(Op::Hello, 0, 0, (wire::TOKEN_LEN + 8) as u32).encode());
+                hello.extend_from_slice(
+                    &Header::new(Op::Hello, 0, 0, (wire::TOKEN_LEN + 8) as u32).encode(),
+                );
                 hello.extend_from_slice(&token);
                 hello.extend_from_slice(&max_pages.to_le_bytes());
                 send_vectored(fd, &[&hello], wait).map_err(io_err)?;
@@ -193,7 +201,13 @@ impl RemoteBackend {
     }
 
     /// Read the pages of `pages` held by server `s` (at positions `idx`) into `buf`.
-    fn read_from(&self, s: usize, pages: &[u64], idx: &[usize], buf: &mut [u8]) -> Result<(), BackendError> {
+    fn read_from(
+        &self,
+        s: usize,
+        pages: &[u64],
+        idx: &[usize],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
         let server = &self.servers[s];
         let conn = self.acquire(s);
         let r = (|| {
@@ -204,12 +218,22 @@ impl RemoteBackend {
                 list[k * 8..k * 8 + 8].copy_from_slice(&pages[i].to_le_bytes());
             }
             let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
-            send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
+            send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
+                BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                }
             })?;
             let h = read_header(server, conn.fd, self.wait)?;
-            check_reply(server, conn.fd, &h, Op::ReadOk, tag, (n * PAGE_SIZE) as u32, self.wait)?;
+            check_reply(
+                server,
+                conn.fd,
+                &h,
+                Op::ReadOk,
+                tag,
+                (n * PAGE_SIZE) as u32,
+                self.wait,
+            )?;
             // Common case: the whole batch, in order; receive it in one go.
             let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
             let io_err = |source| BackendError::Io {
@@ -218,10 +242,16 @@ impl RemoteBackend {
             };
             if contiguous {
                 let start = idx[0] * PAGE_SIZE;
-                recv_exact(conn.fd, &mut buf[start..start + n * PAGE_SIZE], self.wait).map_err(io_err)?;
+                recv_exact(conn.fd, &mut buf[start..start + n * PAGE_SIZE], self.wait)
+                    .map_err(io_err)?;
             } else {
                 for &i in idx {
-                    recv_exact(conn.fd, &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE], self.wait).map_err(io_err)?;
+                    recv_exact(
+                        conn.fd,
+                        &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE],
+                        self.wait,
+                    )
+                    .map_err(io_err)?;
                 }
             }
             Ok(())
@@ -230,7 +260,13 @@ impl RemoteBackend {
         r
     }
 
-    fn write_to(&self, s: usize, pages: &[u64], data: &[&[u8]], idx: &[usize]) -> Result<(), BackendError> {
+    fn write_to(
+        &self,
+        s: usize,
+        pages: &[u64],
+        data: &[&[u8]],
+        idx: &[usize],
+    ) -> Result<(), BackendError> {
         let server = &self.servers[s];
         let conn = self.acquire(s);
         let r = (|| {
@@ -247,9 +283,11 @@ impl RemoteBackend {
             for (k, &i) in idx.iter().enumerate() {
                 parts[2 + k] = data[i];
             }
-            send_vectored(conn.fd, &parts[..2 + n], self.wait).map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
+            send_vectored(conn.fd, &parts[..2 + n], self.wait).map_err(|source| {
+                BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                }
             })?;
             let h = read_header(server, conn.fd, self.wait)?;
             check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)
@@ -303,7 +341,15 @@ fn read_header(server: &Server, fd: RawFd, wait: Wait) -> Result<Header, Backend
 }
 
 /// Check a reply header; an Error reply becomes `Refused` with its message.
-fn check_reply(server: &Server, fd: RawFd, h: &Header, op: Op, tag: u32, len: u32, wait: Wait) -> Result<(), BackendError> {
+fn check_reply(
+    server: &Server,
+    fd: RawFd,
+    h: &Header,
+    op: Op,
+    tag: u32,
+    len: u32,
+    wait: Wait,
+) -> Result<(), BackendError> {
     if h.op == Op::Error {
         let mut msg = [0u8; wire::MAX_ERROR_MSG];
         let n = h.len as usize;
@@ -320,13 +366,23 @@ fn check_reply(server: &Server, fd: RawFd, h: &Header, op: Op, tag: u32, len: u3
     if h.op != op || h.tag != tag || h.len != len {
         return Err(BackendError::Protocol {
             server: server.name.clone(),
-            why: format!("expected {op:?} tag {tag} len {len}, got {:?} tag {} len {}", h.op, h.tag, h.len),
+            why: format!(
+                "expected {op:?} tag {tag} len {len}, got {:?} tag {} len {}",
+                h.op, h.tag, h.len
+            ),
         });
     }
     Ok(())
 }
 
-fn expect_reply(server: &Server, fd: RawFd, op: Op, tag: u32, payload: &mut [u8], wait: Wait) -> Result<(), BackendError> {
+fn expect_reply(
+    server: &Server,
+    fd: RawFd,
+    op: Op,
+    tag: u32,
+    payload: &mut [u8],
+    wait: Wait,
+) -> Result<(), BackendError> {
     let h = read_header(server, fd, wait)?;
     check_reply(server, fd, &h, op, tag, payload.len() as u32, wait)?;
     recv_exact(fd, payload, wait).map_err(|source| BackendError::Io {
@@ -354,9 +410,11 @@ impl Backend for RemoteBackend {
                 p[..8].copy_from_slice(&start.to_le_bytes());
                 p[8..].copy_from_slice(&n.to_le_bytes());
                 let hdr = Header::new(Op::Free, tag, 0, 16).encode();
-                send_vectored(conn.fd, &[&hdr, &p], self.wait).map_err(|source| BackendError::Io {
-                    server: server.name.clone(),
-                    source,
+                send_vectored(conn.fd, &[&hdr, &p], self.wait).map_err(|source| {
+                    BackendError::Io {
+                        server: server.name.clone(),
+                        source,
+                    }
                 })?;
                 let h = read_header(server, conn.fd, self.wait)?;
                 check_reply(server, conn.fd, &h, Op::FreeOk, tag, 0, self.wait)
@@ -427,15 +485,19 @@ impl Backend for FileBackend {
                 j += 1;
             }
             let dst = &mut buf[i * PAGE_SIZE..j * PAGE_SIZE];
-            let got = farmem_sys::net::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
-                .map_err(|source| BackendError::File {
-                    path: self.path.clone(),
-                    source,
-                })?;
+            let got =
+                farmem_sys::net::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
+                    .map_err(|source| BackendError::File {
+                        path: self.path.clone(),
+                        source,
+                    })?;
             if got != dst.len() {
                 return Err(BackendError::File {
                     path: self.path.clone(),
-                    source: io::Error::new(io::ErrorKind::UnexpectedEof, "the file is shorter than the pages written to it (was it truncated?)"),
+                    source: io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the file is shorter than the pages written to it (was it truncated?)",
+                    ),
                 });
             }
             i = j;
@@ -445,12 +507,12 @@ impl Backend for FileBackend {
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
         for (p, d) in pages.iter().zip(data) {
-            farmem_sys::net::pwrite_full(self.fd.as_raw_fd(), d, p * PAGE_SIZE as u64).map_err(|source| {
-                BackendError::File {
+            farmem_sys::net::pwrite_full(self.fd.as_raw_fd(), d, p * PAGE_SIZE as u64).map_err(
+                |source| BackendError::File {
                     path: self.path.clone(),
                     source,
-                }
-            })?;
+                },
+            )?;
         }
         Ok(())
     }

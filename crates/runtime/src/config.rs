@@ -108,7 +108,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if t.is_empty() {
         return Err("empty size; write e.g. 256M or 2G".into());
     }
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
@@ -133,7 +135,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 /// Format bytes the way `parse_size` reads them.
 pub fn format_size(b: u64) -> String {
-    const U: [(&str, u64); 4] = [("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    const U: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
     for (u, m) in U {
         if b >= m {
             let v = b as f64 / m as f64;
@@ -190,7 +197,11 @@ fn parse_servers(v: &str) -> Result<Vec<String>, ConfigError> {
         out.push(part.to_string());
     }
     if out.is_empty() {
-        return Err(invalid("SERVERS", v, "no server given; write host:port[,host:port...]"));
+        return Err(invalid(
+            "SERVERS",
+            v,
+            "no server given; write host:port[,host:port...]",
+        ));
     }
     Ok(out)
 }
@@ -243,8 +254,12 @@ impl Config {
                 }
                 self.arena_bytes = b.next_multiple_of(1 << 21);
             }
-            "PREFETCH" => self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH as u64)? as u32,
-            "EVICT_BATCH" => self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH as u64)? as u32,
+            "PREFETCH" => {
+                self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH as u64)? as u32
+            }
+            "EVICT_BATCH" => {
+                self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH as u64)? as u32
+            }
             "SPIN_US" => self.spin_us = parse_int("SPIN_US", v, 0, 1_000_000)?,
             "TIMEOUT_MS" => self.timeout_ms = parse_int("TIMEOUT_MS", v, 10, 3_600_000)?,
             "CONNS" => self.conns = parse_int("CONNS", v, 1, 64)? as usize,
@@ -280,7 +295,10 @@ impl Config {
             return Err(invalid(
                 "LOCAL",
                 &format_size(self.local_bytes),
-                format!("the budget must be smaller than FARMEM_ARENA ({})", format_size(self.arena_bytes)),
+                format!(
+                    "the budget must be smaller than FARMEM_ARENA ({})",
+                    format_size(self.arena_bytes)
+                ),
             ));
         }
         Ok(())
@@ -304,7 +322,10 @@ impl Config {
     }
 
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_vars(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
+        Config::from_vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
     }
 
     /// Parse an `fm_init` string: whitespace-separated `key=value` words,
@@ -346,16 +367,27 @@ mod tests {
 
     #[test]
     fn env_is_validated() {
-        let ok = Config::from_vars([("FARMEM_LOCAL", "64M"), ("FARMEM_SERVERS", "127.0.0.1:7000,localhost:7001")]).unwrap();
+        let ok = Config::from_vars([
+            ("FARMEM_LOCAL", "64M"),
+            ("FARMEM_SERVERS", "127.0.0.1:7000,localhost:7001"),
+        ])
+        .unwrap();
         assert_eq!(ok.local_bytes, 64 << 20);
         assert_eq!(ok.servers.len(), 2);
-        let e = Config::from_vars([("FARMEM_LOCAL", "lots")]).unwrap_err().to_string();
+        let e = Config::from_vars([("FARMEM_LOCAL", "lots")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("FARMEM_LOCAL") && e.contains("256M"), "{e}");
-        let e = Config::from_vars([("FARMEM_LOCAL", "100T")]).unwrap_err().to_string();
+        let e = Config::from_vars([("FARMEM_LOCAL", "100T")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("physical memory"), "{e}");
         assert!(Config::from_vars([("FARMEM_SERVERS", "nohost")]).is_err());
         assert!(Config::from_vars([("FARMEM_SERVERS", "h:0")]).is_err());
-        assert!(Config::from_vars([("FARMEM_LOCALL", "1G")]).unwrap_err().to_string().contains("unknown"));
+        assert!(Config::from_vars([("FARMEM_LOCALL", "1G")])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown"));
         assert!(Config::from_vars([("FARMEM_THRESHOLD", "0")]).is_err());
         assert!(Config::from_vars([("FARMEM_PREFETCH", "65")]).is_err());
         assert_eq!(
@@ -369,7 +401,10 @@ mod tests {
     #[test]
     fn init_string() {
         let c = Config::from_str_config("local=8M prefetch=0 stats=1").unwrap();
-        assert_eq!((c.local_bytes, c.prefetch_pages, c.stats_at_exit), (8 << 20, 0, true));
+        assert_eq!(
+            (c.local_bytes, c.prefetch_pages, c.stats_at_exit),
+            (8 << 20, 0, true)
+        );
         assert!(Config::from_str_config("local").is_err());
     }
 }

@@ -24,8 +24,8 @@ pub mod stats;
 mod sync;
 
 use backend::{Backend, BackendError, FileBackend, RemoteBackend};
-pub use config::{Config, ConfigError};
 use config::MAX_BATCH;
+pub use config::{Config, ConfigError};
 use farmem_server::{Server, ServerConfig, ServerError};
 use farmem_sys::mem::Mapping;
 use farmem_sys::uffd::{CopyOutcome, Uffd};
@@ -57,7 +57,9 @@ pub enum RuntimeError {
     Backend(#[from] BackendError),
     #[error("userfaultfd is not available: {0} (farmem needs Linux >= 5.7 with userfaultfd write protection, and root or vm.unprivileged_userfaultfd=1)")]
     Uffd(io::Error),
-    #[error("cannot reserve {size} of address space for far memory: {source} (lower FARMEM_ARENA)")]
+    #[error(
+        "cannot reserve {size} of address space for far memory: {source} (lower FARMEM_ARENA)"
+    )]
     Map { size: String, source: io::Error },
     #[error("cannot install the SIGBUS handler: {0}")]
     Signal(io::Error),
@@ -68,7 +70,11 @@ pub enum RuntimeError {
     #[error("farmem is not initialised (call fm_init first)")]
     NotInitialized,
     #[error("far memory exhausted: {want} requested, {free} of FARMEM_ARENA={arena} free (raise FARMEM_ARENA)")]
-    OutOfSpace { want: String, free: String, arena: String },
+    OutOfSpace {
+        want: String,
+        free: String,
+        arena: String,
+    },
     #[error("{0:#x} is not the start of a live far allocation")]
     InvalidPointer(usize),
     #[error("the range {addr:#x}+{len} is not inside one far allocation")]
@@ -160,7 +166,12 @@ impl Slots {
     fn buf(&self, i: usize) -> &mut [u8] {
         // SAFETY: slot i owns bytes [i*MAXB*PAGE, (i+1)*MAXB*PAGE) of the
         // mapping exclusively while its busy flag is held by the caller.
-        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(i * MAXB * PAGE_SIZE), MAXB * PAGE_SIZE) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.map.as_ptr().add(i * MAXB * PAGE_SIZE),
+                MAXB * PAGE_SIZE,
+            )
+        }
     }
 
     fn release(&self, i: usize) {
@@ -212,7 +223,9 @@ extern "C" fn after_fork_child() {
     FORKED.store(true, Ordering::Release);
     if let Some(rt) = get() {
         // SAFETY: the arena is ours; nothing in the child may use it any more.
-        let _ = unsafe { farmem_sys::mem::mprotect(rt.arena.as_ptr(), rt.arena.len(), libc::PROT_NONE) };
+        let _ = unsafe {
+            farmem_sys::mem::mprotect(rt.arena.as_ptr(), rt.arena.len(), libc::PROT_NONE)
+        };
         let _ = farmem_sys::signal::install(libc::SIGSEGV, on_sigsegv_child);
     }
 }
@@ -222,7 +235,11 @@ pub fn is_forked_child() -> bool {
     FORKED.load(Ordering::Acquire)
 }
 
-extern "C" fn on_sigsegv_child(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+extern "C" fn on_sigsegv_child(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
     // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
     let addr = unsafe { farmem_sys::signal::fault_addr(info) };
     if let Some(rt) = get() {
@@ -269,7 +286,8 @@ fn chain_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         farmem_sys::signal::set_default(sig);
     } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
-        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
         f(sig, info, ctx);
     } else {
         // SAFETY: the previous handler was installed as a plain handler.
@@ -286,7 +304,10 @@ struct MsgBuf {
 
 impl MsgBuf {
     fn new() -> MsgBuf {
-        MsgBuf { buf: [0; 768], len: 0 }
+        MsgBuf {
+            buf: [0; 768],
+            len: 0,
+        }
     }
     fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
@@ -320,7 +341,9 @@ impl Drop for IoPin {
 impl Runtime {
     fn new(cfg: Config) -> Result<Runtime, RuntimeError> {
         if farmem_sys::page_size() != PAGE_SIZE {
-            return Err(RuntimeError::Uffd(io::Error::other("farmem needs 4 KiB base pages")));
+            return Err(RuntimeError::Uffd(io::Error::other(
+                "farmem needs 4 KiB base pages",
+            )));
         }
         let arena_bytes = cfg.arena_bytes as usize;
         let npages = arena_bytes / PAGE_SIZE;
@@ -333,17 +356,20 @@ impl Runtime {
         let arena = Mapping::anonymous(arena_bytes, true).map_err(map_err(arena_bytes))?;
         // SAFETY: the arena is ours; THP would make the kernel fill 2 MiB at once
         // outside userfaultfd's page-sized protocol.
-        let _ = unsafe { farmem_sys::mem::madvise(arena.as_ptr(), arena_bytes, libc::MADV_NOHUGEPAGE) };
+        let _ =
+            unsafe { farmem_sys::mem::madvise(arena.as_ptr(), arena_bytes, libc::MADV_NOHUGEPAGE) };
         let meta_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
         let meta = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
         let uffd = Uffd::new(
-            farmem_sys::uffd::UFFD_FEATURE_SIGBUS | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,
+            farmem_sys::uffd::UFFD_FEATURE_SIGBUS
+                | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,
         )
         .map_err(RuntimeError::Uffd)?;
         uffd.register(
             arena.as_ptr() as usize,
             arena_bytes,
-            farmem_sys::uffd::UFFDIO_REGISTER_MODE_MISSING | farmem_sys::uffd::UFFDIO_REGISTER_MODE_WP,
+            farmem_sys::uffd::UFFDIO_REGISTER_MODE_MISSING
+                | farmem_sys::uffd::UFFDIO_REGISTER_MODE_WP,
         )
         .map_err(RuntimeError::Uffd)?;
         let mut server = None;
@@ -367,7 +393,8 @@ impl Runtime {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
             busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
         };
-        let zero = Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;
+        let zero =
+            Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;
         Ok(Runtime {
             base: arena.as_ptr() as usize,
             npages,
@@ -529,9 +556,14 @@ impl Runtime {
                             if w.has(page::PREFETCHED) {
                                 self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
                             }
-                            if let Err(e) = self.uffd.write_protect(self.addr_of(p), PAGE_SIZE, false) {
+                            if let Err(e) =
+                                self.uffd.write_protect(self.addr_of(p), PAGE_SIZE, false)
+                            {
                                 let mut m = MsgBuf::new();
-                                let _ = write!(m, "farmem: cannot make far page {addr:#x} writable: {e}\n");
+                                let _ = write!(
+                                    m,
+                                    "farmem: cannot make far page {addr:#x} writable: {e}\n"
+                                );
                                 farmem_sys::fatal(m.as_bytes());
                             }
                             self.must(p, Event::MadeDirty);
@@ -577,7 +609,10 @@ impl Runtime {
                 // The stream ran past its window: the prefetched pages were used.
                 for k in 1..win as i64 {
                     let q = pos - stride * k;
-                    if q >= 0 && (q as usize) < self.npages && self.transition(q as usize, Event::PrefetchUsed).is_ok() {
+                    if q >= 0
+                        && (q as usize) < self.npages
+                        && self.transition(q as usize, Event::PrefetchUsed).is_ok()
+                    {
                         self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -667,16 +702,28 @@ impl Runtime {
             {
                 j += 1;
             }
-            let src = if src_index[i] == usize::MAX { self.zero.as_ptr() } else { src_of(i) };
+            let src = if src_index[i] == usize::MAX {
+                self.zero.as_ptr()
+            } else {
+                src_of(i)
+            };
             // SAFETY: src is a slot buffer or the zero mapping, readable for
             // (j-i) pages; the destination pages are in the registered arena and
             // owned by this thread (Fetching).
-            let res = unsafe { self.uffd.copy(self.addr_of(batch[i]), src, (j - i) * PAGE_SIZE, wp_of(i)) };
+            let res = unsafe {
+                self.uffd
+                    .copy(self.addr_of(batch[i]), src, (j - i) * PAGE_SIZE, wp_of(i))
+            };
             match res {
                 Ok(CopyOutcome::Done) => {}
                 Ok(CopyOutcome::Exists { .. }) | Err(_) => {
                     let mut m = MsgBuf::new();
-                    let _ = write!(m, "farmem: cannot install far page {:#x}: {:?}\n", self.addr_of(batch[i]), res);
+                    let _ = write!(
+                        m,
+                        "farmem: cannot install far page {:#x}: {:?}\n",
+                        self.addr_of(batch[i]),
+                        res
+                    );
                     farmem_sys::fatal(m.as_bytes());
                 }
             }
@@ -686,7 +733,12 @@ impl Runtime {
 
         let zero_filled = n - r;
         for (i, &q) in batch[..n].iter().enumerate() {
-            self.must(q, Event::Installed { dirty: i == 0 && write });
+            self.must(
+                q,
+                Event::Installed {
+                    dirty: i == 0 && write,
+                },
+            );
         }
         {
             let mut ring = self.ring.lock();
@@ -697,9 +749,15 @@ impl Runtime {
                 }
             }
         }
-        self.stats.pages_fetched.fetch_add(r as u64, Ordering::Relaxed);
-        self.stats.pages_zero_filled.fetch_add(zero_filled as u64, Ordering::Relaxed);
-        self.stats.prefetched.fetch_add(n as u64 - 1, Ordering::Relaxed);
+        self.stats
+            .pages_fetched
+            .fetch_add(r as u64, Ordering::Relaxed);
+        self.stats
+            .pages_zero_filled
+            .fetch_add(zero_filled as u64, Ordering::Relaxed);
+        self.stats
+            .prefetched
+            .fetch_add(n as u64 - 1, Ordering::Relaxed);
     }
 
     /// Reserve room for `n` pages in the local budget, evicting as needed.
@@ -798,9 +856,16 @@ impl Runtime {
             while j < m && wb_pages[j] == wb_pages[j - 1] + 1 {
                 j += 1;
             }
-            if let Err(e) = self.uffd.write_protect(self.addr_of(wb_pages[i] as usize), (j - i) * PAGE_SIZE, true) {
+            if let Err(e) = self.uffd.write_protect(
+                self.addr_of(wb_pages[i] as usize),
+                (j - i) * PAGE_SIZE,
+                true,
+            ) {
                 let mut mb = MsgBuf::new();
-                let _ = write!(mb, "farmem: cannot write-protect far pages for eviction: {e}\n");
+                let _ = write!(
+                    mb,
+                    "farmem: cannot write-protect far pages for eviction: {e}\n"
+                );
                 farmem_sys::fatal(mb.as_bytes());
             }
             i = j;
@@ -809,7 +874,9 @@ impl Runtime {
             // SAFETY: the page is mapped (Evicting pages stay mapped until the
             // zap below) and write-protected, so nothing changes it while the
             // slice lives.
-            wb_data[k] = unsafe { std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE) };
+            wb_data[k] = unsafe {
+                std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE)
+            };
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
@@ -829,7 +896,11 @@ impl Runtime {
             // SAFETY: these pages are owned by this eviction; readers that touch
             // them now fault and wait for the Absent state.
             let r = unsafe {
-                farmem_sys::mem::madvise(self.addr_of(sorted[i]) as *mut u8, (j - i) * PAGE_SIZE, libc::MADV_DONTNEED)
+                farmem_sys::mem::madvise(
+                    self.addr_of(sorted[i]) as *mut u8,
+                    (j - i) * PAGE_SIZE,
+                    libc::MADV_DONTNEED,
+                )
             };
             if let Err(e) = r {
                 let mut mb = MsgBuf::new();
@@ -850,8 +921,12 @@ impl Runtime {
             );
         }
         self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
-        self.stats.evictions.fetch_add(victims.len() as u64, Ordering::Relaxed);
-        self.stats.pages_written_back.fetch_add(m as u64, Ordering::Relaxed);
+        self.stats
+            .evictions
+            .fetch_add(victims.len() as u64, Ordering::Relaxed);
+        self.stats
+            .pages_written_back
+            .fetch_add(m as u64, Ordering::Relaxed);
     }
 
     fn unpin(&self, p: usize) {
@@ -877,7 +952,11 @@ impl Runtime {
         let pages = size.div_ceil(PAGE_SIZE);
         let start = {
             let mut r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-            let fit = r.free.iter().find(|(_, &len)| len >= pages).map(|(&s, &l)| (s, l));
+            let fit = r
+                .free
+                .iter()
+                .find(|(_, &len)| len >= pages)
+                .map(|(&s, &l)| (s, l));
             let start = match fit {
                 Some((s, l)) => {
                     r.free.remove(&s);
@@ -917,7 +996,9 @@ impl Runtime {
         let start = (addr - self.base) / PAGE_SIZE;
         let pages = {
             let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-            *r.live.get(&start).ok_or(RuntimeError::InvalidPointer(addr))?
+            *r.live
+                .get(&start)
+                .ok_or(RuntimeError::InvalidPointer(addr))?
         };
         if !is_forked_child() {
             self.release_pages(start, pages);
@@ -976,7 +1057,13 @@ impl Runtime {
             .retain(|q| !(start..start + n).contains(&(q as usize)));
         // SAFETY: the range belongs to the allocation being freed; its pages
         // are no longer reachable through the page table.
-        let _ = unsafe { farmem_sys::mem::madvise(self.addr_of(start) as *mut u8, n * PAGE_SIZE, libc::MADV_DONTNEED) };
+        let _ = unsafe {
+            farmem_sys::mem::madvise(
+                self.addr_of(start) as *mut u8,
+                n * PAGE_SIZE,
+                libc::MADV_DONTNEED,
+            )
+        };
         self.resident.fetch_sub(resident_freed, Ordering::AcqRel);
         if on_server {
             if let Err(e) = self.backend.free(start as u64, n as u64) {
@@ -1010,7 +1097,9 @@ impl Runtime {
             for p in first..=last {
                 let _ = self
                     .word(p)
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| Some((w & !clear) | set));
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                        Some((w & !clear) | set)
+                    });
             }
         };
         match advice {
@@ -1125,7 +1214,9 @@ impl Runtime {
                 // SAFETY: `a` is inside an allocated far page. `lock or 0`
                 // is an atomic write that leaves the byte's value unchanged
                 // (also against concurrent writers), forcing a write fault.
-                unsafe { core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack)) };
+                unsafe {
+                    core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
+                };
             } else {
                 // SAFETY: `a` is inside an allocated far page.
                 unsafe { std::ptr::read_volatile(a as *const u8) };
@@ -1224,13 +1315,20 @@ fn wait(waits: &mut u32) {
 /// stride (16 bits). Window 0 means "one fault seen at `position`, no stride
 /// yet". The arena has at most 2^38 pages, so positions fit.
 fn encode_stream(pos: i64, win: u64, stride: i64) -> u64 {
-    ((pos as u64) & POS_MASK) | (1 << 39) | ((win & 0xFF) << 40) | (((stride as i16) as u16 as u64) << 48)
+    ((pos as u64) & POS_MASK)
+        | (1 << 39)
+        | ((win & 0xFF) << 40)
+        | (((stride as i16) as u16 as u64) << 48)
 }
 
 const POS_MASK: u64 = (1 << 39) - 1;
 
 fn decode_stream(e: u64) -> (i64, u64, i64) {
-    ((e & POS_MASK) as i64, (e >> 40) & 0xFF, ((e >> 48) as u16 as i16) as i64)
+    (
+        (e & POS_MASK) as i64,
+        (e >> 40) & 0xFF,
+        ((e >> 48) as u16 as i16) as i64,
+    )
 }
 
 #[cfg(test)]
@@ -1239,8 +1337,16 @@ mod tests {
 
     #[test]
     fn stream_encoding_roundtrips() {
-        for (pos, win, stride) in [(0i64, 0u64, 0i64), (12345, 4, 1), (1 << 30, 64, -3), (7, 255, 64)] {
-            assert_eq!(decode_stream(encode_stream(pos, win, stride)), (pos, win, stride));
+        for (pos, win, stride) in [
+            (0i64, 0u64, 0i64),
+            (12345, 4, 1),
+            (1 << 30, 64, -3),
+            (7, 255, 64),
+        ] {
+            assert_eq!(
+                decode_stream(encode_stream(pos, win, stride)),
+                (pos, win, stride)
+            );
         }
     }
 }

@@ -107,9 +107,13 @@ impl PageWord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// A thread takes an Absent page to fetch it (demand fault or prefetch).
-    Claim { prefetch: bool },
+    Claim {
+        prefetch: bool,
+    },
     /// The owner installed the page; `dirty` when it was mapped writable.
-    Installed { dirty: bool },
+    Installed {
+        dirty: bool,
+    },
     /// A write hit a Clean (write-protected) page; the thread takes it.
     WriteFault,
     /// The owner removed write protection.
@@ -117,7 +121,9 @@ pub enum Event {
     /// An evictor takes a resident, unpinned page.
     EvictStart,
     /// The owner unmapped the page; `written_back` when it sent the content.
-    Evicted { written_back: bool },
+    Evicted {
+        written_back: bool,
+    },
     /// The prefetched page was seen used.
     PrefetchUsed,
     /// Eviction passed over a READ_MOSTLY clean page once.
@@ -159,9 +165,13 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
             };
             w.with_state(if dirty { State::Dirty } else { State::Clean })
         }
-        (State::Clean, Event::WriteFault) => PageWord(w.0 & !PREFETCHED).with_state(State::MakingDirty),
+        (State::Clean, Event::WriteFault) => {
+            PageWord(w.0 & !PREFETCHED).with_state(State::MakingDirty)
+        }
         (State::MakingDirty, Event::MadeDirty) => w.with_state(State::Dirty),
-        (State::Clean | State::Dirty, Event::EvictStart) if w.pins() == 0 => w.with_state(State::Evicting),
+        (State::Clean | State::Dirty, Event::EvictStart) if w.pins() == 0 => {
+            w.with_state(State::Evicting)
+        }
         (State::Evicting, Event::Evicted { written_back }) => {
             let server = if written_back { ON_SERVER } else { 0 };
             PageWord((w.0 | server) & !(PREFETCHED | SECOND_CHANCE)).with_state(State::Absent)

@@ -10,14 +10,16 @@ const BUDGET: u64 = 8 << 20;
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let cfg = Config::from_str_config(&format!("local={BUDGET} arena=4G timeout_ms=20000")).unwrap();
+        let cfg =
+            Config::from_str_config(&format!("local={BUDGET} arena=4G timeout_ms=20000")).unwrap();
         farmem_runtime::init(cfg).expect("init")
     })
 }
 
 /// A deterministic value for (round, word index).
 fn val(round: u64, i: u64) -> u64 {
-    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round.wrapping_mul(0xD1B5_4A32_D192_ED03)).rotate_left(17)
+    (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ round.wrapping_mul(0xD1B5_4A32_D192_ED03))
+        .rotate_left(17)
 }
 
 struct Region {
@@ -32,7 +34,10 @@ unsafe impl Sync for Region {}
 impl Region {
     fn new(bytes: usize) -> Region {
         let p = rt().alloc(bytes).unwrap();
-        Region { ptr: p.cast(), words: bytes / 8 }
+        Region {
+            ptr: p.cast(),
+            words: bytes / 8,
+        }
     }
     fn get(&self, i: usize) -> u64 {
         assert!(i < self.words);
@@ -80,7 +85,13 @@ fn sequential_then_random_multithreaded_8x() {
             });
         }
     });
-    let expect1 = |i: usize| if i % 8 == 0 || (i / 512) % 4 == 0 { val(1, i as u64) } else { 0 };
+    let expect1 = |i: usize| {
+        if i % 8 == 0 || (i / 512) % 4 == 0 {
+            val(1, i as u64)
+        } else {
+            0
+        }
+    };
     // Round 2: all threads read and write random words anywhere (same pages
     // from several threads at once); a word's owner is i % threads so the
     // expected value stays deterministic.
@@ -98,7 +109,10 @@ fn sequential_then_random_multithreaded_8x() {
                         continue;
                     }
                     let old = r.get(i);
-                    assert!(old == expect1(i) || old == val(2, i as u64), "word {i}: {old:#x}");
+                    assert!(
+                        old == expect1(i) || old == val(2, i as u64),
+                        "word {i}: {old:#x}"
+                    );
                     r.set(i, val(2, i as u64));
                 }
             });
@@ -141,8 +155,15 @@ fn sequential_then_random_multithreaded_8x() {
     });
     assert_eq!(mismatches.into_inner(), 0);
     let s = rt().snapshot();
-    assert!(s.evictions > 0 && s.bytes_written_back > 0 && s.bytes_fetched > 0, "{s:?}");
-    assert!(s.resident_bytes <= BUDGET, "resident {} over budget", s.resident_bytes);
+    assert!(
+        s.evictions > 0 && s.bytes_written_back > 0 && s.bytes_fetched > 0,
+        "{s:?}"
+    );
+    assert!(
+        s.resident_bytes <= BUDGET,
+        "resident {} over budget",
+        s.resident_bytes
+    );
 }
 
 #[test]
@@ -152,16 +173,23 @@ fn advice_pin_dontneed_and_free_reuse() {
         r.set(i, val(7, i as u64));
     }
     let bytes = r.words * 8;
-    rt().advise(r.ptr as usize, bytes, Advice::DontNeed).unwrap();
+    rt().advise(r.ptr as usize, bytes, Advice::DontNeed)
+        .unwrap();
     rt().advise(r.ptr as usize, 1 << 20, Advice::Pin).unwrap();
-    assert!(rt().advise(r.ptr as usize, 8 << 20, Advice::Pin).is_err(), "pinning the whole budget must fail");
-    rt().advise(r.ptr as usize, bytes, Advice::Sequential).unwrap();
+    assert!(
+        rt().advise(r.ptr as usize, 8 << 20, Advice::Pin).is_err(),
+        "pinning the whole budget must fail"
+    );
+    rt().advise(r.ptr as usize, bytes, Advice::Sequential)
+        .unwrap();
     for i in (0..r.words).step_by(512) {
         assert_eq!(r.get(i), val(7, i as u64));
     }
     rt().advise(r.ptr as usize, 1 << 20, Advice::Unpin).unwrap();
     assert!(rt().advise(r.ptr as usize, 1 << 20, Advice::Unpin).is_err());
-    assert!(rt().advise(r.ptr as usize + (64 << 30), 10, Advice::Random).is_err());
+    assert!(rt()
+        .advise(r.ptr as usize + (64 << 30), 10, Advice::Random)
+        .is_err());
     let p = r.ptr;
     drop(r);
     assert!(rt().free(p.cast()).is_err(), "double free must be refused");

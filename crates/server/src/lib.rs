@@ -133,7 +133,12 @@ impl Server {
                     let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
                     if full {
                         let mut out = Vec::new();
-                        wire::encode_error(0, ErrorCode::Capacity, "server has too many connections", &mut out);
+                        wire::encode_error(
+                            0,
+                            ErrorCode::Capacity,
+                            "server has too many connections",
+                            &mut out,
+                        );
                         let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
                         continue;
                     }
@@ -237,7 +242,11 @@ impl Drop for ServerHandle {
 fn is_transient_accept_error(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOBUFS) | Some(libc::ENOMEM) | Some(libc::ECONNABORTED)
+        Some(libc::EMFILE)
+            | Some(libc::ENFILE)
+            | Some(libc::ENOBUFS)
+            | Some(libc::ENOMEM)
+            | Some(libc::ECONNABORTED)
     )
 }
 
@@ -334,7 +343,11 @@ fn handle(
     match req {
         Request::Hello { token, max_pages } => {
             if session.is_some() {
-                return err(out, ErrorCode::Malformed, "this connection already said Hello");
+                return err(
+                    out,
+                    ErrorCode::Malformed,
+                    "this connection already said Hello",
+                );
             }
             let s = {
                 let mut sessions = lock(&sh.sessions);
@@ -351,7 +364,11 @@ fn handle(
                 let mut g = lock(&s);
                 if g.max_pages != max_pages {
                     drop(g);
-                    return err(out, ErrorCode::Malformed, "max_pages differs from the session's");
+                    return err(
+                        out,
+                        ErrorCode::Malformed,
+                        "max_pages differs from the session's",
+                    );
                 }
                 g.connections += 1;
                 drop(g);
@@ -370,7 +387,12 @@ fn handle(
             let sessions = lock(&sh.sessions).len() as u64;
             let conns = lock(&sh.conns).len() as u64;
             out.extend_from_slice(&Header::new(Op::StatsOk, h.tag, 0, 32).encode());
-            for v in [sh.cfg.capacity_pages, sh.used_pages.load(Ordering::Relaxed), sessions, conns] {
+            for v in [
+                sh.cfg.capacity_pages,
+                sh.used_pages.load(Ordering::Relaxed),
+                sessions,
+                conns,
+            ] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
             true
@@ -381,17 +403,27 @@ fn handle(
             };
             let s = lock(s);
             if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
-                return err(out, ErrorCode::OutOfRange, &format!("page {p} is beyond the session's {} pages", s.max_pages));
+                return err(
+                    out,
+                    ErrorCode::OutOfRange,
+                    &format!("page {p} is beyond the session's {} pages", s.max_pages),
+                );
             }
             let store = lock(&s.store);
             let start = out.len();
-            out.extend_from_slice(&Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode());
+            out.extend_from_slice(
+                &Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode(),
+            );
             for p in wire::pages(pages) {
                 match store.get(p) {
                     Some(data) => out.extend_from_slice(data),
                     None => {
                         out.truncate(start);
-                        return err(out, ErrorCode::NotFound, &format!("page {p} was never written"));
+                        return err(
+                            out,
+                            ErrorCode::NotFound,
+                            &format!("page {p} was never written"),
+                        );
                     }
                 }
             }
@@ -403,7 +435,11 @@ fn handle(
             };
             let s = lock(s);
             if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
-                return err(out, ErrorCode::OutOfRange, &format!("page {p} is beyond the session's {} pages", s.max_pages));
+                return err(
+                    out,
+                    ErrorCode::OutOfRange,
+                    &format!("page {p} is beyond the session's {} pages", s.max_pages),
+                );
             }
             let mut store = lock(&s.store);
             let new = store.count_new(wire::pages(pages));
@@ -438,11 +474,17 @@ fn handle(
             let s = lock(s);
             let end = start.checked_add(pages);
             if end.is_none_or(|e| e > s.max_pages) {
-                return err(out, ErrorCode::OutOfRange, "free range is beyond the session's pages");
+                return err(
+                    out,
+                    ErrorCode::OutOfRange,
+                    "free range is beyond the session's pages",
+                );
             }
             let freed = lock(&s.store).remove_range(start, pages);
             sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
-            out.extend_from_slice(&Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode());
+            out.extend_from_slice(
+                &Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode(),
+            );
             true
         }
     }

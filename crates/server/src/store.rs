@@ -46,7 +46,8 @@ impl Store {
                     Some(s) => s,
                     None => {
                         let s = (self.chunks.len() * CHUNK_PAGES) as u32;
-                        self.chunks.push(vec![0u8; CHUNK_PAGES * PAGE_SIZE].into_boxed_slice());
+                        self.chunks
+                            .push(vec![0u8; CHUNK_PAGES * PAGE_SIZE].into_boxed_slice());
                         self.free.extend((s + 1..s + CHUNK_PAGES as u32).rev());
                         s
                     }

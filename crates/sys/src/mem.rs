@@ -47,7 +47,8 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(Mapping { ptr, len })
     }
 

@@ -35,7 +35,10 @@ fn wait_ready(fd: RawFd, events: i16, start: u64, wait: Wait, spins: &mut u32) -
         return Ok(());
     }
     if elapsed >= wait.timeout_ns {
-        return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply before the timeout"));
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no reply before the timeout",
+        ));
     }
     let left_ms = ((wait.timeout_ns - elapsed) / 1_000_000).clamp(1, 1000) as i32;
     let mut pfd = libc::pollfd {
@@ -128,7 +131,8 @@ pub fn send_vectored(fd: RawFd, parts: &[&[u8]], wait: Wait) -> io::Result<()> {
                 while n > 0 && first < count {
                     let take = n.min(iov[first].iov_len);
                     // SAFETY (pointer arithmetic): take <= iov_len of this iovec.
-                    iov[first].iov_base = (iov[first].iov_base as usize + take) as *mut libc::c_void;
+                    iov[first].iov_base =
+                        (iov[first].iov_base as usize + take) as *mut libc::c_void;
                     iov[first].iov_len -= take;
                     n -= take;
                     if iov[first].iov_len == 0 {
@@ -193,7 +197,12 @@ pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
             )
         };
         match cvt_long(r) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "pwrite wrote nothing")),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwrite wrote nothing",
+                ))
+            }
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),

@@ -178,7 +178,11 @@ impl Uffd {
                 src: src as u64 + done as u64,
                 len: (len - done) as u64,
                 mode: UFFDIO_COPY_MODE_DONTWAKE
-                    | if write_protect { UFFDIO_COPY_MODE_WP } else { 0 },
+                    | if write_protect {
+                        UFFDIO_COPY_MODE_WP
+                    } else {
+                        0
+                    },
                 copy: 0,
             };
             // SAFETY: `c` is a live UffdioCopy; the caller guarantees src/dst.

@@ -257,9 +257,17 @@ pub enum Request<'a> {
         max_pages: u64,
     },
     /// Page numbers as raw little-endian bytes; iterate with [`pages`].
-    Read { pages: &'a [u8] },
-    Write { pages: &'a [u8], data: &'a [u8] },
-    Free { start: u64, pages: u64 },
+    Read {
+        pages: &'a [u8],
+    },
+    Write {
+        pages: &'a [u8],
+        data: &'a [u8],
+    },
+    Free {
+        start: u64,
+        pages: u64,
+    },
     Stats,
 }
 
@@ -356,7 +364,10 @@ mod tests {
         b[6] = 0x42;
         assert_eq!(Header::decode(&b), Err(WireError::UnknownOp(0x42)));
         let b = Header::new(Op::Read, 1, 2, 17).encode();
-        assert!(matches!(Header::decode(&b), Err(WireError::BadLength { .. })));
+        assert!(matches!(
+            Header::decode(&b),
+            Err(WireError::BadLength { .. })
+        ));
         let b = Header::new(Op::Read, 1, MAX_BATCH + 1, (MAX_BATCH + 1) * 8).encode();
         assert_eq!(Header::decode(&b), Err(WireError::TooLarge(MAX_BATCH + 1)));
         let b = Header::new(Op::Write, 1, 0, 0).encode();

@@ -7,12 +7,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// target/<profile>, where libfarmem.so is built next to the farmem binary.
 pub fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_farmem")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_BIN_EXE_farmem"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 pub fn farmem() -> Command {
@@ -61,7 +67,9 @@ impl Serve {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let addr = line
             .split_whitespace()
             .nth(4)
