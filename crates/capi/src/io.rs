@@ -69,7 +69,7 @@ fn chunked(
     let mut done = 0usize;
     while done < n {
         let len = chunk.min(n - done);
-        // SAFETY (pointer arithmetic): done < n, inside the caller's buffer.
+        // SAFETY: done < n, so the pointer stays inside the caller's buffer.
         let p = unsafe { buf.add(done) };
         let pin = r.pin_for_io(p as usize, len, kernel_writes);
         let got = op(p, len, done);

@@ -47,7 +47,7 @@ fn xorshift(x: &mut u64) -> u64 {
 fn workload(p: *mut u8, n: usize, updates: u64) -> Passes {
     let lines = n / LINE;
     let at = |i: usize| -> *mut u64 {
-        // SAFETY (pointer arithmetic): i < lines, so the word is inside [p, p+n).
+        // SAFETY: i < lines, so the word is inside [p, p+n).
         unsafe { p.add(i * LINE).cast::<u64>() }
     };
     let t = Instant::now();

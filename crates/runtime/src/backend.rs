@@ -192,7 +192,7 @@ impl RemoteBackend {
                 }
             }
             spins += 1;
-            if spins % 32 == 0 {
+            if spins.is_multiple_of(32) {
                 farmem_sys::sched_yield();
             } else {
                 farmem_sys::cpu_relax();

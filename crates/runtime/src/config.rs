@@ -144,7 +144,7 @@ pub fn format_size(b: u64) -> String {
     for (u, m) in U {
         if b >= m {
             let v = b as f64 / m as f64;
-            return if b % m == 0 {
+            return if b.is_multiple_of(m) {
                 format!("{}{u}", b / m)
             } else {
                 format!("{v:.1}{u}")

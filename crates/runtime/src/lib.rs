@@ -163,15 +163,9 @@ impl Slots {
         }
     }
 
-    fn buf(&self, i: usize) -> &mut [u8] {
-        // SAFETY: slot i owns bytes [i*MAXB*PAGE, (i+1)*MAXB*PAGE) of the
-        // mapping exclusively while its busy flag is held by the caller.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.map.as_ptr().add(i * MAXB * PAGE_SIZE),
-                MAXB * PAGE_SIZE,
-            )
-        }
+    /// Start of slot i's buffer of MAXB pages.
+    fn buf(&self, i: usize) -> *mut u8 {
+        self.map.as_ptr().wrapping_add(i * MAXB * PAGE_SIZE)
     }
 
     fn release(&self, i: usize) {
@@ -245,10 +239,10 @@ extern "C" fn on_sigsegv_child(
     if let Some(rt) = get() {
         if rt.arena.contains(addr) {
             let mut m = MsgBuf::new();
-            let _ = write!(
+            let _ = writeln!(
                 m,
                 "farmem: process {} (a fork() child) touched far memory at {addr:#x}; far memory stays with the parent. \
-                 Use threads, or exec a new program in the child.\n",
+                 Use threads, or exec a new program in the child.",
                 std::process::id()
             );
             farmem_sys::fatal(m.as_bytes());
@@ -493,7 +487,7 @@ impl Runtime {
     fn must(&self, p: usize, ev: Event) {
         if let Err(e) = self.transition(p, ev) {
             let mut m = MsgBuf::new();
-            let _ = write!(m, "farmem: internal error on far page {p}: {e}\n");
+            let _ = writeln!(m, "farmem: internal error on far page {p}: {e}");
             farmem_sys::fatal(m.as_bytes());
         }
     }
@@ -533,9 +527,9 @@ impl Runtime {
             let w = self.load(p);
             if !w.has(page::ALLOCATED) {
                 let mut m = MsgBuf::new();
-                let _ = write!(
+                let _ = writeln!(
                     m,
-                    "farmem: access to far memory at {addr:#x}, which is not allocated (use after fm_free, or out of bounds)\n"
+                    "farmem: access to far memory at {addr:#x}, which is not allocated (use after fm_free, or out of bounds)"
                 );
                 farmem_sys::fatal(m.as_bytes());
             }
@@ -560,9 +554,9 @@ impl Runtime {
                                 self.uffd.write_protect(self.addr_of(p), PAGE_SIZE, false)
                             {
                                 let mut m = MsgBuf::new();
-                                let _ = write!(
+                                let _ = writeln!(
                                     m,
-                                    "farmem: cannot make far page {addr:#x} writable: {e}\n"
+                                    "farmem: cannot make far page {addr:#x} writable: {e}"
                                 );
                                 farmem_sys::fatal(m.as_bytes());
                             }
@@ -663,7 +657,9 @@ impl Runtime {
 
         // Fetch the pages the backend holds, in one batch, into a slot buffer.
         let slot = self.slots.acquire();
-        let buf = self.slots.buf(slot);
+        // SAFETY: slot `slot` owns its MAXB pages of the slot mapping
+        // exclusively while this thread holds its busy flag (until release).
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.slots.buf(slot), MAXB * PAGE_SIZE) };
         let mut remote = [0u64; MAXB];
         let mut src_index = [usize::MAX; MAXB];
         let mut r = 0;
@@ -718,9 +714,9 @@ impl Runtime {
                 Ok(CopyOutcome::Done) => {}
                 Ok(CopyOutcome::Exists { .. }) | Err(_) => {
                     let mut m = MsgBuf::new();
-                    let _ = write!(
+                    let _ = writeln!(
                         m,
-                        "farmem: cannot install far page {:#x}: {:?}\n",
+                        "farmem: cannot install far page {:#x}: {:?}",
                         self.addr_of(batch[i]),
                         res
                     );
@@ -781,10 +777,10 @@ impl Runtime {
                 wait(&mut waits);
                 if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                     let mut m = MsgBuf::new();
-                    let _ = write!(
+                    let _ = writeln!(
                         m,
                         "farmem: no room in the local budget ({} pages): all resident far pages are pinned or in use. \
-                         Raise FARMEM_LOCAL or pin less.\n",
+                         Raise FARMEM_LOCAL or pin less.",
                         self.budget
                     );
                     farmem_sys::fatal(m.as_bytes());
@@ -862,9 +858,9 @@ impl Runtime {
                 true,
             ) {
                 let mut mb = MsgBuf::new();
-                let _ = write!(
+                let _ = writeln!(
                     mb,
-                    "farmem: cannot write-protect far pages for eviction: {e}\n"
+                    "farmem: cannot write-protect far pages for eviction: {e}"
                 );
                 farmem_sys::fatal(mb.as_bytes());
             }
@@ -904,7 +900,7 @@ impl Runtime {
             };
             if let Err(e) = r {
                 let mut mb = MsgBuf::new();
-                let _ = write!(mb, "farmem: cannot unmap evicted far pages: {e}\n");
+                let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
                 farmem_sys::fatal(mb.as_bytes());
             }
             i = j;
@@ -990,7 +986,7 @@ impl Runtime {
     /// Free an allocation made by `alloc`.
     pub fn free(&self, ptr: *mut u8) -> Result<(), RuntimeError> {
         let addr = ptr as usize;
-        if !self.contains(addr) || (addr - self.base) % PAGE_SIZE != 0 {
+        if !self.contains(addr) || !(addr - self.base).is_multiple_of(PAGE_SIZE) {
             return Err(RuntimeError::InvalidPointer(addr));
         }
         let start = (addr - self.base) / PAGE_SIZE;
@@ -1302,7 +1298,7 @@ fn spawn_embedded_server(capacity: u64) -> Result<String, RuntimeError> {
 
 fn wait(waits: &mut u32) {
     *waits += 1;
-    if *waits % 16 == 0 {
+    if (*waits).is_multiple_of(16) {
         farmem_sys::sched_yield();
     } else {
         for _ in 0..32 {

@@ -42,7 +42,7 @@ impl<T> SpinLock<T> {
                 return SpinGuard { lock: self };
             }
             spins += 1;
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 // The holder may have been preempted on this CPU.
                 farmem_sys::sched_yield();
             } else {

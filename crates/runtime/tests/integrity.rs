@@ -86,7 +86,7 @@ fn sequential_then_random_multithreaded_8x() {
         }
     });
     let expect1 = |i: usize| {
-        if i % 8 == 0 || (i / 512) % 4 == 0 {
+        if i.is_multiple_of(8) || (i / 512).is_multiple_of(4) {
             val(1, i as u64)
         } else {
             0

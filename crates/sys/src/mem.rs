@@ -22,7 +22,7 @@ impl Mapping {
     /// With `noreserve`, no swap/commit is accounted (the pages are never
     /// populated by the kernel for farmem's arena: userfaultfd fills them).
     pub fn anonymous(len: usize, noreserve: bool) -> io::Result<Mapping> {
-        if len == 0 || len % PAGE_SIZE != 0 {
+        if len == 0 || !len.is_multiple_of(PAGE_SIZE) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "mapping length must be a non-zero multiple of the page size",

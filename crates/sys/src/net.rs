@@ -25,7 +25,7 @@ fn wait_ready(fd: RawFd, events: i16, start: u64, wait: Wait, spins: &mut u32) -
     if elapsed < wait.spin_ns {
         *spins += 1;
         // Yield now and then so a server thread sharing this CPU can run.
-        if *spins % 64 == 0 {
+        if (*spins).is_multiple_of(64) {
             crate::sched_yield();
         } else {
             for _ in 0..16 {

@@ -169,7 +169,7 @@ impl Uffd {
         len: usize,
         write_protect: bool,
     ) -> io::Result<CopyOutcome> {
-        debug_assert!(dst % PAGE_SIZE == 0 && len % PAGE_SIZE == 0);
+        debug_assert!(dst.is_multiple_of(PAGE_SIZE) && len.is_multiple_of(PAGE_SIZE));
         let mut done = 0usize;
         while done < len {
             let mut c = UffdioCopy {

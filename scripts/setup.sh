@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install what farmem needs to build and test, then build it (release).
+# Idempotent: installs only what is missing. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v gcc >/dev/null || need_apt+=(gcc)
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v make >/dev/null || need_apt+=(make)
+[ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)
+# libgomp ships with gcc; make sure the OpenMP runtime is there.
+gcc -fopenmp -x c -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || need_apt+=(libgomp1 libgcc-12-dev)
+if ! command -v cargo >/dev/null; then
+    need_apt+=(curl ca-certificates)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null; then
+    # Debian 12's own rustc (1.63) is too old; rustup installs a current one.
+    echo "setup: installing Rust with rustup"
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component clippy,rustfmt
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+# userfaultfd must be usable: root, or vm.unprivileged_userfaultfd=1.
+if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null || echo 0)" != 1 ]; then
+    echo "setup: warning: not root and vm.unprivileged_userfaultfd=0; far memory needs one of them" >&2
+fi
+
+cargo build --release --workspace --quiet
+echo "setup: built target/release/farmem and target/release/libfarmem.so"
