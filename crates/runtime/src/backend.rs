@@ -224,34 +224,24 @@ impl RemoteBackend {
                     source,
                 }
             })?;
-            let h = read_header(server, conn.fd, self.wait)?;
-            check_reply(
-                server,
-                conn.fd,
-                &h,
-                Op::ReadOk,
-                tag,
-                (n * PAGE_SIZE) as u32,
-                self.wait,
-            )?;
-            // Common case: the whole batch, in order; receive it in one go.
-            let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
             let io_err = |source| BackendError::Io {
                 server: server.name.clone(),
                 source,
             };
+            // Common case: the whole batch, in order: receive header and
+            // pages with one scattered recvmsg, straight into place.
+            let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
             if contiguous {
                 let start = idx[0] * PAGE_SIZE;
-                recv_exact(conn.fd, &mut buf[start..start + n * PAGE_SIZE], self.wait)
-                    .map_err(io_err)?;
+                let dst = &mut buf[start..start + n * PAGE_SIZE];
+                recv_reply(server, conn.fd, Op::ReadOk, tag, dst, self.wait)?;
             } else {
+                let h = read_header(server, conn.fd, self.wait)?;
+                let len = (n * PAGE_SIZE) as u32;
+                check_reply(server, conn.fd, &h, Op::ReadOk, tag, len, self.wait)?;
                 for &i in idx {
-                    recv_exact(
-                        conn.fd,
-                        &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE],
-                        self.wait,
-                    )
-                    .map_err(io_err)?;
+                    let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                    recv_exact(conn.fd, dst, self.wait).map_err(io_err)?;
                 }
             }
             Ok(())
@@ -289,8 +279,7 @@ impl RemoteBackend {
                     source,
                 }
             })?;
-            let h = read_header(server, conn.fd, self.wait)?;
-            check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)
+            recv_reply(server, conn.fd, Op::WriteOk, tag, &mut [], self.wait)
         })();
         conn.busy.store(false, Ordering::Release);
         r
@@ -373,6 +362,67 @@ fn check_reply(
         });
     }
     Ok(())
+}
+
+/// Receive a reply whose payload is expected to be exactly `data.len()`
+/// bytes, header and payload in as few system calls as possible. An Error
+/// reply (shorter) is recognised from its header and returned as `Refused`.
+fn recv_reply(
+    server: &Server,
+    fd: RawFd,
+    op: Op,
+    tag: u32,
+    data: &mut [u8],
+    wait: Wait,
+) -> Result<(), BackendError> {
+    let io_err = |source| BackendError::Io {
+        server: server.name.clone(),
+        source,
+    };
+    let mut hb = [0u8; HEADER_LEN];
+    let mut got = 0usize;
+    // Until the header is complete, scatter into header and payload; only one
+    // request is outstanding per connection, so nothing beyond this reply
+    // can arrive.
+    while got < HEADER_LEN {
+        let r = farmem_sys::net::recv_some_vectored(fd, &mut [&mut hb[got..], &mut data[..]], wait)
+            .map_err(io_err)?;
+        if r == 0 {
+            let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by peer");
+            return Err(io_err(eof));
+        }
+        got += r;
+    }
+    let in_data = got - HEADER_LEN;
+    let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
+        server: server.name.clone(),
+        why: e.to_string(),
+    })?;
+    if h.op == Op::Error {
+        let n = h.len as usize;
+        let mut msg = [0u8; wire::MAX_ERROR_MSG];
+        let have = in_data.min(n);
+        msg[..have].copy_from_slice(&data[..have]);
+        recv_exact(fd, &mut msg[have..n], wait).map_err(io_err)?;
+        return Err(BackendError::Refused {
+            server: server.name.clone(),
+            code: ErrorCode::from_u32(h.status),
+            message: String::from_utf8_lossy(&msg[..n]).into_owned(),
+        });
+    }
+    if h.op != op || h.tag != tag || h.len as usize != data.len() {
+        return Err(BackendError::Protocol {
+            server: server.name.clone(),
+            why: format!(
+                "expected {op:?} tag {tag} len {}, got {:?} tag {} len {}",
+                data.len(),
+                h.op,
+                h.tag,
+                h.len
+            ),
+        });
+    }
+    recv_exact(fd, &mut data[in_data..], wait).map_err(io_err)
 }
 
 fn expect_reply(

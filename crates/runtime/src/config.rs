@@ -118,7 +118,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
-        other => return Err(format!("unknown unit {other:?}; use K, M, G or T")),
+        _ if num.is_empty() => return Err(format!("{t:?} is not a size; write e.g. 256M or 2G")),
+        other => return Err(format!("unknown unit {other:?}; use K, M, G or T (e.g. 256M)")),
     };
     let v: f64 = num
         .parse()

@@ -567,7 +567,10 @@ impl Runtime {
                     }
                 }
                 // Resolved by another thread meanwhile: retry the access.
-                State::Clean | State::Dirty => return,
+                State::Clean | State::Dirty => {
+                    self.stats.spurious.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
                 // Another thread owns the page: wait for it.
                 State::Fetching | State::MakingDirty | State::Evicting => wait(&mut waits),
             }
@@ -685,7 +688,11 @@ impl Runtime {
                 j => buf[j * PAGE_SIZE..].as_ptr(),
             }
         };
-        let wp_of = |i: usize| !(i == 0 && write);
+        // A write fault starts (or continues) a write stream: its prefetched
+        // pages are installed writable and dirty too, sparing each one a
+        // write-protect fault (a sequential writer would take one per page).
+        // The cost, when they are not written after all, is a write-back.
+        let wp_of = |_: usize| !write;
         let mut i = 0;
         while i < n {
             let mut j = i + 1;
@@ -728,13 +735,8 @@ impl Runtime {
         self.slots.release(slot);
 
         let zero_filled = n - r;
-        for (i, &q) in batch[..n].iter().enumerate() {
-            self.must(
-                q,
-                Event::Installed {
-                    dirty: i == 0 && write,
-                },
-            );
+        for &q in &batch[..n] {
+            self.must(q, Event::Installed { dirty: write });
         }
         {
             let mut ring = self.ring.lock();

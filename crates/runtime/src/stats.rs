@@ -19,22 +19,26 @@ impl Default for Histogram {
     }
 }
 
+/// Values below 8 ns get a bucket each; above, 4 per power of two.
 fn bucket_of(ns: u64) -> usize {
-    if ns < SUB as u64 {
+    if ns < 8 {
         return ns as usize;
     }
-    let log = 63 - ns.leading_zeros() as usize;
+    let log = 63 - ns.leading_zeros() as usize; // >= 3
     let sub = ((ns >> (log - 2)) & 3) as usize;
-    (log * SUB + sub).min(BUCKETS - 1)
+    ((log - 1) * SUB + sub).min(BUCKETS - 1)
 }
 
 /// Upper edge of a bucket, ns.
 fn bucket_high(b: usize) -> u64 {
-    if b < SUB {
+    if b < 8 {
         return b as u64;
     }
-    let log = b / SUB;
+    let log = b / SUB + 1;
     let sub = (b % SUB) as u64;
+    if log >= 63 {
+        return u64::MAX;
+    }
     ((4 + sub + 1) << (log - 2)) - 1
 }
 
@@ -87,6 +91,8 @@ pub struct Stats {
     pub prefetch_wasted: AtomicU64,
     /// System calls that pinned far buffers.
     pub io_pins: AtomicU64,
+    /// Faults that found the page already resolved by another thread.
+    pub spurious: AtomicU64,
     pub fault_ns: Histogram,
 }
 
@@ -103,6 +109,7 @@ pub struct Snapshot {
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
     pub io_pins: u64,
+    pub spurious_faults: u64,
     pub resident_bytes: u64,
     pub budget_bytes: u64,
     pub fault_p50_ns: u64,
@@ -125,6 +132,7 @@ impl Stats {
             prefetch_used: self.prefetch_used.load(Relaxed),
             prefetch_wasted: self.prefetch_wasted.load(Relaxed),
             io_pins: self.io_pins.load(Relaxed),
+            spurious_faults: self.spurious.load(Relaxed),
             resident_bytes,
             budget_bytes,
             fault_p50_ns: self.fault_ns.quantile(0.50),
@@ -148,6 +156,7 @@ impl Snapshot {
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12}\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
+             \x20 spurious faults                {:>12}\n\
              \x20 resident / budget              {:>12} / {}\n\
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n",
             self.faults,
@@ -159,6 +168,7 @@ impl Snapshot {
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,
+            self.spurious_faults,
             sz(self.resident_bytes),
             sz(self.budget_bytes),
             us(self.fault_p50_ns),

@@ -11,7 +11,7 @@
 
 mod store;
 
-use farmem_sys::net::{recv_exact, send_vectored, set_nonblocking, Wait};
+use farmem_sys::net::{send_vectored, set_nonblocking, Wait, MAX_IOV};
 use farmem_wire::{self as wire, ErrorCode, Header, Op, Request, HEADER_LEN, PAGE_SIZE};
 use std::collections::HashMap;
 use std::io;
@@ -284,15 +284,16 @@ fn serve_connection(sh: &Shared, stream: TcpStream) -> Result<(), ConnError> {
         timeout_ns: 30_000_000_000,
     };
     let mut session: Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)> = None;
-    let mut payload = Vec::new();
+    let mut input = Input::new();
     let mut out = Vec::with_capacity(HEADER_LEN + 64 * PAGE_SIZE);
     let result = loop {
-        let mut hb = [0u8; HEADER_LEN];
-        match recv_exact(fd, &mut hb, idle) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break Ok(()),
+        match input.fill(fd, HEADER_LEN, idle) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()),
             Err(e) => break Err(e.into()),
         }
+        let mut hb = [0u8; HEADER_LEN];
+        hb.copy_from_slice(input.peek(HEADER_LEN));
         let h = match Header::decode(&hb) {
             Ok(h) => h,
             Err(e) => {
@@ -302,20 +303,28 @@ fn serve_connection(sh: &Shared, stream: TcpStream) -> Result<(), ConnError> {
                 break Err(e.into());
             }
         };
-        payload.resize(h.len as usize, 0);
-        if let Err(e) = recv_exact(fd, &mut payload, reply_wait) {
+        let frame = HEADER_LEN + h.len as usize;
+        if let Err(e) = input.fill(fd, frame, reply_wait) {
             break Err(e.into());
         }
+        let payload = &input.peek(frame)[HEADER_LEN..];
         out.clear();
-        let keep = match wire::decode_request(&h, &payload) {
-            Ok(req) => handle(sh, &mut session, &h, req, &mut out),
+        let keep = match wire::decode_request(&h, payload) {
+            Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
             Err(e) => {
                 wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
-                e.code().keeps_connection()
+                Ok(e.code().keeps_connection())
             }
         };
-        if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
-            break Err(e.into());
+        input.consume(frame);
+        let keep = match keep {
+            Ok(k) => k,
+            Err(e) => break Err(e.into()),
+        };
+        if !out.is_empty() {
+            if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
+                break Err(e.into());
+            }
         }
         if !keep {
             break Ok(());
@@ -327,18 +336,75 @@ fn serve_connection(sh: &Shared, stream: TcpStream) -> Result<(), ConnError> {
     result
 }
 
-/// Handle one decoded request, writing the reply into `out`. Returns whether
-/// the connection stays open.
+/// Requests arrive through a buffer: one `recv` usually brings a whole
+/// request (header and payload), saving a system call per request.
+struct Input {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    fn new() -> Input {
+        Input {
+            buf: vec![0u8; HEADER_LEN + wire::MAX_PAYLOAD].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Make `n` bytes available (n <= the buffer size). Ok(false): the peer
+    /// closed cleanly between frames.
+    fn fill(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<bool> {
+        if self.start + n > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        while self.end - self.start < n {
+            let r = farmem_sys::net::recv_some(fd, &mut self.buf[self.end..], wait)?;
+            if r == 0 {
+                if self.end == self.start {
+                    return Ok(false);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "truncated frame",
+                ));
+            }
+            self.end += r;
+        }
+        Ok(true)
+    }
+
+    fn peek(&self, n: usize) -> &[u8] {
+        &self.buf[self.start..self.start + n]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+/// Handle one decoded request. The reply goes into `out`, except for page
+/// data, which is sent straight from the store (and `out` left empty).
+/// Returns whether the connection stays open.
 fn handle(
     sh: &Shared,
     session: &mut Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)>,
     h: &Header,
     req: Request<'_>,
     out: &mut Vec<u8>,
-) -> bool {
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<bool> {
     let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
         wire::encode_error(h.tag, code, msg, out);
-        code.keeps_connection()
+        Ok(code.keeps_connection())
     };
     match req {
         Request::Hello { token, max_pages } => {
@@ -381,7 +447,7 @@ fn handle(
             p[16..24].copy_from_slice(&(PAGE_SIZE as u64).to_le_bytes());
             out.extend_from_slice(&Header::new(Op::HelloOk, h.tag, 0, 24).encode());
             out.extend_from_slice(&p);
-            true
+            Ok(true)
         }
         Request::Stats => {
             let sessions = lock(&sh.sessions).len() as u64;
@@ -395,7 +461,7 @@ fn handle(
             ] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
-            true
+            Ok(true)
         }
         Request::Read { pages } => {
             let Some((_, s)) = session else {
@@ -410,24 +476,29 @@ fn handle(
                 );
             }
             let store = lock(&s.store);
-            let start = out.len();
-            out.extend_from_slice(
-                &Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode(),
-            );
-            for p in wire::pages(pages) {
-                match store.get(p) {
-                    Some(data) => out.extend_from_slice(data),
-                    None => {
-                        out.truncate(start);
-                        return err(
-                            out,
-                            ErrorCode::NotFound,
-                            &format!("page {p} was never written"),
-                        );
-                    }
-                }
+            if let Some(p) = wire::pages(pages).find(|&p| store.get(p).is_none()) {
+                return err(
+                    out,
+                    ErrorCode::NotFound,
+                    &format!("page {p} was never written"),
+                );
             }
-            true
+            // Gather the pages straight from the store into the socket, in
+            // groups that fit one sendmsg.
+            let hdr = Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode();
+            let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
+            parts[0] = &hdr;
+            let mut k = 1;
+            for p in wire::pages(pages) {
+                if k == MAX_IOV {
+                    send_vectored(fd, &parts[..k], wait)?;
+                    k = 0;
+                }
+                parts[k] = store.get(p).unwrap_or(&[]);
+                k += 1;
+            }
+            send_vectored(fd, &parts[..k], wait)?;
+            Ok(true)
         }
         Request::Write { pages, data } => {
             let Some((_, s)) = session else {
@@ -465,7 +536,7 @@ fn handle(
                 store.put(p, d);
             }
             out.extend_from_slice(&Header::new(Op::WriteOk, h.tag, h.count, 0).encode());
-            true
+            Ok(true)
         }
         Request::Free { start, pages } => {
             let Some((_, s)) = session else {
@@ -485,7 +556,7 @@ fn handle(
             out.extend_from_slice(
                 &Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode(),
             );
-            true
+            Ok(true)
         }
     }
 }

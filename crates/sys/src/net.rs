@@ -210,3 +210,55 @@ pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Receive at least one byte into the concatenation of `bufs` (scatter),
+/// spinning then polling like [`recv_exact`]. Returns the byte count; 0 means
+/// the peer closed the connection.
+pub fn recv_some_vectored(fd: RawFd, bufs: &mut [&mut [u8]], wait: Wait) -> io::Result<usize> {
+    assert!(bufs.len() <= MAX_IOV, "too many iovecs");
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_IOV];
+    let mut k = 0;
+    for b in bufs.iter_mut() {
+        if !b.is_empty() {
+            iov[k].iov_base = b.as_mut_ptr().cast();
+            iov[k].iov_len = b.len();
+            k += 1;
+        }
+    }
+    if k == 0 {
+        return Ok(0);
+    }
+    let start = now_ns();
+    let mut spins = 0u32;
+    loop {
+        // SAFETY: msghdr is plain data; zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = k;
+        // SAFETY: msg points at iovecs describing live, writable slices.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_recvmsg,
+                fd,
+                &mut msg as *mut libc::msghdr,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match cvt_long(r) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_ready(fd, libc::POLLIN, start, wait, &mut spins)?
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Receive at least one byte into `buf`; 0 means the peer closed.
+pub fn recv_some(fd: RawFd, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
+    recv_some_vectored(fd, &mut [buf], wait)
+}
