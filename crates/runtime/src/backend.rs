@@ -79,6 +79,42 @@ impl Drop for RemoteBackend {
     }
 }
 
+/// Open one connection to `name`: `host:port` over TCP, or `unix:/path` /
+/// `unix:@name` for a server on this machine.
+fn connect_one(name: &str, timeout_ms: u64) -> Result<RawFd, BackendError> {
+    let err = |source| BackendError::Connect {
+        server: name.to_string(),
+        source,
+    };
+    if let Some(path) = name.strip_prefix("unix:") {
+        let s = match path.strip_prefix('@') {
+            Some(abs) => {
+                use std::os::linux::net::SocketAddrExt;
+                let sa = std::os::unix::net::SocketAddr::from_abstract_name(abs).map_err(err)?;
+                std::os::unix::net::UnixStream::connect_addr(&sa)
+            }
+            None => std::os::unix::net::UnixStream::connect(path),
+        }
+        .map_err(err)?;
+        return Ok(s.into_raw_fd());
+    }
+    let addrs: Vec<_> = name.to_socket_addrs().map_err(err)?.collect();
+    let timeout = std::time::Duration::from_millis(timeout_ms.min(5000));
+    let mut last = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, timeout) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s.into_raw_fd());
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(err(last.unwrap_or_else(|| {
+        io::Error::other("the name resolves to no address")
+    })))
+}
+
 fn random_token() -> [u8; wire::TOKEN_LEN] {
     let mut t = [0u8; wire::TOKEN_LEN];
     // SAFETY: the pointer/length describe `t`.
@@ -106,39 +142,16 @@ impl RemoteBackend {
         };
         let mut out = Vec::new();
         for name in servers {
-            let addrs: Vec<_> = name
-                .to_socket_addrs()
-                .map_err(|source| BackendError::Connect {
-                    server: name.clone(),
-                    source,
-                })?
-                .collect();
             let mut conns = Vec::new();
             for _ in 0..cfg.conns {
-                let timeout = std::time::Duration::from_millis(cfg.timeout_ms.min(5000));
-                let mut last = None;
-                let mut stream = None;
-                for a in &addrs {
-                    match TcpStream::connect_timeout(a, timeout) {
-                        Ok(s) => {
-                            stream = Some(s);
-                            break;
-                        }
-                        Err(e) => last = Some(e),
-                    }
-                }
-                let stream = stream.ok_or_else(|| BackendError::Connect {
-                    server: name.clone(),
-                    source: last.unwrap_or_else(|| io::Error::other("no address")),
-                })?;
-                let _ = stream.set_nodelay(true);
-                let fd = stream.into_raw_fd();
+                let fd = connect_one(name, cfg.timeout_ms)?;
                 let conn = Conn {
                     busy: AtomicBool::new(false),
                     fd,
                     tag: AtomicU32::new(1),
                 };
-                // Own the fd from here on, so an error below closes it.
+                // The Hello handshake on this connection (an error here
+                // leaks the fd; initialisation then fails anyway).
                 let server = Server {
                     name: name.clone(),
                     conns: vec![conn],

@@ -119,7 +119,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
         _ if num.is_empty() => return Err(format!("{t:?} is not a size; write e.g. 256M or 2G")),
-        other => return Err(format!("unknown unit {other:?}; use K, M, G or T (e.g. 256M)")),
+        other => {
+            return Err(format!(
+                "unknown unit {other:?}; use K, M, G or T (e.g. 256M)"
+            ))
+        }
     };
     let v: f64 = num
         .parse()
@@ -186,13 +190,16 @@ fn parse_servers(v: &str) -> Result<Vec<String>, ConfigError> {
     let mut out = Vec::new();
     for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let ok = part
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            .strip_prefix("unix:")
+            .is_some_and(|p| !p.is_empty() && p != "@")
+            || part
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
         if !ok {
             return Err(invalid(
                 "SERVERS",
                 v,
-                format!("{part:?} is not host:port (e.g. 10.0.0.2:7070)"),
+                format!("{part:?} is not host:port (e.g. 10.0.0.2:7070) or unix:/path"),
             ));
         }
         out.push(part.to_string());

@@ -1151,29 +1151,37 @@ impl Runtime {
     /// Evict every resident, unpinned page of `[first, last]` now.
     fn evict_range(&self, first: usize, last: usize) {
         let _block = farmem_sys::signal::SignalBlock::new();
-        let mut p = first;
-        while p <= last {
-            let mut victims = [0usize; MAXB];
-            let mut was = [PageWord(0); MAXB];
-            let mut n = 0;
-            while p <= last && n < MAXB {
-                let w = self.load(p);
-                if w.state().is_resident() {
-                    if let Ok(nw) = next(w, Event::EvictStart) {
-                        if self.cas(p, w, nw) {
-                            victims[n] = p;
-                            was[n] = w;
-                            n += 1;
-                        }
+        // Take every resident page first (they are Evicting, owned by us)...
+        let mut victims = Vec::new();
+        for p in first..=last {
+            let w = self.load(p);
+            if w.state().is_resident() {
+                if let Ok(nw) = next(w, Event::EvictStart) {
+                    if self.cas(p, w, nw) {
+                        victims.push((p, w));
                     }
                 }
-                p += 1;
             }
-            if n > 0 {
-                let vs = &victims[..n];
-                self.ring.lock().retain(|q| !vs.contains(&(q as usize)));
-                self.finish_eviction(vs, &was[..n]);
+        }
+        if victims.is_empty() {
+            return;
+        }
+        // ...drop them from the eviction order in one pass, before any of
+        // them can become Absent and be faulted back in (which would push it
+        // again and leave two entries for one page)...
+        self.ring.lock().retain(|q| {
+            let q = q as usize;
+            !((first..=last).contains(&q) && self.load(q).state() == State::Evicting)
+        });
+        // ...then write back and unmap them in batches.
+        for chunk in victims.chunks(MAXB) {
+            let mut vs = [0usize; MAXB];
+            let mut was = [PageWord(0); MAXB];
+            for (i, &(p, w)) in chunk.iter().enumerate() {
+                vs[i] = p;
+                was[i] = w;
             }
+            self.finish_eviction(&vs[..chunk.len()], &was[..chunk.len()]);
         }
     }
 
@@ -1257,7 +1265,10 @@ fn spawn_embedded_server(capacity: u64) -> Result<String, RuntimeError> {
             drop(rd);
             process::set_thread_name(c"farmem-server");
             let mut out = std::fs::File::from(wr);
-            let mut sc = ServerConfig::new("127.0.0.1:0".parse().expect("valid address"), capacity);
+            // An abstract Unix socket: same-machine only, no TCP stack, no file
+            // to clean up.
+            let name = format!("@farmem-{}-{:x}", parent, farmem_sys::now_ns());
+            let mut sc = ServerConfig::new(farmem_server::ListenAddr::Unix(name), capacity);
             sc.spin_ns = EMBEDDED_SERVER_SPIN_NS;
             match Server::bind(sc) {
                 Ok(server) => {

@@ -15,8 +15,10 @@ use farmem_sys::net::{send_vectored, set_nonblocking, Wait, MAX_IOV};
 use farmem_wire::{self as wire, ErrorCode, Header, Op, Request, HEADER_LEN, PAGE_SIZE};
 use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -27,17 +29,111 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum ServerError {
     #[error("cannot listen on {addr}: {source} (is the port in use? pick another with --listen)")]
-    Bind { addr: SocketAddr, source: io::Error },
+    Bind { addr: ListenAddr, source: io::Error },
+    #[error("{0:?} is not an address to listen on; use IP:PORT (e.g. 0.0.0.0:7070), unix:/PATH or unix:@NAME")]
+    BadAddr(String),
     #[error("accept failed: {0}")]
     Accept(io::Error),
     #[error("cannot start a server thread: {0}")]
     Spawn(io::Error),
 }
 
+/// Where a server listens: TCP, or a Unix-domain socket for clients on the
+/// same machine (`unix:/path`, or `unix:@name` in the abstract namespace).
+/// A Unix socket skips the TCP stack: about half the round-trip time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    Tcp(SocketAddr),
+    Unix(String),
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(a) => write!(f, "{a}"),
+            ListenAddr::Unix(p) => write!(f, "unix:{p}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = ServerError;
+    fn from_str(s: &str) -> Result<ListenAddr, ServerError> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            if p.is_empty() || p == "@" || p.len() > 100 {
+                return Err(ServerError::BadAddr(s.into()));
+            }
+            return Ok(ListenAddr::Unix(p.into()));
+        }
+        s.parse()
+            .map(ListenAddr::Tcp)
+            .map_err(|_| ServerError::BadAddr(s.into()))
+    }
+}
+
+impl From<SocketAddr> for ListenAddr {
+    fn from(a: SocketAddr) -> ListenAddr {
+        ListenAddr::Tcp(a)
+    }
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    fn bind(addr: &ListenAddr) -> io::Result<Listener> {
+        match addr {
+            ListenAddr::Tcp(a) => TcpListener::bind(a).map(Listener::Tcp),
+            ListenAddr::Unix(p) => {
+                let l = match p.strip_prefix('@') {
+                    Some(name) => {
+                        use std::os::linux::net::SocketAddrExt;
+                        let sa = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                        UnixListener::bind_addr(&sa)?
+                    }
+                    None => UnixListener::bind(p)?,
+                };
+                Ok(Listener::Unix(l))
+            }
+        }
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Listener::Tcp(l) => l.as_raw_fd(),
+            Listener::Unix(l) => l.as_raw_fd(),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Listener::Tcp(l) => l.set_nonblocking(true),
+            Listener::Unix(l) => l.set_nonblocking(true),
+        }
+    }
+
+    /// Accept one connection: its socket and a name for messages.
+    fn accept(&self) -> io::Result<(OwnedFd, String)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (s, peer) = l.accept()?;
+                let _ = s.set_nodelay(true);
+                Ok((s.into(), peer.to_string()))
+            }
+            Listener::Unix(l) => {
+                let (s, _) = l.accept()?;
+                Ok((s.into(), "unix client".into()))
+            }
+        }
+    }
+}
+
 /// How a server is set up.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub listen: SocketAddr,
+    pub listen: ListenAddr,
     /// Total pages all sessions together may store.
     pub capacity_pages: u64,
     /// How long a connection thread spins for the next request before blocking.
@@ -49,9 +145,9 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    pub fn new(listen: SocketAddr, capacity_bytes: u64) -> ServerConfig {
+    pub fn new(listen: impl Into<ListenAddr>, capacity_bytes: u64) -> ServerConfig {
         ServerConfig {
-            listen,
+            listen: listen.into(),
             capacity_pages: capacity_bytes / PAGE_SIZE as u64,
             spin_ns: 1_000_000,
             max_connections: 1024,
@@ -70,36 +166,32 @@ struct Shared {
     cfg: ServerConfig,
     used_pages: AtomicU64,
     sessions: Mutex<HashMap<[u8; wire::TOKEN_LEN], Arc<Mutex<Session>>>>,
-    conns: Mutex<HashMap<u64, TcpStream>>,
+    conns: Mutex<HashMap<u64, OwnedFd>>,
     next_conn: AtomicU64,
     shutdown: AtomicBool,
 }
 
 /// A bound server, not yet accepting.
 pub struct Server {
-    listener: TcpListener,
+    listener: Listener,
     shared: Arc<Shared>,
 }
 
 /// A server running on its own thread; dropping it shuts it down.
 pub struct ServerHandle {
-    addr: SocketAddr,
+    addr: ListenAddr,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<(), ServerError>>>,
 }
 
 impl Server {
     pub fn bind(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let listener = TcpListener::bind(cfg.listen).map_err(|source| ServerError::Bind {
-            addr: cfg.listen,
+        let bind_err = |source| ServerError::Bind {
+            addr: cfg.listen.clone(),
             source,
-        })?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|source| ServerError::Bind {
-                addr: cfg.listen,
-                source,
-            })?;
+        };
+        let listener = Listener::bind(&cfg.listen).map_err(bind_err)?;
+        listener.set_nonblocking().map_err(bind_err)?;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -113,8 +205,15 @@ impl Server {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().unwrap_or(self.shared.cfg.listen)
+    /// The address clients connect to (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> ListenAddr {
+        match &self.listener {
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map(ListenAddr::Tcp)
+                .unwrap_or_else(|_| self.shared.cfg.listen.clone()),
+            Listener::Unix(_) => self.shared.cfg.listen.clone(),
+        }
     }
 
     /// A flag that makes [`Server::run`] return when set.
@@ -140,6 +239,7 @@ impl Server {
                             &mut out,
                         );
                         let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
+                        drop(stream);
                         continue;
                     }
                     if let Ok(clone) = stream.try_clone() {
@@ -163,7 +263,7 @@ impl Server {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let mut pfd = libc::pollfd {
-                        fd: self.listener.as_raw_fd(),
+                        fd: self.listener.fd(),
                         events: libc::POLLIN,
                         revents: 0,
                     };
@@ -179,7 +279,7 @@ impl Server {
         }
         // Close every connection so their threads see EOF and exit.
         for (_, s) in lock(&shared.conns).drain() {
-            let _ = s.shutdown(Shutdown::Both);
+            farmem_sys::net::shutdown(s.as_raw_fd());
         }
         Ok(())
     }
@@ -211,8 +311,8 @@ impl ServerStop {
 }
 
 impl ServerHandle {
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    pub fn addr(&self) -> ListenAddr {
+        self.addr.clone()
     }
 
     /// Pages stored across all sessions.
@@ -270,10 +370,9 @@ enum ConnError {
     Protocol(#[from] wire::WireError),
 }
 
-fn serve_connection(sh: &Shared, stream: TcpStream) -> Result<(), ConnError> {
+fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
     let fd = stream.as_raw_fd();
     set_nonblocking(fd)?;
-    let _ = stream.set_nodelay(true);
     // Wait for requests forever (EOF or shutdown ends the loop), spinning first.
     let idle = Wait {
         spin_ns: sh.cfg.spin_ns,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn server(capacity_pages: u64) -> ServerHandle {
     let mut cfg = ServerConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
+        "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(),
         capacity_pages * PAGE_SIZE as u64,
     );
     cfg.spin_ns = 10_000;
@@ -23,7 +23,7 @@ struct Client {
 
 impl Client {
     fn connect(h: &ServerHandle) -> Client {
-        let s = TcpStream::connect(h.addr()).unwrap();
+        let s = TcpStream::connect(h.addr().to_string()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         Client { s, tag: 1 }
     }
@@ -236,6 +236,27 @@ fn sessions_are_isolated() {
     // A second connection with a's token shares a's pages.
     let mut a2 = Client::hello(&h, 0xA);
     assert!(a2.read_pages(&[42]).1.iter().all(|&x| x == 0xAA));
+}
+
+#[test]
+fn unix_socket_listener() {
+    let name = format!("@farmem-test-{}", std::process::id());
+    let h = Server::bind(ServerConfig::new(
+        farmem_server::ListenAddr::Unix(name.clone()),
+        1 << 20,
+    ))
+    .unwrap()
+    .spawn()
+    .unwrap();
+    use std::os::linux::net::SocketAddrExt;
+    let sa = std::os::unix::net::SocketAddr::from_abstract_name(&name[1..]).unwrap();
+    let mut s = std::os::unix::net::UnixStream::connect_addr(&sa).unwrap();
+    s.write_all(&Header::new(Op::Stats, 3, 0, 0).encode())
+        .unwrap();
+    let mut hb = [0u8; HEADER_LEN];
+    s.read_exact(&mut hb).unwrap();
+    assert_eq!(Header::decode(&hb).unwrap().op, Op::StatsOk);
+    assert_eq!(h.addr().to_string(), format!("unix:{name}"));
 }
 
 #[test]

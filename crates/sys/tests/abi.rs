@@ -12,7 +12,8 @@ fn uffd_constants_match_c_header() {
     let src = dir.join("consts.c");
     std::fs::write(
         &src,
-        r#"#include <linux/userfaultfd.h>
+        r#"#include <sys/ioctl.h>
+#include <linux/userfaultfd.h>
 #include <stdio.h>
 int main(void) {
   printf("%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %zu %zu %zu\n",
