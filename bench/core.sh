@@ -63,5 +63,13 @@ END {
 }' "$R"
 rm -f "$R"
 echo
-echo "random 4 KiB far faults (faultlat, FARMEM_LOCAL=320M):"
+echo "random 4 KiB far faults, embedded server (Unix socket) (faultlat, FARMEM_LOCAL=320M):"
 FARMEM_LOCAL=320M $T/faultlat 20000
+echo
+echo "random 4 KiB far faults, farmem serve over TCP loopback:"
+PORT=$((20000 + $$ % 20000))
+$T/farmem serve --listen 127.0.0.1:$PORT --capacity 4G >/dev/null &
+SERVE=$!
+sleep 0.5
+FARMEM_LOCAL=320M FARMEM_SERVERS=127.0.0.1:$PORT $T/faultlat 20000 || true
+kill $SERVE; wait $SERVE 2>/dev/null || true
