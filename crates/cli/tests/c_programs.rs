@@ -167,3 +167,28 @@ fn demo_checks_its_result() {
     assert!(out.contains("result check: OK"), "{out}");
     assert!(out.contains("farmem stats"), "{out}");
 }
+
+#[test]
+fn workloads_check_their_results() {
+    let mw = build_c_at("workloads/memwrite.c", "memwrite");
+    let out = run_ok(
+        Command::new(&mw)
+            .args(["--size", "64", "--passes", "2", "--alloc", "farmem"])
+            .env("FARMEM_LOCAL", "16M"),
+    );
+    assert!(
+        out.contains("check=ok") && out.matches("kind=write").count() == 2,
+        "{out}"
+    );
+    let bad = Command::new(&mw)
+        .args(["--alloc", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let fl = build_c_at("workloads/faultlat.c", "faultlat");
+    let out = run_ok(Command::new(&fl).arg("500").env("FARMEM_LOCAL", "16M"));
+    assert!(
+        out.contains("check=ok") && out.contains("far fetch, read"),
+        "{out}"
+    );
+}

@@ -27,6 +27,11 @@ pub fn farmem() -> Command {
 
 /// Compile tests/programs/NAME.c against libfarmem with the project's C flags.
 pub fn build_c(name: &str) -> PathBuf {
+    build_c_at(&format!("tests/programs/{name}.c"), name)
+}
+
+/// Compile the C file at `rel` (relative to the repository) against libfarmem.
+pub fn build_c_at(rel: &str, name: &str) -> PathBuf {
     let lib = target_dir().join("libfarmem.so");
     assert!(
         lib.exists(),
@@ -39,7 +44,7 @@ pub fn build_c(name: &str) -> PathBuf {
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fopenmp", "-I"])
         .arg(repo().join("include"))
-        .arg(repo().join(format!("tests/programs/{name}.c")))
+        .arg(repo().join(rel))
         .arg("-L")
         .arg(target_dir())
         .arg("-lfarmem")
