@@ -8,6 +8,8 @@ need_apt=()
 command -v gcc >/dev/null || need_apt+=(gcc)
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v make >/dev/null || need_apt+=(make)
+command -v gfortran >/dev/null || need_apt+=(gfortran)
+command -v python3 >/dev/null || need_apt+=(python3)
 [ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)
 # libgomp ships with gcc; make sure the OpenMP runtime is there.
 gcc -fopenmp -x c -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || need_apt+=(libgomp1 libgcc-12-dev)
@@ -31,6 +33,14 @@ if ! command -v cargo >/dev/null; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+# numpy, for the `farmem run` Python test: pip where it may install
+# (a pyenv or venv Python), else Debian's package (system Python, PEP 668).
+if ! python3 -c 'import numpy' 2>/dev/null; then
+    echo "setup: installing numpy"
+    python3 -m pip install -q numpy 2>/dev/null ||
+        { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-numpy >/dev/null; }
+fi
 
 # userfaultfd must be usable: root, or vm.unprivileged_userfaultfd=1.
 if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/null || echo 0)" != 1 ]; then

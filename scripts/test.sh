@@ -11,10 +11,16 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
-echo "== C sources with -Wall -Wextra -Werror"
+echo "== C, C++ and Fortran sources with -Wall -Wextra -Werror"
 for c in tests/programs/*.c workloads/*.c; do
-    [ -e "$c" ] || continue
     gcc -O2 -fopenmp -Wall -Wextra -Werror -Iinclude -fsyntax-only "$c"
+done
+gcc -O2 -Wall -Wextra -Werror -DUNDER_SHIM -fsyntax-only tests/programs/syscalls.c
+for c in tests/programs/*.cc; do
+    g++ -O2 -Wall -Wextra -Werror -Iinclude -fsyntax-only "$c"
+done
+for f in tests/programs/*.f90; do
+    gfortran -Wall -Werror -fsyntax-only "$f"
 done
 echo "== cargo test"
 cargo test --release --workspace 2>&1 | tee target/test.log

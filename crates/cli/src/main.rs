@@ -2,6 +2,7 @@
 //! the library crates.
 
 mod demo;
+mod run;
 mod serve;
 
 use anyhow::Result;
@@ -25,6 +26,8 @@ enum Cmd {
     /// Run a workload 4x larger than its local budget on far memory, check it,
     /// and compare its time with all-local memory.
     Demo(demo::Args),
+    /// Run an unmodified program with its large allocations in far memory.
+    Run(run::Args),
 }
 
 fn main() {
@@ -32,6 +35,7 @@ fn main() {
     let r: Result<()> = match cli.cmd {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Demo(a) => demo::run(a),
+        Cmd::Run(a) => run::run(a),
     };
     if let Err(e) = r {
         eprintln!("farmem: error: {e:#}");

@@ -179,6 +179,7 @@ static PREV_SIGBUS: OnceLock<libc::sigaction> = OnceLock::new();
 static FORKED: AtomicBool = AtomicBool::new(false);
 
 /// The runtime, if initialised.
+#[inline]
 pub fn get() -> Option<&'static Runtime> {
     let p = RUNTIME.load(Ordering::Acquire);
     // SAFETY: RUNTIME is only ever set to a leaked Box that is never freed.
@@ -441,6 +442,11 @@ impl Runtime {
     /// Whether `addr` lies in far memory.
     pub fn contains(&self, addr: usize) -> bool {
         self.arena.contains(addr)
+    }
+
+    /// The arena's address range `[start, end)`: all far memory lies in it.
+    pub fn arena_range(&self) -> (usize, usize) {
+        (self.base, self.base + self.arena.len())
     }
 
     /// Whether `[addr, addr+len)` overlaps far memory.
@@ -983,6 +989,31 @@ impl Runtime {
             self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
         Ok(self.addr_of(start) as *mut u8)
+    }
+
+    /// Size in bytes (whole pages) of the live allocation starting at `ptr`.
+    pub fn alloc_size(&self, ptr: *const u8) -> Option<usize> {
+        let addr = ptr as usize;
+        if !self.contains(addr) {
+            return None;
+        }
+        let start = (addr - self.base) / PAGE_SIZE;
+        let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
+        r.live.get(&start).map(|&pages| pages * PAGE_SIZE)
+    }
+
+    /// Discard the whole pages of `[addr, addr+len)`, which must lie in one
+    /// allocation (a partial `munmap` in the `farmem run` shim): their content
+    /// is dropped and any later access stops the program, as for unmapped
+    /// memory. The allocation's address range is reclaimed when it is freed.
+    pub fn discard(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
+        let (first, last) = self.range_of(addr, len)?;
+        let lo = (addr - self.base).div_ceil(PAGE_SIZE).max(first);
+        let hi = ((addr + len - self.base) / PAGE_SIZE).min(last + 1);
+        if lo < hi && !is_forked_child() {
+            self.release_pages(lo, hi - lo);
+        }
+        Ok(())
     }
 
     /// Free an allocation made by `alloc`.

@@ -57,6 +57,26 @@ pub fn build_c_at(rel: &str, name: &str) -> PathBuf {
     exe
 }
 
+/// Compile a C/C++/Fortran program at `rel` with `compiler` and `flags`,
+/// without linking libfarmem (for runs under `farmem run`).
+pub fn build_plain(compiler: &str, rel: &str, name: &str, flags: &[&str]) -> PathBuf {
+    let out_dir = std::env::temp_dir().join(format!("farmem-cprog-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let exe = out_dir.join(name);
+    let st = Command::new(compiler)
+        .args(["-O2", "-g", "-Wall", "-Werror"])
+        .args(flags)
+        .arg(repo().join(rel))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("{compiler} is needed for this test ({e}); scripts/setup.sh installs it")
+        });
+    assert!(st.success(), "compiling {rel} failed");
+    exe
+}
+
 /// A `farmem serve` process on an ephemeral loopback port; killed on drop.
 pub struct Serve {
     pub child: Child,

@@ -1,0 +1,153 @@
+//! `farmem run -- CMD`: run an unmodified program with its large allocations
+//! in far memory, through the preloaded shim (libfarmem_preload.so).
+
+use anyhow::{bail, Context, Result};
+use farmem_runtime::config::Config;
+use farmem_server::{ListenAddr, Server, ServerConfig};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::Command;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Local-memory budget for far pages (FARMEM_LOCAL), e.g. 256M.
+    #[arg(long)]
+    local: Option<String>,
+    /// Memory servers, host:port[,host:port...] (FARMEM_SERVERS).
+    #[arg(long)]
+    servers: Option<String>,
+    /// Keep far pages in this file (an SSD) instead (FARMEM_FILE).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Allocations at least this large go far (FARMEM_THRESHOLD), default 1M.
+    #[arg(long)]
+    threshold: Option<String>,
+    /// Print far-memory statistics when the program exits (FARMEM_STATS).
+    #[arg(long)]
+    stats: bool,
+    /// The program and its arguments.
+    #[arg(required = true, last = true)]
+    cmd: Vec<String>,
+}
+
+/// libfarmem_preload.so next to the farmem binary.
+fn shim_path() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find the farmem binary's path")?;
+    let p = exe.with_file_name("libfarmem_preload.so");
+    if !p.exists() {
+        bail!(
+            "{} is missing; build it with `cargo build --release` (it is installed next to the farmem binary)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+pub fn run(a: Args) -> Result<()> {
+    // The environment first, then the flags on top; all validated here, before
+    // the program starts, so a bad value costs one clear line and no run.
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("FARMEM_"))
+        .collect();
+    let mut set = |k: &str, v: String| {
+        vars.retain(|(n, _)| n != k);
+        vars.push((k.to_string(), v));
+    };
+    if let Some(v) = &a.local {
+        set("FARMEM_LOCAL", v.clone());
+    }
+    if let Some(v) = &a.servers {
+        set("FARMEM_SERVERS", v.clone());
+    }
+    if let Some(v) = &a.file {
+        set("FARMEM_FILE", v.display().to_string());
+    }
+    if let Some(v) = &a.threshold {
+        set("FARMEM_THRESHOLD", v.clone());
+    }
+    if a.stats {
+        set("FARMEM_STATS", "1".into());
+    }
+    let cfg = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let shim = shim_path()?;
+
+    // Check the servers answer now rather than in the middle of the run.
+    let mut _server = None;
+    if cfg.file.is_none() {
+        if cfg.servers.is_empty() {
+            // The embedded server, in this (the farmem) process: the program
+            // runs in a process of its own, so this server's spinning threads
+            // never share its page tables.
+            let name = format!(
+                "@farmem-run-{}-{:x}",
+                std::process::id(),
+                farmem_sys::now_ns()
+            );
+            let mut sc = ServerConfig::new(ListenAddr::Unix(name), cfg.embedded_capacity);
+            sc.spin_ns = 2_000_000;
+            let h = Server::bind(sc)?.spawn()?;
+            set_var(&mut vars, "FARMEM_SERVERS", h.addr().to_string());
+            _server = Some(h);
+        } else {
+            farmem_runtime::backend::RemoteBackend::connect(
+                &Config {
+                    conns: 1,
+                    ..cfg.clone()
+                },
+                &cfg.servers,
+                1,
+            )
+            .context("checking the memory servers")?;
+        }
+    }
+
+    let mut cmd = Command::new(&a.cmd[0]);
+    cmd.args(&a.cmd[1..]);
+    for (k, v) in &vars {
+        cmd.env(k, v);
+    }
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", shim.display()),
+        _ => shim.display().to_string(),
+    };
+    cmd.env("LD_PRELOAD", preload);
+    // While the program runs, terminal signals reach it (same process group);
+    // farmem itself ignores them so that it can report the program's status.
+    // SAFETY: setting dispositions to SIG_IGN has no preconditions; the child
+    // gets them reset to default before exec below.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    // SAFETY: the closure only calls async-signal-safe `signal`.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let status = match cmd.status() {
+        Ok(s) => s,
+        Err(e) => bail!("cannot run {}: {e}", a.cmd[0]),
+    };
+    drop(_server);
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    if let Some(sig) = status.signal() {
+        // Die the same way, so the caller sees the same status.
+        // SAFETY: resetting a disposition and raising a signal at ourselves.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        std::process::exit(128 + sig);
+    }
+    std::process::exit(1)
+}
+
+fn set_var(vars: &mut Vec<(String, String)>, k: &str, v: String) {
+    vars.retain(|(n, _)| n != k);
+    vars.push((k.to_string(), v));
+}

@@ -1,0 +1,170 @@
+//! `farmem run -- CMD`: unmodified C, C++, Fortran and Python programs with
+//! their large allocations in far memory, through the preloaded shim.
+
+mod common;
+use common::*;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Output;
+
+fn run(args: &[&str], cmd: &[&str]) -> Output {
+    let mut c = farmem();
+    c.arg("run").args(args).arg("--").args(cmd);
+    c.output().unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{}\nstdout:\n{out}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn done_means_program_is_right_to_the_byte() {
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/run_done.c",
+        "run_done",
+        &["-Wextra", "-fopenmp"],
+    );
+    let data = std::env::temp_dir().join(format!("farmem-run-done-{}.dat", std::process::id()));
+    let bytes: Vec<u8> = (0..8usize << 20)
+        .map(|i| ((i * 7 + 3) & 0xff) as u8)
+        .collect();
+    std::fs::write(&data, bytes).unwrap();
+    let o = run(
+        &["--local", "64M", "--stats"],
+        &[exe.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let out = ok(&o);
+    assert!(out.contains("0 failed"), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("farmem stats") && err.contains("written back"),
+        "--stats prints the table: {err}"
+    );
+    std::fs::remove_file(data).ok();
+}
+
+#[test]
+fn every_allocation_entry_point() {
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/alloc_family.c",
+        "alloc_family",
+        &["-Wextra"],
+    );
+    let out = ok(&run(&["--local", "16M"], &[exe.to_str().unwrap()]));
+    assert!(out.contains("0 failed"), "{out}");
+}
+
+#[test]
+fn system_calls_into_far_malloc_buffers() {
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/syscalls.c",
+        "syscalls_shim",
+        &["-Wextra", "-DUNDER_SHIM"],
+    );
+    let out = ok(&run(
+        &["--local", "8M"],
+        &[
+            exe.to_str().unwrap(),
+            std::env::temp_dir().to_str().unwrap(),
+        ],
+    ));
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+fn cxx_new_and_vector() {
+    let exe = build_plain("g++", "tests/programs/cxx_new.cc", "cxx_new", &["-Wextra"]);
+    let out = ok(&run(&["--local", "32M"], &[exe.to_str().unwrap()]));
+    assert!(out.contains("sums ok"), "{out}");
+}
+
+#[test]
+fn fortran_allocate() {
+    let exe = build_plain(
+        "gfortran",
+        "tests/programs/fortran_alloc.f90",
+        "fortran_alloc",
+        &[],
+    );
+    let out = ok(&run(&["--local", "32M"], &[exe.to_str().unwrap()]));
+    assert!(out.contains("fortran allocate ok"), "{out}");
+}
+
+#[test]
+fn python_numpy_2g_on_256m() {
+    let script = "import ctypes, numpy as np\n\
+                  a = np.arange(2**28, dtype=np.float64)\n\
+                  far = ctypes.CDLL(None).fm_is_far(ctypes.c_void_p(a.ctypes.data))\n\
+                  s = a.sum()\n\
+                  print('far', far, 'ok' if far == 1 and s == float(2**28) * (2**28 - 1) / 2 else 'FAILED')\n";
+    let out = ok(&run(&["--local", "256M"], &["python3", "-c", script]));
+    assert!(out.contains("far 1 ok"), "{out}");
+}
+
+#[test]
+fn threads_system_spawn_dlopen_atexit_exec() {
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/run_misc.c",
+        "run_misc",
+        &["-Wextra", "-pthread"],
+    );
+    let out = ok(&run(&["--local", "16M"], &[exe.to_str().unwrap()]));
+    assert!(
+        !out.contains("FAILED") && out.contains("atexit check ok"),
+        "{out}"
+    );
+    let mut c = farmem();
+    c.args(["run", "--local", "16M", "--", exe.to_str().unwrap()])
+        .env("RUN_MISC_EXEC", "1");
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "exec'd program's exit code passes through"
+    );
+}
+
+#[test]
+fn exit_status_and_signals_pass_through() {
+    assert_eq!(run(&[], &["sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(
+        run(&[], &["sh", "-c", "kill -TERM $$"]).status.signal(),
+        Some(libc::SIGTERM)
+    );
+    assert_eq!(run(&[], &["true"]).status.code(), Some(0));
+}
+
+#[test]
+fn bad_configuration_fails_before_the_program_starts() {
+    let marker = std::env::temp_dir().join(format!("farmem-run-marker-{}", std::process::id()));
+    let m = marker.to_str().unwrap();
+    for (args, want) in [
+        (vec!["--local", "lots"], "FARMEM_LOCAL"),
+        (vec!["--local", "100T"], "physical memory"),
+        (vec!["--threshold", "0"], "FARMEM_THRESHOLD"),
+        (
+            vec!["--servers", "127.0.0.1:1"],
+            "cannot connect to memory server 127.0.0.1:1",
+        ),
+        (vec!["--servers", "nonsense"], "host:port"),
+    ] {
+        let o = run(&args, &["touch", m]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "one clear line: {err}");
+        assert!(!marker.exists(), "{args:?}: the program must not start");
+    }
+    let o = run(&[], &["/nonexistent/program"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/program"));
+}

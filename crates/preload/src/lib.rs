@@ -1,0 +1,563 @@
+//! `libfarmem_preload.so`: the shim `farmem run` preloads into a program.
+//!
+//! Allocations of at least `FARMEM_THRESHOLD` bytes (malloc, calloc, realloc,
+//! posix_memalign, aligned_alloc, memalign, valloc, pvalloc, and private
+//! anonymous `mmap`) go to far memory; smaller ones stay with the C library.
+//! The system-call wrappers of `libfarmem` come along, so `read`, `write`,
+//! `fread`, … work on far buffers.
+//!
+//! Rules (after bytehound): exports only outside test builds; the C
+//! library's allocator reached through its `__libc_*` entry points; the shim's
+//! own Rust code allocates through a private global allocator that calls
+//! those directly, so it never re-enters the interposed `malloc`; a
+//! per-thread re-entry guard; `panic = "abort"` (workspace profile);
+//! overflow-checked size arithmetic.
+//!
+//! The runtime starts lazily, at the first large allocation, so that programs
+//! that never allocate anything large pay one comparison per allocation. With
+//! no server and no file configured it starts eagerly in the constructor
+//! instead, because starting the embedded server forks, and forking inside
+//! `malloc` of a multi-threaded program is not safe.
+
+use farmem_runtime::{self as rt, Config};
+use libc::{c_int, c_void, off_t, size_t};
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+// Keep the I/O wrappers and the C API in this library's exports.
+pub use farmem::io;
+pub use farmem::{fm_advise, fm_alloc, fm_free, fm_stats, fm_stats_print};
+
+extern "C" {
+    fn __libc_malloc(n: size_t) -> *mut c_void;
+    fn __libc_calloc(n: size_t, m: size_t) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, n: size_t) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn __libc_memalign(align: size_t, n: size_t) -> *mut c_void;
+}
+
+/// The shim's own allocator: glibc's, bypassing the interposed symbols.
+#[cfg_attr(test, allow(dead_code))]
+struct LibcAlloc;
+
+// SAFETY: glibc's allocator satisfies GlobalAlloc's contract for these
+// layouts: malloc aligns to 16, memalign to any power of two.
+unsafe impl GlobalAlloc for LibcAlloc {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: plain calls into the C library.
+        unsafe {
+            if l.align() <= 16 {
+                __libc_malloc(l.size()).cast()
+            } else {
+                __libc_memalign(l.align(), l.size()).cast()
+            }
+        }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, _: Layout) {
+        // SAFETY: p came from alloc above.
+        unsafe { __libc_free(p.cast()) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: plain calls into the C library.
+        unsafe {
+            if l.align() <= 16 {
+                __libc_calloc(1, l.size()).cast()
+            } else {
+                let p: *mut u8 = __libc_memalign(l.align(), l.size()).cast();
+                if !p.is_null() {
+                    std::ptr::write_bytes(p, 0, l.size());
+                }
+                p
+            }
+        }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if l.align() <= 16 {
+            // SAFETY: p came from this allocator with the same alignment class.
+            unsafe { __libc_realloc(p.cast(), n).cast() }
+        } else {
+            // SAFETY: fresh block, then copy and free the old one.
+            unsafe {
+                let q = self.alloc(Layout::from_size_align_unchecked(n, l.align()));
+                if !q.is_null() {
+                    std::ptr::copy_nonoverlapping(p, q, l.size().min(n));
+                    self.dealloc(p, l);
+                }
+                q
+            }
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOC: LibcAlloc = LibcAlloc;
+
+/// Allocations at least this large go far; usize::MAX until configured.
+static THRESHOLD: AtomicUsize = AtomicUsize::new(usize::MAX);
+const UNSTARTED: u8 = 0;
+const READY: u8 = 1;
+const FAILED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNSTARTED);
+/// The arena's range, once the runtime runs (0..0 before): lets `free`,
+/// `realloc` and `malloc_usable_size` tell local pointers in two compares.
+static FAR_LO: AtomicUsize = AtomicUsize::new(0);
+static FAR_HI: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static BUSY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Re-entry guard: the shim's own calls (and anything they trigger) take the
+/// C library path.
+struct Guard;
+
+impl Guard {
+    fn enter() -> Option<Guard> {
+        BUSY.with(|b| {
+            if b.get() {
+                None
+            } else {
+                b.set(true);
+                Some(Guard)
+            }
+        })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        BUSY.with(|b| b.set(false));
+    }
+}
+
+fn die(msg: &str) -> ! {
+    farmem_sys::write_stderr(format!("farmem: {msg}\n").as_bytes());
+    farmem_sys::process::exit_now(70)
+}
+
+#[used]
+#[link_section = ".init_array"]
+static CONSTRUCTOR: extern "C" fn() = constructor;
+
+extern "C" fn constructor() {
+    let Some(_g) = Guard::enter() else { return };
+    let cfg = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => die(&format!("{e} (in the farmem run shim)")),
+    };
+    THRESHOLD.store(cfg.threshold as usize, Ordering::Release);
+    if cfg.servers.is_empty() && cfg.file.is_none() {
+        start(cfg);
+    }
+}
+
+fn start(cfg: Config) {
+    match rt::init(cfg) {
+        Ok(_) | Err(rt::RuntimeError::AlreadyInitialized) => {
+            if let Some(r) = rt::get() {
+                let (lo, hi) = r.arena_range();
+                FAR_LO.store(lo, Ordering::Release);
+                FAR_HI.store(hi, Ordering::Release);
+            }
+            STATE.store(READY, Ordering::Release)
+        }
+        Err(e) => die(&format!("cannot start far memory: {e}")),
+    }
+}
+
+/// The runtime, started on first use.
+fn runtime() -> Option<&'static rt::Runtime> {
+    match STATE.load(Ordering::Acquire) {
+        READY => rt::get(),
+        FAILED => None,
+        _ => {
+            match Config::from_env() {
+                Ok(cfg) => start(cfg),
+                Err(_) => STATE.store(FAILED, Ordering::Release),
+            }
+            rt::get()
+        }
+    }
+}
+
+/// A far allocation of `n` bytes, or None (then the caller uses the C library).
+fn far_alloc(n: usize) -> Option<*mut c_void> {
+    let _g = Guard::enter()?;
+    if rt::is_forked_child() {
+        return None;
+    }
+    runtime()?.alloc(n).ok().map(|p| p.cast())
+}
+
+/// Whether `p` lies in far memory: two compares, no call.
+#[inline(always)]
+fn is_far(p: *const c_void) -> bool {
+    let a = p as usize;
+    a >= FAR_LO.load(Ordering::Relaxed) && a < FAR_HI.load(Ordering::Relaxed)
+}
+
+/// The runtime, if `p` is far memory.
+#[inline]
+fn far(p: *const c_void) -> Option<&'static rt::Runtime> {
+    if is_far(p) {
+        rt::get()
+    } else {
+        None
+    }
+}
+
+fn big(n: usize) -> bool {
+    n >= THRESHOLD.load(Ordering::Relaxed)
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `malloc(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn malloc(n: size_t) -> *mut c_void {
+    if big(n) {
+        if let Some(p) = far_alloc(n) {
+            return p;
+        }
+    }
+    // SAFETY: plain call into the C library.
+    unsafe { __libc_malloc(n) }
+}
+
+/// `free(3)`.
+///
+/// # Safety
+/// As `free(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if is_far(p) {
+        return free_far(p);
+    }
+    // SAFETY: p is not far, so it came from the C library (or is NULL).
+    unsafe { __libc_free(p) }
+}
+
+#[cold]
+#[inline(never)]
+fn free_far(p: *mut c_void) {
+    if let Some(r) = rt::get() {
+        let _g = Guard::enter();
+        if let Err(e) = r.free(p.cast()) {
+            die(&format!("free({p:p}): {e}"));
+        }
+    }
+}
+
+/// `calloc(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
+    let Some(total) = n.checked_mul(m) else {
+        set_errno(libc::ENOMEM);
+        return std::ptr::null_mut();
+    };
+    if big(total) {
+        // Far memory reads as zero: nothing to clear.
+        if let Some(p) = far_alloc(total) {
+            return p;
+        }
+    }
+    // SAFETY: plain call into the C library.
+    unsafe { __libc_calloc(n, m) }
+}
+
+fn real_usable_size(p: *mut c_void) -> usize {
+    type F = unsafe extern "C" fn(*mut c_void) -> size_t;
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let mut f = SLOT.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) } as usize;
+        SLOT.store(f, Ordering::Relaxed);
+    }
+    if f == 0 {
+        return 0;
+    }
+    // SAFETY: f is the C library's malloc_usable_size.
+    unsafe { std::mem::transmute::<usize, F>(f)(p) }
+}
+
+/// `realloc(3)`: content is kept across local↔far crossings.
+///
+/// # Safety
+/// As `realloc(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
+    if p.is_null() {
+        return malloc(n);
+    }
+    if let Some(r) = far(p) {
+        if n == 0 {
+            // SAFETY: p is a live far allocation.
+            unsafe { free(p) };
+            return std::ptr::null_mut();
+        }
+        let old = r.alloc_size(p.cast()).unwrap_or(0);
+        // Still large and at most the region's size (growing inside its last
+        // page, or shrinking by less than half): keep it in place.
+        if big(n) && n <= old && n > old / 2 {
+            return p;
+        }
+        let q = if big(n) { far_alloc(n) } else { None };
+        // SAFETY: plain call into the C library.
+        let q = q.unwrap_or_else(|| unsafe { __libc_malloc(n) });
+        if q.is_null() {
+            return q;
+        }
+        // SAFETY: both blocks are live and at least min(old, n) long.
+        unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old.min(n)) };
+        // SAFETY: p is a live far allocation.
+        unsafe { free(p) };
+        return q;
+    }
+    if big(n) {
+        if let Some(q) = far_alloc(n) {
+            let old = real_usable_size(p);
+            // SAFETY: p is a live C-library block of `old` usable bytes; q is n bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old.min(n)) };
+            // SAFETY: p came from the C library.
+            unsafe { __libc_free(p) };
+            return q;
+        }
+    }
+    // SAFETY: p came from the C library.
+    unsafe { __libc_realloc(p, n) }
+}
+
+fn aligned(align: usize, n: usize) -> *mut c_void {
+    if big(n) && align <= farmem_sys::PAGE_SIZE {
+        if let Some(p) = far_alloc(n) {
+            return p;
+        }
+    }
+    // SAFETY: plain call into the C library.
+    unsafe { __libc_memalign(align, n) }
+}
+
+/// `posix_memalign(3)`.
+///
+/// # Safety
+/// `out` is writable.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: size_t, n: size_t) -> c_int {
+    if !align.is_power_of_two() || !align.is_multiple_of(std::mem::size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    let p = aligned(align, n);
+    if p.is_null() && n != 0 {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller passes a writable pointer.
+    unsafe { *out = p };
+    0
+}
+
+/// `aligned_alloc(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn aligned_alloc(align: size_t, n: size_t) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    aligned(align, n)
+}
+
+/// `memalign(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn memalign(align: size_t, n: size_t) -> *mut c_void {
+    if !align.is_power_of_two() {
+        set_errno(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    aligned(align, n)
+}
+
+/// `valloc(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn valloc(n: size_t) -> *mut c_void {
+    aligned(farmem_sys::PAGE_SIZE, n)
+}
+
+/// `pvalloc(3)`: page-aligned, size rounded up to whole pages.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn pvalloc(n: size_t) -> *mut c_void {
+    let Some(r) = n.checked_next_multiple_of(farmem_sys::PAGE_SIZE) else {
+        set_errno(libc::ENOMEM);
+        return std::ptr::null_mut();
+    };
+    aligned(farmem_sys::PAGE_SIZE, r.max(farmem_sys::PAGE_SIZE))
+}
+
+/// `malloc_usable_size(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
+    if p.is_null() {
+        return 0;
+    }
+    match far(p) {
+        Some(r) => r.alloc_size(p.cast()).unwrap_or(0),
+        None => real_usable_size(p),
+    }
+}
+
+type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
+type MremapFn =
+    unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void;
+
+fn next_sym(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut f = slot.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        if f == 0 {
+            die("cannot find the C library's mmap functions");
+        }
+        slot.store(f, Ordering::Relaxed);
+    }
+    f
+}
+
+/// Private anonymous read-write mappings at no fixed address are plain
+/// memory: large ones go far.
+fn far_mappable(addr: *mut c_void, len: usize, prot: c_int, flags: c_int) -> bool {
+    let want = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let refuse = libc::MAP_FIXED
+        | libc::MAP_FIXED_NOREPLACE
+        | libc::MAP_SHARED
+        | libc::MAP_HUGETLB
+        | libc::MAP_GROWSDOWN
+        | libc::MAP_STACK;
+    addr.is_null()
+        && big(len)
+        && flags & want == want
+        && flags & refuse == 0
+        && prot == libc::PROT_READ | libc::PROT_WRITE
+}
+
+/// `mmap(2)`.
+///
+/// # Safety
+/// As `mmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if far_mappable(addr, len, prot, flags) {
+        if let Some(p) = far_alloc(len) {
+            return p;
+        }
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = next_sym(&SLOT, c"mmap");
+    // SAFETY: f is the C library's mmap; arguments forwarded unchanged.
+    unsafe { std::mem::transmute::<usize, MmapFn>(f)(addr, len, prot, flags, fd, off) }
+}
+
+/// `mmap64` (the same as `mmap` on 64-bit).
+///
+/// # Safety
+/// As `mmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// `munmap(2)`: a whole far mapping is freed; part of one is discarded.
+///
+/// # Safety
+/// As `munmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    if let Some(r) = far(addr) {
+        let _g = Guard::enter();
+        if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) || len == 0 {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        let whole = r.alloc_size(addr.cast()).is_some_and(|size| len >= size);
+        let res = if whole {
+            r.free(addr.cast())
+        } else {
+            r.discard(addr as usize, len)
+        };
+        return match res {
+            Ok(()) => 0,
+            Err(_) => {
+                set_errno(libc::EINVAL);
+                -1
+            }
+        };
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = next_sym(&SLOT, c"munmap");
+    // SAFETY: f is the C library's munmap.
+    unsafe { std::mem::transmute::<usize, MunmapFn>(f)(addr, len) }
+}
+
+/// `mremap(2)`. Declared with the optional fifth argument: on x86-64 a
+/// variadic call passes it in the same register.
+///
+/// # Safety
+/// As `mremap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    if let Some(r) = far(old) {
+        let size = r.alloc_size(old.cast()).unwrap_or(0);
+        if flags & libc::MREMAP_FIXED != 0 || size == 0 {
+            // Moving far memory to a chosen address is not supported.
+            set_errno(libc::EINVAL);
+            return libc::MAP_FAILED;
+        }
+        if new_len <= size {
+            return old;
+        }
+        if flags & libc::MREMAP_MAYMOVE == 0 {
+            set_errno(libc::ENOMEM);
+            return libc::MAP_FAILED;
+        }
+        let Some(q) = far_alloc(new_len) else {
+            set_errno(libc::ENOMEM);
+            return libc::MAP_FAILED;
+        };
+        // SAFETY: both regions are live; old holds at least old_len.min(size) bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(old.cast::<u8>(), q.cast::<u8>(), old_len.min(size))
+        };
+        let _g = Guard::enter();
+        let _ = r.free(old.cast());
+        return q;
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = next_sym(&SLOT, c"mremap");
+    // SAFETY: f is the C library's mremap; arguments forwarded unchanged.
+    unsafe { std::mem::transmute::<usize, MremapFn>(f)(old, old_len, new_len, flags, new_addr) }
+}
