@@ -389,6 +389,31 @@ pub unsafe extern "C" fn sendto(
     }
 }
 
+/// Shared body of fread/fwrite: whole items of `size` bytes, in pinned
+/// chunks when the buffer is far. `op(ptr, size, nmemb)` is the C library's
+/// function.
+fn stdio(
+    ptr: *mut u8,
+    size: size_t,
+    nmemb: size_t,
+    kernel_writes: bool,
+    op: impl Fn(*mut u8, size_t, size_t) -> size_t,
+) -> size_t {
+    let Some(total) = size.checked_mul(nmemb) else {
+        // The C library reports the overflow.
+        return op(ptr, size, nmemb);
+    };
+    match far(ptr.cast(), total) {
+        None => op(ptr, size, nmemb),
+        Some(r) => {
+            let bytes = chunked(r, ptr, total, kernel_writes, true, |p, l, _| {
+                op(p, 1, l) as ssize_t
+            });
+            bytes.max(0) as usize / size.max(1)
+        }
+    }
+}
+
 /// `fread(3)`.
 ///
 /// # Safety
@@ -401,21 +426,10 @@ pub unsafe extern "C" fn fread(
     stream: *mut FILE,
 ) -> size_t {
     let f = real!(c"fread", FreadFn);
-    let Some(total) = size.checked_mul(nmemb) else {
-        // SAFETY: forwarded unchanged; the C library handles the overflow.
-        return unsafe { f(ptr, size, nmemb, stream) };
-    };
-    match far(ptr, total) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(ptr, size, nmemb, stream) },
-        Some(r) => {
-            // SAFETY: each chunk lies inside the caller's buffer.
-            let bytes = chunked(r, ptr.cast(), total, true, true, |p, l, _| unsafe {
-                f(p.cast(), 1, l, stream) as ssize_t
-            });
-            bytes.max(0) as usize / size.max(1)
-        }
-    }
+    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
+    stdio(ptr.cast(), size, nmemb, true, |p, s, n| unsafe {
+        f(p.cast(), s, n, stream)
+    })
 }
 
 /// `fwrite(3)`.
@@ -430,21 +444,10 @@ pub unsafe extern "C" fn fwrite(
     stream: *mut FILE,
 ) -> size_t {
     let f = real!(c"fwrite", FwriteFn);
-    let Some(total) = size.checked_mul(nmemb) else {
-        // SAFETY: forwarded unchanged.
-        return unsafe { f(ptr, size, nmemb, stream) };
-    };
-    match far(ptr, total) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(ptr, size, nmemb, stream) },
-        Some(r) => {
-            // SAFETY: each chunk lies inside the caller's buffer.
-            let bytes = chunked(r, ptr as *mut u8, total, false, true, |p, l, _| unsafe {
-                f(p.cast(), 1, l, stream) as ssize_t
-            });
-            bytes.max(0) as usize / size.max(1)
-        }
-    }
+    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
+    stdio(ptr as *mut u8, size, nmemb, false, |p, s, n| unsafe {
+        f(p.cast(), s, n, stream)
+    })
 }
 
 // _FORTIFY_SOURCE builds call these instead; glibc's versions call its

@@ -79,6 +79,15 @@ impl Drop for RemoteBackend {
     }
 }
 
+/// The wire form of the page numbers `pages[i]` for `i` in `idx`.
+fn page_list(pages: &[u64], idx: &[usize]) -> [u8; MAX_PAGES_PER_CALL * 8] {
+    let mut list = [0u8; MAX_PAGES_PER_CALL * 8];
+    for (k, &i) in idx.iter().enumerate() {
+        list[k * 8..k * 8 + 8].copy_from_slice(&pages[i].to_le_bytes());
+    }
+    list
+}
+
 /// Open one connection to `name`: `host:port` over TCP, or `unix:/path` /
 /// `unix:@name` for a server on this machine.
 fn connect_one(name: &str, timeout_ms: u64) -> Result<RawFd, BackendError> {
@@ -226,10 +235,7 @@ impl RemoteBackend {
         let r = (|| {
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
-            let mut list = [0u8; MAX_PAGES_PER_CALL * 8];
-            for (k, &i) in idx.iter().enumerate() {
-                list[k * 8..k * 8 + 8].copy_from_slice(&pages[i].to_le_bytes());
-            }
+            let list = page_list(pages, idx);
             let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
             send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
                 BackendError::Io {
@@ -275,10 +281,7 @@ impl RemoteBackend {
         let r = (|| {
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
-            let mut list = [0u8; MAX_PAGES_PER_CALL * 8];
-            for (k, &i) in idx.iter().enumerate() {
-                list[k * 8..k * 8 + 8].copy_from_slice(&pages[i].to_le_bytes());
-            }
+            let list = page_list(pages, idx);
             let hdr = Header::new(Op::Write, tag, n as u32, (n * (8 + PAGE_SIZE)) as u32).encode();
             let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
             parts[0] = &hdr;

@@ -563,17 +563,10 @@ fn handle(
             Ok(true)
         }
         Request::Read { pages } => {
-            let Some((_, s)) = session else {
-                return err(out, ErrorCode::NoSession, "say Hello before Read");
+            let s = match checked_session(session, pages, "Read") {
+                Ok(s) => s,
+                Err((code, msg)) => return err(out, code, &msg),
             };
-            let s = lock(s);
-            if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
-                return err(
-                    out,
-                    ErrorCode::OutOfRange,
-                    &format!("page {p} is beyond the session's {} pages", s.max_pages),
-                );
-            }
             let store = lock(&s.store);
             if let Some(p) = wire::pages(pages).find(|&p| store.get(p).is_none()) {
                 return err(
@@ -600,17 +593,10 @@ fn handle(
             Ok(true)
         }
         Request::Write { pages, data } => {
-            let Some((_, s)) = session else {
-                return err(out, ErrorCode::NoSession, "say Hello before Write");
+            let s = match checked_session(session, pages, "Write") {
+                Ok(s) => s,
+                Err((code, msg)) => return err(out, code, &msg),
             };
-            let s = lock(s);
-            if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
-                return err(
-                    out,
-                    ErrorCode::OutOfRange,
-                    &format!("page {p} is beyond the session's {} pages", s.max_pages),
-                );
-            }
             let mut store = lock(&s.store);
             let new = store.count_new(wire::pages(pages));
             // Reserve capacity for the whole batch first: all or nothing.
@@ -658,6 +644,25 @@ fn handle(
             Ok(true)
         }
     }
+}
+
+/// The connection's session, if it said Hello and every page is in its range.
+fn checked_session<'a>(
+    session: &'a Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)>,
+    pages: &[u8],
+    op: &str,
+) -> Result<std::sync::MutexGuard<'a, Session>, (ErrorCode, String)> {
+    let Some((_, s)) = session else {
+        return Err((ErrorCode::NoSession, format!("say Hello before {op}")));
+    };
+    let s = lock(s);
+    if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
+        return Err((
+            ErrorCode::OutOfRange,
+            format!("page {p} is beyond the session's {} pages", s.max_pages),
+        ));
+    }
+    Ok(s)
 }
 
 fn leave_session(sh: &Shared, token: [u8; wire::TOKEN_LEN], s: Arc<Mutex<Session>>) {
