@@ -2,6 +2,8 @@
 //! the library crates.
 
 mod demo;
+mod plot;
+mod probe;
 mod run;
 mod serve;
 
@@ -28,6 +30,8 @@ enum Cmd {
     Demo(demo::Args),
     /// Run an unmodified program with its large allocations in far memory.
     Run(run::Args),
+    /// Measure every memory tier: latency ladder, bandwidth, faults, far tiers.
+    Probe(probe::Args),
 }
 
 fn main() {
@@ -36,9 +40,21 @@ fn main() {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Run(a) => run::run(a),
+        Cmd::Probe(a) => probe::run(a),
     };
     if let Err(e) = r {
-        eprintln!("farmem: error: {e:#}");
+        // The chain, without causes that a message already quotes.
+        let mut msg = String::new();
+        for cause in e.chain() {
+            let c = cause.to_string();
+            if !msg.contains(&c) {
+                if !msg.is_empty() {
+                    msg.push_str(": ");
+                }
+                msg.push_str(&c);
+            }
+        }
+        eprintln!("farmem: error: {msg}");
         std::process::exit(1);
     }
 }

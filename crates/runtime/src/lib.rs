@@ -1283,7 +1283,7 @@ impl Runtime {
 /// TLB flush of the fault path (`madvise`, write-protect) into an IPI to their
 /// CPU. A separate process shares no page tables. The child watches its parent
 /// and exits when the parent is gone.
-fn spawn_embedded_server(capacity: u64) -> Result<String, RuntimeError> {
+pub fn spawn_embedded_server(capacity: u64) -> Result<String, RuntimeError> {
     use farmem_sys::process::{self, Forked};
     use std::io::{Read, Write};
     let server_err = |e: io::Error| RuntimeError::Server(ServerError::Spawn(e));

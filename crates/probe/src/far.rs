@@ -1,0 +1,133 @@
+//! Far tiers measured directly through a backend: one-page round trip, and
+//! read and write throughput by transfer size, 4 KiB to 4 MiB (Nuzura's
+//! Fig. 3). A transfer is one `Backend::read`/`write` call of that size;
+//! calls larger than 256 KiB (the runtime's batch limit) are issued as
+//! consecutive 256 KiB requests, as the runtime itself would.
+
+use crate::chase::{Buffer, PageMode};
+use crate::{quantile, ProbeError};
+use farmem_runtime::backend::{Backend, MAX_PAGES_PER_CALL};
+use serde::Serialize;
+use std::time::Instant;
+
+const PAGE: usize = 4096;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Rtt {
+    pub samples: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Throughput {
+    pub transfer_bytes: u64,
+    pub read_mbps: f64,
+    pub write_mbps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tier {
+    pub name: String,
+    pub description: String,
+    pub rtt: Rtt,
+    pub curve: Vec<Throughput>,
+}
+
+/// Transfer sizes measured: 4 KiB, 8 KiB, … 4 MiB.
+pub fn transfer_sizes() -> Vec<usize> {
+    (0..=10).map(|k| PAGE << k).collect()
+}
+
+fn io(b: &dyn Backend, first: u64, pages: usize, buf: &mut [u8], write: bool) -> Result<(), ProbeError> {
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(MAX_PAGES_PER_CALL);
+        let list: Vec<u64> = (0..n as u64).map(|k| first + (done as u64) + k).collect();
+        let chunk = &mut buf[..n * PAGE];
+        if write {
+            let slices: Vec<&[u8]> = chunk.chunks(PAGE).collect();
+            b.write(&list, &slices)?;
+        } else {
+            b.read(&list, chunk)?;
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// Measure one backend. `set_bytes` of pages are written first and used for
+/// every read; each size moves at least `min_bytes` and runs at least 0.2 s.
+pub fn measure(
+    name: &str,
+    b: &dyn Backend,
+    set_bytes: usize,
+    rtt_samples: usize,
+    min_bytes: usize,
+    mut progress: impl FnMut(),
+) -> Result<Tier, ProbeError> {
+    let set_pages = set_bytes / PAGE;
+    // Page-aligned buffers: a file backend with O_DIRECT requires them.
+    let buf_map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
+    // SAFETY: the mapping is ours, of that length, alive for this function.
+    let buf = unsafe { std::slice::from_raw_parts_mut(buf_map.as_ptr(), buf_map.len()) };
+    buf.fill(0xA5);
+    let mut p = 0;
+    while p < set_pages {
+        let n = (set_pages - p).min(MAX_PAGES_PER_CALL);
+        io(b, p as u64, n, buf, true)?;
+        p += n;
+    }
+    // One-page round trips at pseudo-random pages of the set.
+    let mut lat = Vec::with_capacity(rtt_samples);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..rtt_samples {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let t = Instant::now();
+        b.read(&[x % set_pages as u64], &mut buf[..PAGE])?;
+        lat.push(t.elapsed().as_nanos() as f64 / 1e3);
+    }
+    progress();
+    let rtt = Rtt {
+        samples: rtt_samples,
+        p50_us: quantile(&mut lat, 0.5),
+        p99_us: quantile(&mut lat, 0.99),
+    };
+    let mut curve = Vec::new();
+    let big_map = Buffer::new(4 << 20, PageMode::Small)?;
+    // SAFETY: as above.
+    let big = unsafe { std::slice::from_raw_parts_mut(big_map.as_ptr(), big_map.len()) };
+    big.fill(0x5A);
+    for size in transfer_sizes() {
+        let pages = size / PAGE;
+        let mut rate = [0.0f64; 2];
+        for (k, write) in [false, true].into_iter().enumerate() {
+            let t = Instant::now();
+            let mut moved = 0usize;
+            let mut next = 0usize;
+            while moved < min_bytes || t.elapsed().as_secs_f64() < 0.2 {
+                if next + pages > set_pages {
+                    next = 0;
+                }
+                io(b, next as u64, pages, &mut big[..size], write)?;
+                next += pages;
+                moved += size;
+            }
+            rate[k] = moved as f64 / t.elapsed().as_secs_f64() / 1e6;
+        }
+        curve.push(Throughput {
+            transfer_bytes: size as u64,
+            read_mbps: rate[0],
+            write_mbps: rate[1],
+        });
+        progress();
+    }
+    Ok(Tier {
+        name: name.into(),
+        description: b.describe(),
+        rtt,
+        curve,
+    })
+}
