@@ -11,19 +11,34 @@ use std::path::Path;
 
 /// Latency against working set (log-log) with the detected levels marked, and
 /// far throughput against transfer size; whichever are present.
-pub fn probe(path: &Path, curve: Option<&[Point]>, levels: Option<&[Level]>, far: Option<&[Tier]>, title: &str) -> Result<()> {
+pub fn probe(
+    path: &Path,
+    curve: Option<&[Point]>,
+    levels: Option<&[Level]>,
+    far: Option<&[Tier]>,
+    title: &str,
+) -> Result<()> {
     let panels = curve.is_some() as u32 + far.is_some() as u32;
     if panels == 0 {
-        return Err(anyhow!("--plot: nothing to plot (use it with latency, far or all)"));
+        return Err(anyhow!(
+            "--plot: nothing to plot (use it with latency, far or all)"
+        ));
     }
     let size = (1000, 480 * panels);
     let root = SVGBackend::new(path, size).into_drawing_area();
     draw(&root, curve, levels, far, title)?;
-    root.present().map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
     Ok(())
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, curve: Option<&[Point]>, levels: Option<&[Level]>, far: Option<&[Tier]>, title: &str) -> Result<()>
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    curve: Option<&[Point]>,
+    levels: Option<&[Level]>,
+    far: Option<&[Tier]>,
+    title: &str,
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -51,11 +66,20 @@ where
             .x_label_formatter(&|v| format_size(*v as u64))
             .draw()
             .map_err(err)?;
-        ch.draw_series(LineSeries::new(c.iter().map(|p| (p.bytes as f64, p.ns)), &BLUE)).map_err(err)?;
-        ch.draw_series(c.iter().map(|p| Circle::new((p.bytes as f64, p.ns), 3, BLUE.filled()))).map_err(err)?;
+        ch.draw_series(LineSeries::new(
+            c.iter().map(|p| (p.bytes as f64, p.ns)),
+            &BLUE,
+        ))
+        .map_err(err)?;
+        ch.draw_series(
+            c.iter()
+                .map(|p| Circle::new((p.bytes as f64, p.ns), 3, BLUE.filled())),
+        )
+        .map_err(err)?;
         for l in levels.unwrap_or(&[]) {
             let style = ShapeStyle::from(&RED).stroke_width(1);
-            ch.draw_series(LineSeries::new([(x0, l.ns), (l.bytes as f64, l.ns)], style)).map_err(err)?;
+            ch.draw_series(LineSeries::new([(x0, l.ns), (l.bytes as f64, l.ns)], style))
+                .map_err(err)?;
             ch.draw_series(std::iter::once(Text::new(
                 format!("{} {:.1} ns ≤ {}", l.name, l.ns, format_size(l.bytes)),
                 (x0 * 1.1, l.ns * 1.08),
@@ -67,14 +91,26 @@ where
     if let Some(tiers) = far {
         let area = &parts[i];
         let pts: Vec<_> = tiers.iter().flat_map(|t| t.curve.iter()).collect();
-        let y1 = pts.iter().map(|c| c.read_mbps.max(c.write_mbps)).fold(1.0, f64::max) * 2.0;
-        let y0 = pts.iter().map(|c| c.read_mbps.min(c.write_mbps)).fold(f64::MAX, f64::min).max(0.1) * 0.5;
+        let y1 = pts
+            .iter()
+            .map(|c| c.read_mbps.max(c.write_mbps))
+            .fold(1.0, f64::max)
+            * 2.0;
+        let y0 = pts
+            .iter()
+            .map(|c| c.read_mbps.min(c.write_mbps))
+            .fold(f64::MAX, f64::min)
+            .max(0.1)
+            * 0.5;
         let mut ch = ChartBuilder::on(area)
             .caption("far tiers: throughput by transfer size", ("sans-serif", 16))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((4096f64..(4u64 << 20) as f64).log_scale(), (y0..y1).log_scale())
+            .build_cartesian_2d(
+                (4096f64..(4u64 << 20) as f64).log_scale(),
+                (y0..y1).log_scale(),
+            )
             .map_err(err)?;
         ch.configure_mesh()
             .x_desc("transfer size")
@@ -85,16 +121,30 @@ where
         let colors = [BLUE, RED, GREEN, MAGENTA, CYAN];
         for (k, t) in tiers.iter().enumerate() {
             let col = colors[k % colors.len()];
-            ch.draw_series(LineSeries::new(t.curve.iter().map(|c| (c.transfer_bytes as f64, c.read_mbps)), col.stroke_width(2)))
-                .map_err(err)?
-                .label(format!("{} read", t.name))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2)));
-            ch.draw_series(LineSeries::new(t.curve.iter().map(|c| (c.transfer_bytes as f64, c.write_mbps)), col.stroke_width(1)))
-                .map_err(err)?
-                .label(format!("{} write", t.name))
-                .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(1)));
+            ch.draw_series(LineSeries::new(
+                t.curve
+                    .iter()
+                    .map(|c| (c.transfer_bytes as f64, c.read_mbps)),
+                col.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(format!("{} read", t.name))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2)));
+            ch.draw_series(LineSeries::new(
+                t.curve
+                    .iter()
+                    .map(|c| (c.transfer_bytes as f64, c.write_mbps)),
+                col.stroke_width(1),
+            ))
+            .map_err(err)?
+            .label(format!("{} write", t.name))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(1)));
         }
-        ch.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+        ch.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
     }
     Ok(())
 }

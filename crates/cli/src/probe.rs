@@ -145,10 +145,22 @@ pub fn run(a: Args) -> Result<()> {
         };
         // Each array well beyond the last-level cache (4x even when quick).
         let llc = machine.llc_bytes().unwrap_or(32 << 20);
-        let per_array = if a.quick { (llc * 4).max(64 << 20) } else { (llc * 8).clamp(128 << 20, 512 << 20) };
+        let per_array = if a.quick {
+            (llc * 4).max(64 << 20)
+        } else {
+            (llc * 8).clamp(128 << 20, 512 << 20)
+        };
         let repeats = if a.quick { 2 } else { 5 };
-        let b = bar((threads.len() * bandwidth::KERNELS.len()) as u64, "bandwidth");
-        r.bandwidth = Some(bandwidth::measure(per_array as usize, &threads, repeats, || b.inc(1))?);
+        let b = bar(
+            (threads.len() * bandwidth::KERNELS.len()) as u64,
+            "bandwidth",
+        );
+        r.bandwidth = Some(bandwidth::measure(
+            per_array as usize,
+            &threads,
+            repeats,
+            || b.inc(1),
+        )?);
         b.finish_and_clear();
         params["bandwidth"] = serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" });
     }
@@ -161,11 +173,14 @@ pub fn run(a: Args) -> Result<()> {
         cfg.set("SERVERS", s)?;
     }
     if needs_far {
-        cfg.local_bytes = cfg.local_bytes.max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
+        cfg.local_bytes = cfg
+            .local_bytes
+            .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
     }
     if want(What::Faults) {
         let mut costs = faults::native(samples)?;
-        let rt = farmem_runtime::init(cfg.clone()).context("starting far memory for the fault probe")?;
+        let rt =
+            farmem_runtime::init(cfg.clone()).context("starting far memory for the fault probe")?;
         costs.extend(faults::far(rt, samples)?);
         r.faults = Some(costs);
         params["faults"] = serde_json::json!({ "samples": samples, "far_backend": rt.backend_description(), "prefetch": "off (FM_ADV_RANDOM)" });
@@ -176,7 +191,9 @@ pub fn run(a: Args) -> Result<()> {
         let rtt_n = if a.quick { 300 } else { 3000 };
         let mut tiers = Vec::new();
         let servers = if cfg.servers.is_empty() {
-            vec![farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?]
+            vec![farmem_runtime::spawn_embedded_server(
+                cfg.embedded_capacity,
+            )?]
         } else {
             cfg.servers.clone()
         };
@@ -184,12 +201,32 @@ pub fn run(a: Args) -> Result<()> {
         bcfg.conns = 1;
         let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64 * 2)?;
         let b = bar((far::transfer_sizes().len() + 1) as u64 * 2, "far");
-        let name = if cfg.servers.is_empty() { "far memory (embedded server)" } else { "far memory (servers)" };
-        tiers.push(far::measure(name, &remote as &dyn Backend, set, rtt_n, min, || b.inc(1))?);
-        let file = a.file.clone().or_else(|| (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages")));
+        let name = if cfg.servers.is_empty() {
+            "far memory (embedded server)"
+        } else {
+            "far memory (servers)"
+        };
+        tiers.push(far::measure(
+            name,
+            &remote as &dyn Backend,
+            set,
+            rtt_n,
+            min,
+            || b.inc(1),
+        )?);
+        let file = a.file.clone().or_else(|| {
+            (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
+        });
         if let Some(path) = file {
             let fb = FileBackend::open(&path, FileDirect::Auto)?;
-            tiers.push(far::measure("SSD file", &fb as &dyn Backend, set, rtt_n, min, || b.inc(1))?);
+            tiers.push(far::measure(
+                "SSD file",
+                &fb as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || b.inc(1),
+            )?);
             drop(fb);
             if a.file.is_none() {
                 let _ = std::fs::remove_file(&path);
@@ -205,7 +242,13 @@ pub fn run(a: Args) -> Result<()> {
     r.params = Some(params);
 
     if let Some(p) = &a.plot {
-        crate::plot::probe(p, r.curve.as_deref(), r.levels.as_deref(), r.far.as_deref(), &machine.summary())?;
+        crate::plot::probe(
+            p,
+            r.curve.as_deref(),
+            r.levels.as_deref(),
+            r.far.as_deref(),
+            &machine.summary(),
+        )?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -224,20 +267,40 @@ pub fn run(a: Args) -> Result<()> {
 fn ladder(r: &Report, m: &Machine, quick: bool) -> Result<Vec<Rung>> {
     let mut out = Vec::new();
     for l in r.levels.iter().flatten() {
-        let ws = if l.name == "DRAM" { 256 << 20 } else { (l.bytes / 2).max(4096) };
+        let ws = if l.name == "DRAM" {
+            256 << 20
+        } else {
+            (l.bytes / 2).max(4096)
+        };
         out.push(Rung {
             tier: l.name.clone(),
-            bytes: if l.name == "DRAM" { m.memory_bytes } else { l.bytes },
+            bytes: if l.name == "DRAM" {
+                m.memory_bytes
+            } else {
+                l.bytes
+            },
             latency_ns: l.ns,
             read_gbps: bandwidth::read_at(ws as usize, if quick { 2 } else { 5 })?,
-            note: format!("read bandwidth at a {} working set, 1 thread", format_size(ws)),
+            note: format!(
+                "read bandwidth at a {} working set, 1 thread",
+                format_size(ws)
+            ),
         });
     }
-    let fetch = r.faults.iter().flatten().find(|f| f.kind.starts_with("far: fetch")).map(|f| f.p50_us);
+    let fetch = r
+        .faults
+        .iter()
+        .flatten()
+        .find(|f| f.kind.starts_with("far: fetch"))
+        .map(|f| f.p50_us);
     for t in r.far.iter().flatten() {
         let best = t.curve.iter().map(|c| c.read_mbps).fold(0.0, f64::max);
         let is_server = !t.name.starts_with("SSD");
-        let lat_us = if is_server { fetch.unwrap_or(t.rtt.p50_us) } else { t.rtt.p50_us };
+        let lat_us = if is_server {
+            fetch.unwrap_or(t.rtt.p50_us)
+        } else {
+            t.rtt.p50_us
+        };
         out.push(Rung {
             tier: t.name.clone(),
             bytes: 0,
@@ -264,15 +327,32 @@ fn fmt_ns(ns: f64) -> String {
 fn print_human(r: &Report, m: &Machine) {
     println!("machine: {}", m.summary());
     if let Some(l) = &r.ladder {
-        println!("\n{:<30} {:>10} {:>12} {:>12}", "tier", "size", "latency", "read GB/s");
+        println!(
+            "\n{:<30} {:>10} {:>12} {:>12}",
+            "tier", "size", "latency", "read GB/s"
+        );
         for x in l {
-            let size = if x.bytes == 0 { "-".to_string() } else { format_size(x.bytes) };
-            println!("{:<30} {:>10} {:>12} {:>12.2}", x.tier, size, fmt_ns(x.latency_ns), x.read_gbps);
+            let size = if x.bytes == 0 {
+                "-".to_string()
+            } else {
+                format_size(x.bytes)
+            };
+            println!(
+                "{:<30} {:>10} {:>12} {:>12.2}",
+                x.tier,
+                size,
+                fmt_ns(x.latency_ns),
+                x.read_gbps
+            );
         }
         println!("(caches/DRAM: pointer-chase latency, 1-thread read bandwidth at half the level's size; far tiers: see `farmem probe far`)");
     }
     if a_some(&r.curve) && r.ladder.is_none() {
-        let pages = r.params.as_ref().and_then(|p| p["pages"].as_str().map(String::from)).unwrap_or_default();
+        let pages = r
+            .params
+            .as_ref()
+            .and_then(|p| p["pages"].as_str().map(String::from))
+            .unwrap_or_default();
         println!("\nload latency by pointer chasing ({pages} pages, median of repeats):");
         for p in r.curve.iter().flatten() {
             println!("  {:>8}  {:>9}", format_size(p.bytes), fmt_ns(p.ns));
@@ -282,33 +362,70 @@ fn print_human(r: &Report, m: &Machine) {
         if r.ladder.is_none() {
             println!("\ndetected levels:");
             for x in l {
-                println!("  {:<5} up to {:>8}  {:>9}", x.name, format_size(x.bytes), fmt_ns(x.ns));
+                println!(
+                    "  {:<5} up to {:>8}  {:>9}",
+                    x.name,
+                    format_size(x.bytes),
+                    fmt_ns(x.ns)
+                );
             }
         }
     }
     if let Some(b) = &r.bandwidth {
-        println!("\nbandwidth (GB/s, best of repeats, {} per array):", format_size(b.first().map(|x| x.bytes_per_array).unwrap_or(0)));
-        println!("  {:>7} {:>9} {:>9} {:>9} {:>9}", "threads", "read", "write", "copy", "triad");
+        println!(
+            "\nbandwidth (GB/s, best of repeats, {} per array):",
+            format_size(b.first().map(|x| x.bytes_per_array).unwrap_or(0))
+        );
+        println!(
+            "  {:>7} {:>9} {:>9} {:>9} {:>9}",
+            "threads", "read", "write", "copy", "triad"
+        );
         let mut ts: Vec<usize> = b.iter().map(|x| x.threads).collect();
         ts.dedup();
         for t in ts {
-            let g = |k: &str| b.iter().find(|x| x.threads == t && x.kernel == k).map(|x| x.gbps).unwrap_or(f64::NAN);
-            println!("  {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2}", t, g("read"), g("write"), g("copy"), g("triad"));
+            let g = |k: &str| {
+                b.iter()
+                    .find(|x| x.threads == t && x.kernel == k)
+                    .map(|x| x.gbps)
+                    .unwrap_or(f64::NAN)
+            };
+            println!(
+                "  {:>7} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                t,
+                g("read"),
+                g("write"),
+                g("copy"),
+                g("triad")
+            );
         }
     }
     if let Some(f) = &r.faults {
         println!("\nfault costs:");
         for x in f {
-            println!("  {:<36} p50 {:>8.2} µs  p99 {:>8.2} µs  ({} samples)", x.kind, x.p50_us, x.p99_us, x.samples);
+            println!(
+                "  {:<36} p50 {:>8.2} µs  p99 {:>8.2} µs  ({} samples)",
+                x.kind, x.p50_us, x.p99_us, x.samples
+            );
         }
     }
     if let Some(t) = &r.far {
         for tier in t {
             println!("\n{} — {}", tier.name, tier.description);
-            println!("  one-page read round trip: p50 {:.1} µs, p99 {:.1} µs", tier.rtt.p50_us, tier.rtt.p99_us);
-            println!("  {:>9} {:>12} {:>12}", "transfer", "read MB/s", "write MB/s");
+            println!(
+                "  one-page read round trip: p50 {:.1} µs, p99 {:.1} µs",
+                tier.rtt.p50_us, tier.rtt.p99_us
+            );
+            println!(
+                "  {:>9} {:>12} {:>12}",
+                "transfer", "read MB/s", "write MB/s"
+            );
             for c in &tier.curve {
-                println!("  {:>9} {:>12.0} {:>12.0}", format_size(c.transfer_bytes), c.read_mbps, c.write_mbps);
+                println!(
+                    "  {:>9} {:>12.0} {:>12.0}",
+                    format_size(c.transfer_bytes),
+                    c.read_mbps,
+                    c.write_mbps
+                );
             }
         }
     }
@@ -322,7 +439,10 @@ fn print_csv(r: &Report) {
     if let Some(l) = &r.ladder {
         println!("tier,bytes,latency_ns,read_gbps");
         for x in l {
-            println!("{},{},{:.2},{:.3}", x.tier, x.bytes, x.latency_ns, x.read_gbps);
+            println!(
+                "{},{},{:.2},{:.3}",
+                x.tier, x.bytes, x.latency_ns, x.read_gbps
+            );
         }
         return;
     }
@@ -341,14 +461,20 @@ fn print_csv(r: &Report) {
     if let Some(f) = &r.faults {
         println!("kind,p50_us,p99_us,samples");
         for x in f {
-            println!("\"{}\",{:.3},{:.3},{}", x.kind, x.p50_us, x.p99_us, x.samples);
+            println!(
+                "\"{}\",{:.3},{:.3},{}",
+                x.kind, x.p50_us, x.p99_us, x.samples
+            );
         }
     }
     if let Some(t) = &r.far {
         println!("tier,transfer_bytes,read_mbps,write_mbps");
         for tier in t {
             for c in &tier.curve {
-                println!("\"{}\",{},{:.1},{:.1}", tier.name, c.transfer_bytes, c.read_mbps, c.write_mbps);
+                println!(
+                    "\"{}\",{},{:.1},{:.1}",
+                    tier.name, c.transfer_bytes, c.read_mbps, c.write_mbps
+                );
             }
         }
     }

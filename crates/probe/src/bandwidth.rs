@@ -59,9 +59,16 @@ fn kernel(k: &str, a: *mut f64, b: *mut f64, c: *mut f64, lo: usize, hi: usize) 
 }
 
 /// Measure every kernel for each thread count in `threads`.
-pub fn measure(bytes_per_array: usize, threads: &[usize], repeats: u32, mut progress: impl FnMut()) -> std::result::Result<Vec<Result>, ProbeError> {
+pub fn measure(
+    bytes_per_array: usize,
+    threads: &[usize],
+    repeats: u32,
+    mut progress: impl FnMut(),
+) -> std::result::Result<Vec<Result>, ProbeError> {
     if threads.is_empty() || threads.contains(&0) {
-        return Err(ProbeError::Invalid("thread counts must be at least 1".into()));
+        return Err(ProbeError::Invalid(
+            "thread counts must be at least 1".into(),
+        ));
     }
     let n = bytes_per_array / 8;
     let bufs = [
@@ -69,7 +76,11 @@ pub fn measure(bytes_per_array: usize, threads: &[usize], repeats: u32, mut prog
         Buffer::new(n * 8, PageMode::Thp)?,
         Buffer::new(n * 8, PageMode::Thp)?,
     ];
-    let (a, b, c) = (bufs[0].as_ptr().cast::<f64>(), bufs[1].as_ptr().cast::<f64>(), bufs[2].as_ptr().cast::<f64>());
+    let (a, b, c) = (
+        bufs[0].as_ptr().cast::<f64>(),
+        bufs[1].as_ptr().cast::<f64>(),
+        bufs[2].as_ptr().cast::<f64>(),
+    );
     // Fault everything in before timing.
     for p in [a, b, c] {
         // SAFETY: each buffer holds n f64s.
@@ -99,10 +110,21 @@ pub fn measure(bytes_per_array: usize, threads: &[usize], repeats: u32, mut prog
                             })
                         })
                         .collect();
-                    handles.into_iter().map(|h| h.join().expect("bandwidth worker")).collect()
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("bandwidth worker"))
+                        .collect()
                 });
-                let start = spans.iter().map(|s| s.0).min().expect("at least one thread");
-                let end = spans.iter().map(|s| s.1).max().expect("at least one thread");
+                let start = spans
+                    .iter()
+                    .map(|s| s.0)
+                    .min()
+                    .expect("at least one thread");
+                let end = spans
+                    .iter()
+                    .map(|s| s.1)
+                    .max()
+                    .expect("at least one thread");
                 best = best.min((end - start).as_secs_f64());
             }
             out.push(Result {

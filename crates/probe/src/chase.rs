@@ -68,15 +68,31 @@ impl Buffer {
             flags |= libc::MAP_HUGETLB;
         }
         // Over-allocate THP mappings by 2 MiB so the buffer can start aligned.
-        let map_len = if mode == PageMode::Thp { len + HUGE } else { len };
+        let map_len = if mode == PageMode::Thp {
+            len + HUGE
+        } else {
+            len
+        };
         // SAFETY: a fresh anonymous mapping.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             let e = std::io::Error::last_os_error();
             if mode == PageMode::Huge {
                 return Err(ProbeError::NoHugePages);
             }
-            return Err(ProbeError::Map { bytes: len as u64, source: e });
+            return Err(ProbeError::Map {
+                bytes: len as u64,
+                source: e,
+            });
         }
         let mut ptr = p.cast::<u8>();
         if mode == PageMode::Thp {
@@ -252,7 +268,10 @@ pub fn measure(buf: &Buffer, bytes: usize, p: &Params) -> f64 {
 pub fn sweep(p: &Params, mut progress: impl FnMut(usize, usize)) -> Result<Vec<Point>, ProbeError> {
     let sizes = p.sizes();
     if sizes.is_empty() {
-        return Err(ProbeError::Invalid(format!("--max {} is below the smallest working set (4K)", p.max_bytes)));
+        return Err(ProbeError::Invalid(format!(
+            "--max {} is below the smallest working set (4K)",
+            p.max_bytes
+        )));
     }
     let buf = Buffer::new(*sizes.last().unwrap() as usize, p.pages)?;
     let mut out = Vec::with_capacity(sizes.len());
@@ -306,6 +325,9 @@ mod tests {
         let buf = Buffer::new(64 << 20, PageMode::Small).unwrap();
         let small = measure(&buf, 8 << 10, &p);
         let large = measure(&buf, 64 << 20, &p);
-        assert!(small > 0.1 && large > 3.0 * small, "8K {small} ns, 64M {large} ns");
+        assert!(
+            small > 0.1 && large > 3.0 * small,
+            "8K {small} ns, 64M {large} ns"
+        );
     }
 }

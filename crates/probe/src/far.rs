@@ -39,7 +39,13 @@ pub fn transfer_sizes() -> Vec<usize> {
     (0..=10).map(|k| PAGE << k).collect()
 }
 
-fn io(b: &dyn Backend, first: u64, pages: usize, buf: &mut [u8], write: bool) -> Result<(), ProbeError> {
+fn io(
+    b: &dyn Backend,
+    first: u64,
+    pages: usize,
+    buf: &mut [u8],
+    write: bool,
+) -> Result<(), ProbeError> {
     let mut done = 0;
     while done < pages {
         let n = (pages - done).min(MAX_PAGES_PER_CALL);

@@ -65,12 +65,24 @@ pub fn native(samples: usize) -> Result<Vec<FaultCost>, ProbeError> {
     let small = Buffer::new(samples * 4096, PageMode::Small)?;
     let base = small.as_ptr() as usize;
     let order = shuffled(samples);
-    out.push(cost("first touch, 4 KiB page", touch_each(order.iter().map(|&i| base + i * 4096), true), 4096));
-    out.push(cost("re-touch, present 4 KiB page", touch_each(order.iter().map(|&i| base + i * 4096), false), 4096));
+    out.push(cost(
+        "first touch, 4 KiB page",
+        touch_each(order.iter().map(|&i| base + i * 4096), true),
+        4096,
+    ));
+    out.push(cost(
+        "re-touch, present 4 KiB page",
+        touch_each(order.iter().map(|&i| base + i * 4096), false),
+        4096,
+    ));
     let huge_n = (samples / 64).clamp(16, 256);
     let thp = Buffer::new(huge_n << 21, PageMode::Thp)?;
     let tb = thp.as_ptr() as usize;
-    out.push(cost("first touch, THP (2 MiB)", touch_each((0..huge_n).map(|i| tb + (i << 21)), true), 2 << 20));
+    out.push(cost(
+        "first touch, THP (2 MiB)",
+        touch_each((0..huge_n).map(|i| tb + (i << 21)), true),
+        2 << 20,
+    ));
     Ok(out)
 }
 
@@ -89,10 +101,22 @@ pub fn far(rt: &Runtime, samples: usize) -> Result<Vec<FaultCost>, ProbeError> {
     let p = rt.alloc(bytes)? as usize;
     rt.advise(p, bytes, Advice::Random)?;
     let order = shuffled(samples);
-    let mut out = vec![cost("far: zero-fill (never written)", touch_each(order.iter().map(|&i| p + i * 4096), true), 4096)];
+    let mut out = vec![cost(
+        "far: zero-fill (never written)",
+        touch_each(order.iter().map(|&i| p + i * 4096), true),
+        4096,
+    )];
     rt.advise(p, bytes, Advice::DontNeed)?;
-    out.push(cost("far: fetch from backend (read)", touch_each(order.iter().map(|&i| p + i * 4096), false), 4096));
-    out.push(cost("far: first write to a clean page", touch_each(order.iter().map(|&i| p + i * 4096), true), 4096));
+    out.push(cost(
+        "far: fetch from backend (read)",
+        touch_each(order.iter().map(|&i| p + i * 4096), false),
+        4096,
+    ));
+    out.push(cost(
+        "far: first write to a clean page",
+        touch_each(order.iter().map(|&i| p + i * 4096), true),
+        4096,
+    ));
     rt.free(p as *mut u8)?;
     Ok(out)
 }

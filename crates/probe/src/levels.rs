@@ -7,8 +7,8 @@
 //! noise cannot split one level in two.
 //!
 //! The plateaus are named L1, L2, … in order. The last one is "DRAM" when it
-//! starts beyond the last-level cache, or when that size is unknown;
-//! otherwise it is a cache too (the sweep stopped inside it).
+//! reaches twice the last-level cache's size and starts above half of it, or
+//! when that size is unknown; otherwise it is a cache too.
 
 use serde::Serialize;
 
@@ -62,7 +62,9 @@ pub fn detect(curve: &[Point], known: Known) -> Vec<Level> {
             if x > m * TOLERANCE || x < m / TOLERANCE {
                 // One outlier in a long run does not end it if the next point
                 // is back in range.
-                let back = curve.get(j + 1).is_some_and(|n| n.ns <= m * TOLERANCE && n.ns >= m / TOLERANCE);
+                let back = curve
+                    .get(j + 1)
+                    .is_some_and(|n| n.ns <= m * TOLERANCE && n.ns >= m / TOLERANCE);
                 if back && vals.len() >= 3 {
                     j += 1;
                     continue;
@@ -81,7 +83,10 @@ pub fn detect(curve: &[Point], known: Known) -> Vec<Level> {
     let mut merged: Vec<(usize, usize)> = Vec::new();
     for p in plateaus {
         if let Some(last) = merged.last_mut() {
-            let a = med(&curve[last.0..last.1].iter().map(|p| p.ns).collect::<Vec<_>>());
+            let a = med(&curve[last.0..last.1]
+                .iter()
+                .map(|p| p.ns)
+                .collect::<Vec<_>>());
             let b = med(&curve[p.0..p.1].iter().map(|p| p.ns).collect::<Vec<_>>());
             if b / a < TOLERANCE {
                 last.1 = p.1;
@@ -90,16 +95,25 @@ pub fn detect(curve: &[Point], known: Known) -> Vec<Level> {
         }
         merged.push(p);
     }
-    // The last plateau is DRAM when it starts beyond the last-level cache.
+    // The last plateau is DRAM when it reaches well past the last-level cache
+    // (twice its size) and starts above half of it. (Random chasing meets
+    // conflict misses, so DRAM latency shows a little before the LLC's
+    // size; a sweep that stops inside the LLC never reaches twice it.)
     let last_is_dram = merged.len() > 1
-        && llc_bytes.is_none_or(|llc| merged.last().is_some_and(|&(s, _)| curve[s].bytes > llc));
+        && llc_bytes.is_none_or(|llc| {
+            merged
+                .last()
+                .is_some_and(|&(s, e)| curve[e - 1].bytes >= 2 * llc && curve[s].bytes > llc / 2)
+        });
     if let Some(levels) = known.cache_levels {
         let allowed = levels + last_is_dram as usize;
-        let median_of = |r: &(usize, usize)| med(&curve[r.0..r.1].iter().map(|p| p.ns).collect::<Vec<_>>());
-        // Never merge into the DRAM plateau: only cache plateaus are candidates.
+        let median_of =
+            |r: &(usize, usize)| med(&curve[r.0..r.1].iter().map(|p| p.ns).collect::<Vec<_>>());
+        // Merge the closest neighbours (smallest latency ratio) until the
+        // count fits. DRAM can split too: beyond the LLC, 4 KiB pages add
+        // TLB misses as the working set grows.
         while merged.len() > allowed.max(1) {
-            let caches = merged.len() - last_is_dram as usize;
-            let Some(k) = (0..caches.saturating_sub(1)).min_by(|&a, &b| {
+            let Some(k) = (0..merged.len() - 1).min_by(|&a, &b| {
                 let ra = median_of(&merged[a + 1]) / median_of(&merged[a]);
                 let rb = median_of(&merged[b + 1]) / median_of(&merged[b]);
                 ra.total_cmp(&rb)
@@ -167,7 +181,10 @@ mod tests {
                         break;
                     }
                 }
-                Point { bytes: b, ns: ns * noise(i) }
+                Point {
+                    bytes: b,
+                    ns: ns * noise(i),
+                }
             })
             .collect()
     }
@@ -176,12 +193,23 @@ mod tests {
         l.iter().map(|l| l.name.as_str()).collect()
     }
 
-    const SEED001: [(u64, f64); 4] = [(32 << 10, 1.6), (1 << 20, 7.0), (32 << 20, 18.0), (u64::MAX, 90.0)];
+    const SEED001: [(u64, f64); 4] = [
+        (32 << 10, 1.6),
+        (1 << 20, 7.0),
+        (32 << 20, 18.0),
+        (u64::MAX, 90.0),
+    ];
 
     #[test]
     fn clean_four_level_machine() {
         let c = curve(&SEED001, 1 << 30, |_| 1.0);
-        let l = detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: None });
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: None,
+            },
+        );
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert!((l[0].ns - 1.6).abs() < 0.01 && (l[3].ns - 90.0).abs() < 0.01);
         assert_eq!(l[0].bytes, 32 << 10);
@@ -191,22 +219,113 @@ mod tests {
 
     #[test]
     fn machine_without_l3() {
-        let c = curve(&[(64 << 10, 1.2), (2 << 20, 6.0), (u64::MAX, 80.0)], 512 << 20, |_| 1.0);
-        let l = detect(&c, Known { llc_bytes: Some(2 << 20), cache_levels: None });
+        let c = curve(
+            &[(64 << 10, 1.2), (2 << 20, 6.0), (u64::MAX, 80.0)],
+            512 << 20,
+            |_| 1.0,
+        );
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(2 << 20),
+                cache_levels: None,
+            },
+        );
         assert_eq!(names(&l), ["L1", "L2", "DRAM"]);
     }
 
     #[test]
     fn sweep_that_stops_inside_the_llc_names_no_dram() {
         let c = curve(&SEED001, 16 << 20, |_| 1.0);
-        let l = detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: None });
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: None,
+            },
+        );
+        assert_eq!(names(&l), ["L1", "L2", "L3"]);
+    }
+
+    #[test]
+    fn a_sloped_dram_is_one_level() {
+        // DRAM latency climbing 115 -> 180 ns from 64M to 1G (TLB misses).
+        let c: Vec<Point> = curve(&SEED001, 1 << 30, |_| 1.0)
+            .into_iter()
+            .map(|p| {
+                if p.bytes >= 64 << 20 {
+                    let f = (p.bytes as f64 / (64 << 20) as f64).log2() / 4.0;
+                    Point {
+                        bytes: p.bytes,
+                        ns: 115.0 + 65.0 * f,
+                    }
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: Some(3),
+            },
+        );
+        assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
+        assert!((l[0].ns - 1.6).abs() < 0.01, "{l:?}");
+    }
+
+    #[test]
+    fn dram_showing_before_the_llc_size_is_still_dram() {
+        // Conflict misses: DRAM latency from 24M although the L3 is 32M.
+        let c = curve(
+            &[
+                (32 << 10, 1.0),
+                (1 << 20, 3.2),
+                (12 << 20, 12.0),
+                (u64::MAX, 150.0),
+            ],
+            256 << 20,
+            |_| 1.0,
+        );
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: Some(3),
+            },
+        );
+        assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
+        // A sweep that stops at 64M ends on the L3 plateau only when L3 is
+        // larger; here too it must not call the last cache plateau DRAM.
+        let c = curve(
+            &[(32 << 10, 1.0), (1 << 20, 3.2), (u64::MAX, 12.0)],
+            64 << 20,
+            |_| 1.0,
+        );
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: Some(3),
+            },
+        );
         assert_eq!(names(&l), ["L1", "L2", "L3"]);
     }
 
     #[test]
     fn a_single_outlier_does_not_split_a_level() {
         let c = curve(&SEED001, 1 << 30, |i| if i == 20 { 1.6 } else { 1.0 });
-        assert_eq!(names(&detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: None })), ["L1", "L2", "L3", "DRAM"]);
+        assert_eq!(
+            names(&detect(
+                &c,
+                Known {
+                    llc_bytes: Some(32 << 20),
+                    cache_levels: None
+                }
+            )),
+            ["L1", "L2", "L3", "DRAM"]
+        );
     }
 
     #[test]
@@ -217,15 +336,33 @@ mod tests {
             .map(|p| {
                 if p.bytes > (3 << 19) && p.bytes <= 32 << 20 {
                     let f = (p.bytes as f64 / (2 << 20) as f64).log2() / 4.0;
-                    Point { bytes: p.bytes, ns: 9.0 + 5.0 * f }
+                    Point {
+                        bytes: p.bytes,
+                        ns: 9.0 + 5.0 * f,
+                    }
                 } else {
                     p
                 }
             })
             .collect();
-        let unknown = detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: None });
-        assert!(unknown.len() > 4, "without the hint the slope splits: {unknown:?}");
-        let l = detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: Some(3) });
+        let unknown = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: None,
+            },
+        );
+        assert!(
+            unknown.len() > 4,
+            "without the hint the slope splits: {unknown:?}"
+        );
+        let l = detect(
+            &c,
+            Known {
+                llc_bytes: Some(32 << 20),
+                cache_levels: Some(3),
+            },
+        );
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert_eq!(l[2].bytes, 32 << 20);
     }

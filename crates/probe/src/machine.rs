@@ -27,7 +27,9 @@ pub struct Machine {
 }
 
 fn read(p: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Parse sizes as sysfs writes them: "48K", "1024K", "32768K", "2M".
@@ -49,11 +51,18 @@ pub fn caches(sys_root: &Path) -> Vec<Cache> {
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return out;
     };
-    let mut names: Vec<_> = rd.flatten().map(|e| e.path()).filter(|p| p.join("level").exists()).collect();
+    let mut names: Vec<_> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("level").exists())
+        .collect();
     names.sort();
     for p in names {
-        let (Some(level), Some(kind), Some(size)) = (read(p.join("level")), read(p.join("type")), read(p.join("size")))
-        else {
+        let (Some(level), Some(kind), Some(size)) = (
+            read(p.join("level")),
+            read(p.join("type")),
+            read(p.join("size")),
+        ) else {
             continue;
         };
         let (Ok(level), Some(bytes)) = (level.parse(), parse_sysfs_size(&size)) else {
@@ -75,7 +84,10 @@ impl Machine {
         let cpuinfo = read("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
-            .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+            })
             .unwrap_or_else(|| "unknown".into());
         let numa_nodes = std::fs::read_dir(sys.join("devices/system/node"))
             .map(|rd| {
@@ -90,14 +102,20 @@ impl Machine {
             .unwrap_or(1)
             .max(1);
         let thp = read(sys.join("kernel/mm/transparent_hugepage/enabled"))
-            .and_then(|s| s.split_whitespace().find(|w| w.starts_with('[')).map(|w| w.trim_matches(['[', ']']).to_string()))
+            .and_then(|s| {
+                s.split_whitespace()
+                    .find(|w| w.starts_with('['))
+                    .map(|w| w.trim_matches(['[', ']']).to_string())
+            })
             .unwrap_or_else(|| "unknown".into());
         // SAFETY: uname fills a zeroed utsname.
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
         // SAFETY: u is a live utsname.
         unsafe { libc::uname(&mut u) };
         // SAFETY: uname NUL-terminates release.
-        let kernel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned();
+        let kernel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
         Machine {
             cpu_model,
             cpus: farmem_sys::online_cpus(),
@@ -106,18 +124,29 @@ impl Machine {
             memory_bytes: farmem_sys::phys_memory(),
             kernel,
             thp,
-            hugepages_reserved: read("/proc/sys/vm/nr_hugepages").and_then(|s| s.parse().ok()).unwrap_or(0),
+            hugepages_reserved: read("/proc/sys/vm/nr_hugepages")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
         }
     }
 
     /// Size of the largest data or unified cache (the last level), if known.
     pub fn llc_bytes(&self) -> Option<u64> {
-        self.caches.iter().filter(|c| c.kind != "Instruction").map(|c| c.bytes).max()
+        self.caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .map(|c| c.bytes)
+            .max()
     }
 
     /// Number of data (or unified) cache levels, if known.
     pub fn cache_levels(&self) -> Option<usize> {
-        let mut l: Vec<u32> = self.caches.iter().filter(|c| c.kind != "Instruction").map(|c| c.level).collect();
+        let mut l: Vec<u32> = self
+            .caches
+            .iter()
+            .filter(|c| c.kind != "Instruction")
+            .map(|c| c.level)
+            .collect();
         l.sort();
         l.dedup();
         (!l.is_empty()).then_some(l.len())
@@ -137,7 +166,13 @@ impl Machine {
             .caches
             .iter()
             .filter(|c| c.kind != "Instruction")
-            .map(|c| format!("L{} {}", c.level, farmem_runtime::config::format_size(c.bytes)))
+            .map(|c| {
+                format!(
+                    "L{} {}",
+                    c.level,
+                    farmem_runtime::config::format_size(c.bytes)
+                )
+            })
             .collect();
         format!(
             "{} | {} CPUs | {} | {} NUMA node{} | {} RAM | Linux {} | THP {}",
@@ -169,7 +204,14 @@ mod tests {
     #[test]
     fn reads_a_fixture_cache_tree() {
         let root = std::env::temp_dir().join(format!("farmem-sysfs-{}", std::process::id()));
-        for (i, (lvl, kind, size)) in [(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "512K")].iter().enumerate() {
+        for (i, (lvl, kind, size)) in [
+            (1, "Data", "32K"),
+            (1, "Instruction", "32K"),
+            (2, "Unified", "512K"),
+        ]
+        .iter()
+        .enumerate()
+        {
             let d = root.join(format!("devices/system/cpu/cpu0/cache/index{i}"));
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("level"), format!("{lvl}\n")).unwrap();
