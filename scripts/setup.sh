@@ -10,6 +10,10 @@ command -v g++ >/dev/null || need_apt+=(g++)
 command -v make >/dev/null || need_apt+=(make)
 command -v gfortran >/dev/null || need_apt+=(gfortran)
 command -v python3 >/dev/null || need_apt+=(python3)
+# Real workloads for `farmem numa`: hackbench, memcached and its load tool.
+command -v hackbench >/dev/null || need_apt+=(rt-tests)
+command -v memcached >/dev/null || need_apt+=(memcached)
+command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
 [ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)
 # libgomp ships with gcc; make sure the OpenMP runtime is there.
 gcc -fopenmp -x c -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || need_apt+=(libgomp1 libgcc-12-dev)

@@ -2,6 +2,7 @@
 //! the library crates.
 
 mod demo;
+mod numa;
 mod plot;
 mod probe;
 mod run;
@@ -32,6 +33,9 @@ enum Cmd {
     Run(run::Args),
     /// Measure every memory tier: latency ladder, bandwidth, faults, far tiers.
     Probe(probe::Args),
+    /// NUMA: topology, the X x Y placement matrix, policy comparison, placement.
+    #[command(subcommand)]
+    Numa(numa::Cmd),
 }
 
 fn main() {
@@ -41,6 +45,7 @@ fn main() {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Probe(a) => probe::run(a),
+        Cmd::Numa(c) => numa::run(c),
     };
     if let Err(e) = r {
         // The chain, without causes that a message already quotes.

@@ -148,3 +148,119 @@ where
     }
     Ok(())
 }
+
+/// Heat map of an X×Y matrix: each cell coloured by its slowdown against
+/// local, labelled with its time and slowdown.
+pub fn heatmap(
+    path: &Path,
+    ids: &[usize],
+    cells: &[(usize, usize, f64, f64)],
+    title: &str,
+) -> Result<()> {
+    let n = ids.len().max(1);
+    let root =
+        SVGBackend::new(path, (200 + 140 * n as u32, 140 + 110 * n as u32)).into_drawing_area();
+    let err = |e: DrawingAreaErrorKind<std::io::Error>| anyhow!("plot: {e:?}");
+    root.fill(&WHITE).map_err(err)?;
+    let mut ch = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 15))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0..n as i32, 0..n as i32)
+        .map_err(err)?;
+    ch.configure_mesh()
+        .disable_mesh()
+        .x_desc("threads on node Y")
+        .y_desc("memory on node X")
+        .x_labels(n)
+        .y_labels(n)
+        .x_label_formatter(&|v| {
+            ids.get(*v as usize)
+                .map(|i| i.to_string())
+                .unwrap_or_default()
+        })
+        .y_label_formatter(&|v| {
+            ids.get(*v as usize)
+                .map(|i| i.to_string())
+                .unwrap_or_default()
+        })
+        .draw()
+        .map_err(err)?;
+    let worst = cells.iter().map(|c| c.3).fold(1.0, f64::max);
+    for &(x, y, secs, slow) in cells {
+        let (Some(xi), Some(yi)) = (
+            ids.iter().position(|&i| i == x),
+            ids.iter().position(|&i| i == y),
+        ) else {
+            continue;
+        };
+        // White for local, deepening red with the slowdown.
+        let f = (slow.max(0.0) / worst).clamp(0.0, 1.0);
+        let col = RGBColor(
+            255,
+            (255.0 * (1.0 - 0.7 * f)) as u8,
+            (255.0 * (1.0 - 0.7 * f)) as u8,
+        );
+        ch.draw_series(std::iter::once(Rectangle::new(
+            [(yi as i32, xi as i32), (yi as i32 + 1, xi as i32 + 1)],
+            col.filled(),
+        )))
+        .map_err(err)?;
+        ch.draw_series(std::iter::once(Text::new(
+            format!("{secs:.4} s {slow:+.1}%"),
+            (yi as i32, xi as i32),
+            ("sans-serif", 13).into_font(),
+        )))
+        .map_err(err)?;
+    }
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// One line per named series of (seconds, value) points.
+pub fn series(
+    path: &Path,
+    lines: &[(String, Vec<(f64, f64)>)],
+    title: &str,
+    y_desc: &str,
+) -> Result<()> {
+    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
+    let err = |e: DrawingAreaErrorKind<std::io::Error>| anyhow!("plot: {e:?}");
+    root.fill(&WHITE).map_err(err)?;
+    let pts = lines.iter().flat_map(|l| l.1.iter());
+    let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
+    for &(x, y) in pts {
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    let mut ch = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..x1 * 1.02, 0f64..y1 * 1.1)
+        .map_err(err)?;
+    ch.configure_mesh()
+        .x_desc("seconds")
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    for (k, (name, s)) in lines.iter().enumerate() {
+        let col = colors[k % colors.len()];
+        ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2)));
+    }
+    ch.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+    Ok(())
+}

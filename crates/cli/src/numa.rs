@@ -1,0 +1,694 @@
+//! `farmem numa`: topology, the X×Y placement matrix, policy comparison, and
+//! numactl-style placement of any command.
+
+use anyhow::{bail, Context, Result};
+use farmem_numa::plan::{policy_plan, xy_plan, Placement};
+use farmem_numa::run::{run_for, Outcome};
+use farmem_numa::topology::Topology;
+use farmem_numa::verify;
+use farmem_probe::machine::Machine;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(clap::Subcommand)]
+pub enum Cmd {
+    /// Nodes, their CPUs, memory and the distance table (like numactl -H).
+    Topology(TopoArgs),
+    /// Run a command under a placement given with numactl's flags, and report
+    /// where its memory landed.
+    Exec(ExecArgs),
+    /// Memory on node X, threads on node Y, for every X and Y (seed 000).
+    Xy(XyArgs),
+    /// One command under every policy, throughput over time (seed 003).
+    Policies(PolicyArgs),
+    /// (internal) the built-in memory-write workload, run under a placement.
+    #[command(hide = true)]
+    MemwriteWorker {
+        #[arg(long, value_parser = crate::size_arg)]
+        size: u64,
+        #[arg(long)]
+        passes: u32,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct TopoArgs {
+    /// Read the topology from this sysfs root instead of /sys.
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct Flags {
+    /// Allocate only on these nodes (e.g. 0 or 0-1 or all).
+    #[arg(long)]
+    membind: Option<String>,
+    /// Run only on these nodes' CPUs.
+    #[arg(long)]
+    cpunodebind: Option<String>,
+    /// Interleave memory over these nodes.
+    #[arg(long)]
+    interleave: Option<String>,
+    /// Allocate on the node of the CPU that faults.
+    #[arg(long)]
+    localalloc: bool,
+    /// Prefer this node for memory.
+    #[arg(long)]
+    preferred: Option<usize>,
+}
+
+#[derive(clap::Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    flags: Flags,
+    #[arg(required = true, last = true)]
+    cmd: Vec<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// Built in: mmap SIZE, write 4 bytes in every 64-byte line, P passes.
+    Memwrite,
+    /// hackbench (Debian rt-tests): scheduler and IPC traffic.
+    Hackbench,
+    /// memcached driven by memcslap, both on node Y.
+    Memslap,
+}
+
+#[derive(clap::Args)]
+pub struct XyArgs {
+    /// Runs per cell; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Passes of the memory-write workload (pass 1 pays the page faults).
+    #[arg(long, default_value_t = 5)]
+    passes: u32,
+    /// Region of the memory-write workload (seed 000: 32M).
+    #[arg(long, default_value = "32M", value_parser = crate::size_arg)]
+    size: u64,
+    #[arg(long, value_enum, default_value_t = Workload::Memwrite)]
+    workload: Workload,
+    /// Read the topology from this sysfs root (with --dry-run: plan only).
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    /// Print the plan (every cell's placement) without running anything.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    #[arg(long)]
+    csv: bool,
+    /// Heat map of the slowdown matrix (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// A command to run in each cell instead of the workload (timed by wall clock).
+    #[arg(last = true)]
+    cmd: Vec<String>,
+}
+
+#[derive(clap::Args)]
+pub struct PolicyArgs {
+    /// Stop the command after this many seconds (for servers, load loops).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Throughput from the command's output: the first capture group (or the
+    /// whole match) of each matching line is one sample.
+    #[arg(long)]
+    rate_regex: Option<String>,
+    /// Read the topology from this sysfs root (with --dry-run: plan only).
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    /// Print the policies without running anything.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    #[arg(long)]
+    csv: bool,
+    /// Throughput over time, one line per policy (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    #[arg(required = true, last = true)]
+    cmd: Vec<String>,
+}
+
+pub fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
+        Cmd::Topology(a) => topology(a),
+        Cmd::Exec(a) => exec(a),
+        Cmd::Xy(a) => xy(a),
+        Cmd::Policies(a) => policies(a),
+        Cmd::MemwriteWorker { size, passes } => memwrite_worker(size as usize, passes),
+    }
+}
+
+fn one_node_note(t: &Topology) -> Option<String> {
+    (t.nodes.len() == 1).then(|| {
+        "note: this machine has one NUMA node, so every placement puts memory on node 0 and threads on the same \
+         CPUs; the matrix is 1x1 and the policies collapse into one (differences are run-to-run noise)."
+            .to_string()
+    })
+}
+
+fn check_plot(p: &Option<PathBuf>) -> Result<()> {
+    if let Some(p) = p {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            bail!(
+                "--plot {}: plots are written as SVG; name the file *.svg",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn topology(a: TopoArgs) -> Result<()> {
+    let t = Topology::read(&a.sysfs)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&t)?);
+    } else {
+        print!("{}", t.render());
+        if let Some(n) = one_node_note(&t) {
+            println!("{n}");
+        }
+    }
+    Ok(())
+}
+
+fn exec(a: ExecArgs) -> Result<()> {
+    let t = Topology::read(std::path::Path::new("/sys"))?;
+    let f = &a.flags;
+    let p = Placement::from_flags(
+        &t,
+        f.membind.as_deref(),
+        f.cpunodebind.as_deref(),
+        f.interleave.as_deref(),
+        f.localalloc,
+        f.preferred,
+    )?;
+    let out = run_for(&a.cmd, &p, None)?;
+    for (_, l) in &out.lines {
+        println!("{l}");
+    }
+    eprintln!(
+        "farmem numa: {} under {}: {:.3} s; memory seen on {}",
+        a.cmd[0],
+        p.numactl_args(),
+        out.wall_s,
+        verify::render(&out.by_node)
+    );
+    std::process::exit(out.status.code().unwrap_or(1));
+}
+
+/// The built-in memory-write program of seed 000, run in a child under the
+/// cell's placement: per-pass times, then where its pages are (move_pages).
+fn memwrite_worker(size: usize, passes: u32) -> Result<()> {
+    let buf = farmem_probe::chase::Buffer::new(size, farmem_probe::chase::PageMode::Small)?;
+    let lines = size / 64;
+    let p = buf.as_ptr().cast::<u32>();
+    for pass in 1..=passes {
+        let t = std::time::Instant::now();
+        for i in 0..lines {
+            // SAFETY: i * 16 u32s = i * 64 bytes < size: inside the buffer.
+            unsafe { p.add(i * 16).write_volatile(i as u32 ^ pass) };
+        }
+        println!("pass={pass} seconds={:.6}", t.elapsed().as_secs_f64());
+    }
+    let pages: Vec<usize> = (0..size / 4096)
+        .step_by(16)
+        .map(|k| buf.as_ptr() as usize + k * 4096)
+        .collect();
+    let mut hist: BTreeMap<i32, usize> = BTreeMap::new();
+    for n in farmem_sys::numa::page_nodes(&pages)? {
+        *hist.entry(n).or_default() += 1;
+    }
+    let h: Vec<String> = hist.iter().map(|(n, c)| format!("{n}:{c}")).collect();
+    println!("page_nodes={}", h.join(","));
+    Ok(())
+}
+
+#[derive(Serialize, Clone)]
+struct CellResult {
+    mem_node: usize,
+    cpu_node: usize,
+    numactl: String,
+    /// The headline time: pass 1 for memwrite, else the workload's own time.
+    seconds: f64,
+    /// memwrite: median of passes 2..P.
+    later_pass_seconds: Option<f64>,
+    slowdown_pct: f64,
+    later_slowdown_pct: Option<f64>,
+    /// Where the memory was seen (bytes by node).
+    by_node: BTreeMap<usize, u64>,
+    runs: Vec<f64>,
+}
+
+fn parse_f64_after(lines: &[(f64, String)], key: &str) -> Option<f64> {
+    lines.iter().find_map(|(_, l)| {
+        let i = l.find(key)?;
+        l[i + key.len()..]
+            .split_whitespace()
+            .next()?
+            .trim_end_matches(['s', '.'])
+            .parse()
+            .ok()
+    })
+}
+
+fn exe() -> Result<String> {
+    Ok(std::env::current_exe()
+        .context("cannot find the farmem binary")?
+        .display()
+        .to_string())
+}
+
+/// One run of the cell's workload: (headline seconds, later passes, nodes).
+fn run_cell(a: &XyArgs, p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
+    if !a.cmd.is_empty() {
+        let o = run_for(&a.cmd, p, None)?;
+        if !o.status.success() {
+            bail!(
+                "{} failed under {}: {}",
+                a.cmd[0],
+                p.numactl_args(),
+                o.status
+            );
+        }
+        return Ok((o.wall_s, None, o.by_node));
+    }
+    match a.workload {
+        Workload::Memwrite => {
+            let cmd = vec![
+                exe()?,
+                "numa".into(),
+                "memwrite-worker".into(),
+                "--size".into(),
+                a.size.to_string(),
+                "--passes".into(),
+                a.passes.to_string(),
+            ];
+            let o = run_for(&cmd, p, None)?;
+            let passes: Vec<f64> = o
+                .lines
+                .iter()
+                .filter_map(|(_, l)| {
+                    l.strip_prefix("pass=")?
+                        .split_once(" seconds=")?
+                        .1
+                        .parse()
+                        .ok()
+                })
+                .collect();
+            if passes.is_empty() || !o.status.success() {
+                bail!("the memory-write worker failed under {}", p.numactl_args());
+            }
+            let mut later = passes[1..].to_vec();
+            let later = (!later.is_empty()).then(|| farmem_probe::median(&mut later));
+            // The worker's own move_pages census is the precise one.
+            let mut by_node = o.by_node.clone();
+            if let Some(census) = o
+                .lines
+                .iter()
+                .find_map(|(_, l)| l.strip_prefix("page_nodes="))
+            {
+                by_node.clear();
+                for kv in census.split(',') {
+                    if let Some((n, c)) = kv.split_once(':') {
+                        if let (Ok(n), Ok(c)) = (n.parse::<i32>(), c.parse::<u64>()) {
+                            if n >= 0 {
+                                *by_node.entry(n as usize).or_default() += c * 16 * 4096;
+                            }
+                        }
+                    }
+                }
+            }
+            Ok((passes[0], later, by_node))
+        }
+        Workload::Hackbench => {
+            let cmd: Vec<String> = ["hackbench", "-g", "10", "-l", "1000"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            let o = run_for(&cmd, p, None)
+                .context("hackbench is installed by scripts/setup.sh (Debian rt-tests)")?;
+            let t = parse_f64_after(&o.lines, "Time:").context("hackbench printed no Time:")?;
+            Ok((t, None, o.by_node))
+        }
+        Workload::Memslap => memslap(p),
+    }
+}
+
+/// memcached under the placement, and memcslap with the same CPUs (seed 000
+/// ran both on one node); returns memcslap's total time.
+fn memslap(p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let mut server = std::process::Command::new("memcached");
+    server.args([
+        "-u",
+        "root",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "2",
+        "-m",
+        "256",
+    ]);
+    let sp = p.clone();
+    // SAFETY: the closure makes only raw syscalls and allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut server, move || sp.apply());
+    }
+    let mut child = server
+        .spawn()
+        .context("memcached is installed by scripts/setup.sh (Debian memcached)")?;
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("memcached did not start on {addr}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let client = Placement {
+        name: "client".into(),
+        mem: farmem_numa::plan::MemPolicy::Default,
+        cpu_nodes: p.cpu_nodes.clone(),
+        cpus: p.cpus.clone(),
+    };
+    let cmd: Vec<String> = [
+        "memcslap",
+        &format!("--servers={addr}"),
+        "--concurrency=4",
+        "--execute-number=20000",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let o = run_for(&cmd, &client, None);
+    let by_node = verify::sample(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let o = o.context("memcslap is installed by scripts/setup.sh (Debian libmemcached-tools)")?;
+    let t = parse_f64_after(&o.lines, "Time total:").context("memcslap printed no Time total:")?;
+    Ok((t, None, by_node))
+}
+
+fn xy(a: XyArgs) -> Result<()> {
+    check_plot(&a.plot)?;
+    if a.runs == 0 || a.passes == 0 {
+        bail!("--runs and --passes must be at least 1");
+    }
+    let t = Topology::read(&a.sysfs)?;
+    let cells = xy_plan(&t)?;
+    if a.dry_run {
+        for c in &cells {
+            println!(
+                "X={} Y={}: {}  (CPUs {})",
+                c.mem_node,
+                c.cpu_node,
+                c.placement.numactl_args(),
+                farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
+            );
+        }
+        return Ok(());
+    }
+    if a.sysfs != std::path::Path::new("/sys") {
+        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
+    }
+    let mut results: Vec<CellResult> = Vec::new();
+    for c in &cells {
+        let mut head = Vec::new();
+        let mut later = Vec::new();
+        let mut by_node = BTreeMap::new();
+        for _ in 0..a.runs {
+            let (h, l, n) = run_cell(&a, &c.placement)?;
+            head.push(h);
+            if let Some(l) = l {
+                later.push(l);
+            }
+            by_node = n;
+        }
+        let runs = head.clone();
+        results.push(CellResult {
+            mem_node: c.mem_node,
+            cpu_node: c.cpu_node,
+            numactl: c.placement.numactl_args(),
+            seconds: farmem_probe::median(&mut head),
+            later_pass_seconds: (!later.is_empty()).then(|| farmem_probe::median(&mut later)),
+            slowdown_pct: 0.0,
+            later_slowdown_pct: None,
+            by_node,
+            runs,
+        });
+    }
+    // Slowdown of (X, Y) against local memory for the same CPUs, (Y, Y).
+    let snapshot = results.clone();
+    for r in &mut results {
+        if let Some(local) = snapshot
+            .iter()
+            .find(|l| l.mem_node == r.cpu_node && l.cpu_node == r.cpu_node)
+        {
+            r.slowdown_pct = (r.seconds / local.seconds - 1.0) * 100.0;
+            r.later_slowdown_pct = r
+                .later_pass_seconds
+                .zip(local.later_pass_seconds)
+                .map(|(a, b)| (a / b - 1.0) * 100.0);
+        }
+    }
+    let workload = if a.cmd.is_empty() {
+        format!("{:?}", a.workload).to_lowercase()
+    } else {
+        a.cmd.join(" ")
+    };
+    if let Some(p) = &a.plot {
+        crate::plot::heatmap(
+            p,
+            &t.ids(),
+            &results
+                .iter()
+                .map(|r| (r.mem_node, r.cpu_node, r.seconds, r.slowdown_pct))
+                .collect::<Vec<_>>(),
+            &format!("{workload}: time, and slowdown vs local (X = Y)"),
+        )?;
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "machine": Machine::detect(),
+            "topology": t,
+            "params": { "workload": workload, "runs": a.runs, "passes": a.passes, "size_bytes": a.size, "statistic": "median" },
+            "cells": results,
+            "note": one_node_note(&t),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if a.csv {
+        println!("mem_node,cpu_node,seconds,slowdown_pct,later_pass_seconds,later_slowdown_pct");
+        for r in &results {
+            println!(
+                "{},{},{:.6},{:.2},{},{}",
+                r.mem_node,
+                r.cpu_node,
+                r.seconds,
+                r.slowdown_pct,
+                r.later_pass_seconds
+                    .map(|v| format!("{v:.6}"))
+                    .unwrap_or_default(),
+                r.later_slowdown_pct
+                    .map(|v| format!("{v:.2}"))
+                    .unwrap_or_default()
+            );
+        }
+        return Ok(());
+    }
+    println!("machine: {}", Machine::detect().summary());
+    println!("workload: {workload}; median of {} runs; rows: memory on node X, columns: threads on node Y", a.runs);
+    let ids = t.ids();
+    let table = |title: &str, get: &dyn Fn(&CellResult) -> Option<(f64, f64)>| {
+        println!("\n{title}");
+        print!("{:>8}", "X \\ Y");
+        for y in &ids {
+            print!("{:>20}", format!("Y={y}"));
+        }
+        println!();
+        for x in &ids {
+            print!("{:>8}", format!("X={x}"));
+            for y in &ids {
+                let r = results
+                    .iter()
+                    .find(|r| r.mem_node == *x && r.cpu_node == *y);
+                match r.and_then(get) {
+                    Some((s, d)) => print!("{:>20}", format!("{:.4} s ({:+.1}%)", s, d)),
+                    None => print!("{:>20}", "-"),
+                }
+            }
+            println!();
+        }
+    };
+    let first = if a.workload == Workload::Memwrite && a.cmd.is_empty() {
+        "pass 1 (includes page faults)"
+    } else {
+        "time"
+    };
+    table(first, &|r| Some((r.seconds, r.slowdown_pct)));
+    if results.iter().any(|r| r.later_pass_seconds.is_some()) {
+        table("passes 2.. (median)", &|r| {
+            r.later_pass_seconds.zip(r.later_slowdown_pct)
+        });
+    }
+    println!("\nwhere the memory was:");
+    for r in &results {
+        println!(
+            "  X={} Y={} ({}): {}",
+            r.mem_node,
+            r.cpu_node,
+            r.numactl,
+            verify::render(&r.by_node)
+        );
+    }
+    if let Some(n) = one_node_note(&t) {
+        println!("\n{n}");
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct PolicyResult {
+    policy: String,
+    seconds: f64,
+    /// Mean of the rate samples, when --rate-regex is given.
+    mean_rate: Option<f64>,
+    /// Against the default policy: positive is better (higher rate, or less time).
+    change_pct: f64,
+    series: Vec<(f64, f64)>,
+    by_node: BTreeMap<usize, u64>,
+    exit: String,
+}
+
+fn policies(a: PolicyArgs) -> Result<()> {
+    check_plot(&a.plot)?;
+    if a.duration.is_some_and(|d| !(d > 0.0 && d < 86400.0)) {
+        bail!("--duration must be between 0 and 86400 seconds");
+    }
+    let re = a
+        .rate_regex
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--rate-regex is not a valid regular expression")?;
+    let t = Topology::read(&a.sysfs)?;
+    let plan = policy_plan(&t)?;
+    if a.dry_run {
+        for p in &plan {
+            println!("{}", p.numactl_args());
+        }
+        return Ok(());
+    }
+    if a.sysfs != std::path::Path::new("/sys") {
+        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
+    }
+    let mut results = Vec::new();
+    for p in &plan {
+        let o: Outcome = run_for(&a.cmd, p, a.duration)?;
+        let series: Vec<(f64, f64)> = match &re {
+            Some(re) => o
+                .lines
+                .iter()
+                .filter_map(|(ts, l)| {
+                    let c = re.captures(l)?;
+                    let m = c.get(1).or_else(|| c.get(0))?;
+                    m.as_str().trim().parse::<f64>().ok().map(|v| (*ts, v))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        if re.is_some() && series.is_empty() {
+            bail!(
+                "--rate-regex matched no number in the output of {} under {}",
+                a.cmd[0],
+                p.numactl_args()
+            );
+        }
+        let mean = (!series.is_empty())
+            .then(|| series.iter().map(|s| s.1).sum::<f64>() / series.len() as f64);
+        results.push(PolicyResult {
+            policy: p.numactl_args(),
+            seconds: o.wall_s,
+            mean_rate: mean,
+            change_pct: 0.0,
+            series,
+            by_node: o.by_node,
+            exit: format!("{}", o.status),
+        });
+    }
+    let (base_rate, base_s) = (results[0].mean_rate, results[0].seconds);
+    for r in &mut results {
+        r.change_pct = match (r.mean_rate, base_rate) {
+            (Some(m), Some(b)) if b > 0.0 => (m / b - 1.0) * 100.0,
+            _ => (base_s / r.seconds - 1.0) * 100.0,
+        };
+    }
+    if let Some(p) = &a.plot {
+        let lines: Vec<(String, Vec<(f64, f64)>)> = results
+            .iter()
+            .map(|r| (r.policy.clone(), r.series.clone()))
+            .collect();
+        crate::plot::series(p, &lines, "throughput over time by NUMA policy", "rate")?;
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "machine": Machine::detect(),
+            "topology": t,
+            "params": { "cmd": a.cmd, "duration": a.duration, "rate_regex": a.rate_regex },
+            "results": results,
+            "note": one_node_note(&t),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if a.csv {
+        println!("policy,seconds,mean_rate,change_pct");
+        for r in &results {
+            println!(
+                "\"{}\",{:.4},{},{:.2}",
+                r.policy,
+                r.seconds,
+                r.mean_rate.map(|m| format!("{m:.3}")).unwrap_or_default(),
+                r.change_pct
+            );
+        }
+        return Ok(());
+    }
+    println!("machine: {}", Machine::detect().summary());
+    println!("command: {}", a.cmd.join(" "));
+    println!(
+        "\n{:<34} {:>10} {:>12} {:>12}  memory seen on",
+        "policy", "seconds", "mean rate", "vs default"
+    );
+    for r in &results {
+        println!(
+            "{:<34} {:>10.3} {:>12} {:>11.1}%  {}",
+            r.policy,
+            r.seconds,
+            r.mean_rate
+                .map(|m| format!("{m:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            r.change_pct,
+            verify::render(&r.by_node)
+        );
+    }
+    println!(
+        "(vs default: positive is better — a higher mean rate, or less time when no --rate-regex)"
+    );
+    if let Some(n) = one_node_note(&t) {
+        println!("\n{n}");
+    }
+    Ok(())
+}
