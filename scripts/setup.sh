@@ -52,4 +52,5 @@ if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/vm/unprivileged_userfaultfd 2>/dev/
 fi
 
 cargo build --release --workspace --quiet
-echo "setup: built target/release/farmem and target/release/libfarmem.so"
+make -s -C workloads
+echo "setup: built target/release/farmem, libfarmem.so, libfarmem_preload.so and target/release/workloads/"

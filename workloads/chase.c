@@ -3,14 +3,10 @@
  * A random cyclic chain through the 64-byte lines of SIZE bytes; 16 dependent
  * loads per loop turn; result kept alive through an asm sink; one warm-up
  * pass; median of 5 timed runs of about 50 ms.
- * usage: chase SIZE_BYTES [4k|thp]     prints "bytes=N ns=X" */
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
+ * usage: chase SIZE_BYTES [4k|thp] [LOADS]   prints "bytes=N ns=X" and a
+ * result line. With LOADS, exactly that many loads are timed once (for
+ * `farmem bench`, where the working set may be far memory). */
+#include "wl.h"
 
 static double now(void) {
     struct timespec t;
@@ -38,7 +34,9 @@ int main(int argc, char **argv) {
     size_t size = strtoull(argv[1], NULL, 10);
     int thp = argc > 2 && !strcmp(argv[2], "thp");
     size_t len = (size + (2UL << 20) - 1) & ~((2UL << 20) - 1);
-    char *buf = mmap(NULL, len + (2UL << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    long fixed = argc > 3 ? atol(argv[3]) : 0;
+    char *buf = getenv("FARMEM_BENCH_FILE") ? wl_alloc(len + (2UL << 20))
+                                            : mmap(NULL, len + (2UL << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED)
         return 2;
     buf = (char *)(((uintptr_t)buf + (2UL << 20) - 1) & ~((2UL << 20) - 1));
@@ -62,6 +60,14 @@ int main(int argc, char **argv) {
         *(void **)(buf + (size_t)perm[i] * 64) = buf + (size_t)perm[(i + 1) % n] * 64;
     void **p = (void **)(buf + (size_t)perm[0] * 64);
     free(perm);
+    if (fixed > 0) {
+        double t0 = now();
+        p = run(p, fixed / 16);
+        double secs = (now() - t0) * 1e-9;
+        printf("bytes=%zu ns=%.3f\n", size, secs * 1e9 / (double)(fixed / 16 * 16));
+        wl_result("chase", secs, secs * 1e9 / (double)(fixed / 16 * 16), "ns/load", p != NULL, "");
+        return 0;
+    }
     long warm = (long)(n / 16 + 4096);
     double t = now();
     p = run(p, warm);

@@ -1,10 +1,12 @@
 //! The `farmem` command. Thin: argument parsing and output; the work is in
 //! the library crates.
 
+mod bench;
 mod demo;
 mod numa;
 mod plot;
 mod probe;
+mod report;
 mod run;
 mod serve;
 
@@ -33,6 +35,11 @@ enum Cmd {
     Run(run::Args),
     /// Measure every memory tier: latency ladder, bandwidth, faults, far tiers.
     Probe(probe::Args),
+    /// The seeds' workloads at every expansion ratio: farmem against Linux
+    /// swap, zram and an SSD file mapping, relative to all-local.
+    Bench(bench::Args),
+    /// Put probe, numa and bench results (--json) into one HTML page.
+    Report(report::Args),
     /// NUMA: topology, the X x Y placement matrix, policy comparison, placement.
     #[command(subcommand)]
     Numa(numa::Cmd),
@@ -45,6 +52,8 @@ fn main() {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Probe(a) => probe::run(a),
+        Cmd::Bench(a) => bench::run(a),
+        Cmd::Report(a) => report::run(a),
         Cmd::Numa(c) => numa::run(c),
     };
     if let Err(e) = r {

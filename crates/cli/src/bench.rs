@@ -1,0 +1,715 @@
+//! `farmem bench`: the seeds' workloads at every memory-expansion ratio, on
+//! farmem and on what a user has today (Linux swap, zram, a file mapping on
+//! the SSD), in one run, against all-local.
+//!
+//! For expansion E the local budget is SIZE/E: farmem gets `--local SIZE/E`;
+//! the kernel baselines run the same program in a memory cgroup limited to
+//! SIZE/E plus a fixed allowance for the process itself (program text, small
+//! allocations, page tables), so both see the same memory for the data.
+
+use anyhow::{bail, Context, Result};
+use farmem_probe::machine::Machine;
+use farmem_runtime::config::{format_size, parse_size};
+use serde::Serialize;
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    Memwrite,
+    Stencil7,
+    Himeno,
+    Qsort,
+    Chase,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum System {
+    Local,
+    Farmem,
+    Swap,
+    Zram,
+    SsdMmap,
+}
+
+impl std::str::FromStr for System {
+    type Err = String;
+    fn from_str(s: &str) -> Result<System, String> {
+        Ok(match s {
+            "local" => System::Local,
+            "farmem" => System::Farmem,
+            "swap" => System::Swap,
+            "zram" => System::Zram,
+            "ssd-mmap" => System::SsdMmap,
+            _ => {
+                return Err(format!(
+                    "{s:?} is not a system; use local, farmem, swap, zram, ssd-mmap"
+                ))
+            }
+        })
+    }
+}
+
+impl System {
+    fn name(self) -> &'static str {
+        match self {
+            System::Local => "local",
+            System::Farmem => "farmem",
+            System::Swap => "swap",
+            System::Zram => "zram",
+            System::SsdMmap => "ssd-mmap",
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[arg(value_enum)]
+    workload: Workload,
+    /// Data size of the workload (its arrays), e.g. 1G.
+    #[arg(long, default_value = "512M")]
+    size: String,
+    /// Expansion ratios E (data / local memory), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,1.67,2,4,6,8")]
+    expansion: Vec<f64>,
+    /// Systems to compare.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "local,farmem,swap,zram,ssd-mmap"
+    )]
+    systems: Vec<System>,
+    /// OpenMP threads for the workload.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Runs per (system, expansion); the median is reported.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// stencil7 variant: naive, spatial or temporal.
+    #[arg(long, default_value = "temporal")]
+    variant: String,
+    /// himeno: pass farmem hints (fm_advise) from the program.
+    #[arg(long)]
+    hints: bool,
+    /// Give up on one run after this many seconds (swap can be very slow).
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Tiny data and few ratios: checks the harness end to end in seconds.
+    #[arg(long)]
+    quick: bool,
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    #[arg(long)]
+    csv: bool,
+    /// Relative runtime against expansion, one line per system (SVG).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RunResult {
+    pub system: String,
+    pub expansion: f64,
+    pub local_budget_bytes: u64,
+    /// Median seconds (the workload's own timing of its kernel).
+    pub seconds: f64,
+    pub metric: f64,
+    pub unit: String,
+    /// seconds / local seconds (1.0 = as fast as all-local).
+    pub relative_runtime: f64,
+    pub check: String,
+    pub runs: Vec<f64>,
+    /// Why a system could not run, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// farmem's statistics table for the last run (farmem only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub farmem_stats: Option<String>,
+    pub result_line: String,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Release);
+}
+
+/// The workload binaries, built next to farmem by `make -C workloads`.
+fn workload_bin(name: &str) -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let p = exe.with_file_name("workloads").join(name);
+    if !p.exists() {
+        bail!(
+            "{} is missing: build the workloads with `make -C workloads` (scripts/setup.sh does)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+fn command(a: &Args, size: u64) -> Result<Vec<String>> {
+    let s = size.to_string();
+    let mb = (size >> 20).max(1).to_string();
+    let w = |n: &str| -> Result<String> { Ok(workload_bin(n)?.display().to_string()) };
+    Ok(match a.workload {
+        Workload::Memwrite => vec![
+            w("memwrite")?,
+            "--size".into(),
+            mb,
+            "--passes".into(),
+            "3".into(),
+            "--alloc".into(),
+            "mmap".into(),
+        ],
+        Workload::Stencil7 => vec![w("stencil7")?, s, a.variant.clone(), "8".into(), "4".into()],
+        Workload::Himeno => {
+            let mut v = vec![w("himeno")?, s, "10".into()];
+            if a.hints {
+                v.push("--hints".into());
+            }
+            v
+        }
+        Workload::Qsort => vec![w("qsort")?, s],
+        // Random loads over the whole set: a fixed count, about one per 32 bytes.
+        Workload::Chase => vec![
+            w("chase")?,
+            s,
+            "4k".into(),
+            (size / 32).clamp(1 << 18, 1 << 23).to_string(),
+        ],
+    })
+}
+
+/// A memory cgroup (v1, or v2 where only that exists), removed on drop.
+struct Cgroup {
+    dir: PathBuf,
+    procs: CString,
+}
+
+impl Cgroup {
+    fn new(limit: u64) -> Result<Cgroup> {
+        let name = format!("farmem-bench-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (dir, limit_file) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.join(&name), "memory.limit_in_bytes")
+        } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+            .is_ok_and(|c| c.contains("memory"))
+        {
+            (Path::new("/sys/fs/cgroup").join(&name), "memory.max")
+        } else {
+            bail!("no cgroup memory controller (v1 at /sys/fs/cgroup/memory, or v2)");
+        };
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating {} (needs root)", dir.display()))?;
+        let cg = Cgroup {
+            procs: CString::new(dir.join("cgroup.procs").display().to_string())?,
+            dir,
+        };
+        std::fs::write(cg.dir.join(limit_file), limit.to_string())
+            .context("setting the cgroup memory limit")?;
+        Ok(cg)
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Members have exited (we waited for them); an empty group can go.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("farmem bench: could not remove {}", self.dir.display());
+    }
+}
+
+/// A swap device turned on for the run and off (and cleaned) on drop.
+struct SwapDev {
+    path: PathBuf,
+    zram: bool,
+}
+
+fn sh(cmd: &str, args: &[&str]) -> Result<()> {
+    let o = Command::new(cmd)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {cmd}"))?;
+    if !o.status.success() {
+        bail!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+impl SwapDev {
+    fn file(size: u64) -> Result<SwapDev> {
+        let path = PathBuf::from(format!("/var/tmp/farmem-bench-{}.swap", std::process::id()));
+        let dev = SwapDev {
+            path: path.clone(),
+            zram: false,
+        };
+        sh(
+            "fallocate",
+            &["-l", &size.to_string(), path.to_str().unwrap_or_default()],
+        )?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        sh("mkswap", &["-q", path.to_str().unwrap_or_default()])?;
+        sh("swapon", &[path.to_str().unwrap_or_default()])?;
+        Ok(dev)
+    }
+
+    fn zram(size: u64) -> Result<SwapDev> {
+        let dev = Path::new("/sys/block/zram0");
+        if !dev.exists() {
+            bail!("no /dev/zram0 (the zram module is not loaded)");
+        }
+        if std::fs::read_to_string(dev.join("disksize"))
+            .map(|s| s.trim() != "0")
+            .unwrap_or(true)
+        {
+            bail!("/dev/zram0 is already in use");
+        }
+        let d = SwapDev {
+            path: "/dev/zram0".into(),
+            zram: true,
+        };
+        std::fs::write(dev.join("disksize"), size.to_string()).context("sizing /dev/zram0")?;
+        sh("mkswap", &["-q", "/dev/zram0"])?;
+        sh("swapon", &["/dev/zram0"])?;
+        Ok(d)
+    }
+}
+
+impl Drop for SwapDev {
+    fn drop(&mut self) {
+        let _ = sh("swapoff", &[self.path.to_str().unwrap_or_default()]);
+        if self.zram {
+            let _ = std::fs::write("/sys/block/zram0/reset", "1");
+        } else {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A data file for ssd-mmap, removed on drop.
+struct DataFile(PathBuf);
+
+impl Drop for DataFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+struct Outcome {
+    line: String,
+    stderr: String,
+}
+
+/// Run `cmd`, optionally inside `cg`, with a timeout; returns its result line.
+fn run_once(
+    cmd: &[String],
+    env: &[(String, String)],
+    cg: Option<&Cgroup>,
+    timeout: Duration,
+) -> Result<Outcome> {
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    if let Some(cg) = cg {
+        let procs = cg.procs.clone();
+        // SAFETY: only raw syscalls on a path prepared before fork, and a
+        // stack buffer: nothing allocates between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let mut buf = [0u8; 16];
+                let mut pid = libc::getpid() as u32;
+                let mut i = buf.len();
+                loop {
+                    i -= 1;
+                    buf[i] = b'0' + (pid % 10) as u8;
+                    pid /= 10;
+                    if pid == 0 {
+                        break;
+                    }
+                }
+                let r = libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
+                libc::close(fd);
+                if r < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = c.spawn().with_context(|| format!("starting {}", cmd[0]))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let so = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let se = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if STOP.load(Ordering::Acquire) || start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            if STOP.load(Ordering::Acquire) {
+                bail!("interrupted");
+            }
+            bail!("timed out after {} s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = so.join().unwrap_or_default();
+    let stderr = se.join().unwrap_or_default();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("result "))
+        .map(String::from);
+    match line {
+        Some(line) if status.success() => Ok(Outcome { line, stderr }),
+        _ if cg.is_some()
+            && std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) =>
+        {
+            bail!("killed by the kernel's OOM killer at the cgroup memory limit (the baseline could not run in this budget)")
+        }
+        _ => bail!(
+            "{} failed ({status}): {}",
+            cmd[0],
+            stderr.lines().rev().take(3).collect::<Vec<_>>().join(" / ")
+        ),
+    }
+}
+
+/// key=value fields of a result line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let mut size = parse_size(&a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
+    let mut exps = a.expansion.clone();
+    let mut timeout_s = a.timeout;
+    if a.quick {
+        size = size.min(16 << 20);
+        exps.retain(|&e| e <= 2.0);
+        if exps.is_empty() {
+            exps = vec![1.0, 2.0];
+        }
+        timeout_s = timeout_s.min(60);
+    }
+    if size < 4 << 20 {
+        bail!("--size must be at least 4M");
+    }
+    if timeout_s == 0 {
+        bail!("--timeout must be at least 1 second");
+    }
+    if exps.iter().any(|&e| !(1.0..=64.0).contains(&e)) {
+        bail!("--expansion values must be between 1 and 64");
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if !["naive", "spatial", "temporal"].contains(&a.variant.as_str()) {
+        bail!("--variant must be naive, spatial or temporal");
+    }
+    if let Some(p) = &a.plot {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            bail!(
+                "--plot {}: plots are written as SVG; name the file *.svg",
+                p.display()
+            );
+        }
+    }
+    let phys = farmem_sys::phys_memory();
+    if size > phys / 2 {
+        bail!("--size {} is more than half of this machine's memory ({}); the local reference must fit", format_size(size), format_size(phys));
+    }
+    // SAFETY: handlers that only store to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let cmd = command(&a, size)?;
+    let threads = a.threads.unwrap_or(farmem_sys::online_cpus());
+    let env = vec![("OMP_NUM_THREADS".to_string(), threads.to_string())];
+    let farmem = std::env::current_exe()?.display().to_string();
+    let timeout = Duration::from_secs(timeout_s);
+    // The workload process itself (libc, libgomp, stack: about 2 MiB RSS) is
+    // not data; farmem does not count it either.
+    let allowance: u64 = 4 << 20;
+    let total = a
+        .systems
+        .iter()
+        .map(|s| if *s == System::Local { 1 } else { exps.len() })
+        .sum::<usize>() as u64
+        * a.runs as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>16} [{bar:30}] {pos}/{len} {elapsed}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut local_secs = None;
+    let mut systems = a.systems.clone();
+    // The reference first.
+    systems.sort_by_key(|s| *s != System::Local);
+    systems.dedup();
+    for sys in systems {
+        let es: Vec<f64> = if sys == System::Local {
+            vec![1.0]
+        } else {
+            exps.clone()
+        };
+        for &e in &es {
+            if STOP.load(Ordering::Acquire) {
+                bail!("interrupted; everything set up was removed");
+            }
+            let budget = ((size as f64 / e) as u64)
+                .next_multiple_of(1 << 20)
+                .max(1 << 20);
+            bar.set_message(format!("{} {e}x", sys.name()));
+            let mut runs = Vec::new();
+            let mut last: Option<Outcome> = None;
+            let mut unavailable = None;
+            for _ in 0..a.runs {
+                // Set up this system (torn down at the end of the iteration).
+                let attempt = (|| -> Result<Outcome> {
+                    match sys {
+                        System::Local => run_once(&cmd, &env, None, timeout),
+                        System::Farmem => {
+                            let mut c = vec![
+                                farmem.clone(),
+                                "run".into(),
+                                "--local".into(),
+                                budget.to_string(),
+                                "--stats".into(),
+                                "--".into(),
+                            ];
+                            c.extend(cmd.iter().cloned());
+                            run_once(&c, &env, None, timeout)
+                        }
+                        System::Swap | System::Zram => {
+                            // 3x SIZE: room for the data and the workload's own temporaries
+                            // (glibc's qsort is a merge sort with an equal-sized buffer).
+                            let _dev = if sys == System::Swap {
+                                SwapDev::file(size * 3)?
+                            } else {
+                                SwapDev::zram(size * 3)?
+                            };
+                            let cg = Cgroup::new(budget + allowance)?;
+                            run_once(&cmd, &env, Some(&cg), timeout)
+                        }
+                        System::SsdMmap => {
+                            let f = DataFile(PathBuf::from(format!(
+                                "/var/tmp/farmem-bench-{}.data",
+                                std::process::id()
+                            )));
+                            let cg = Cgroup::new(budget + allowance)?;
+                            let mut env2 = env.clone();
+                            env2.push(("FARMEM_BENCH_FILE".into(), f.0.display().to_string()));
+                            run_once(&cmd, &env2, Some(&cg), timeout)
+                        }
+                    }
+                })();
+                bar.inc(1);
+                match attempt {
+                    Ok(o) => {
+                        runs.push(
+                            field(&o.line, "seconds")
+                                .and_then(|v| v.parse().ok())
+                                .unwrap_or(f64::NAN),
+                        );
+                        last = Some(o);
+                    }
+                    Err(e) => {
+                        if STOP.load(Ordering::Acquire) {
+                            bar.finish_and_clear();
+                            bail!("interrupted; everything set up was removed");
+                        }
+                        unavailable = Some(format!("{e:#}"));
+                        break;
+                    }
+                }
+            }
+            let line = last.as_ref().map(|o| o.line.clone()).unwrap_or_default();
+            let seconds = if runs.is_empty() {
+                f64::NAN
+            } else {
+                farmem_probe::median(&mut runs.clone())
+            };
+            if sys == System::Local {
+                local_secs = Some(seconds);
+            }
+            let check = field(&line, "check").unwrap_or("-").to_string();
+            if check == "FAILED" {
+                bail!(
+                    "{} on {} at {e}x computed a WRONG result: {line}",
+                    cmd[0],
+                    sys.name()
+                );
+            }
+            results.push(RunResult {
+                system: sys.name().into(),
+                expansion: e,
+                local_budget_bytes: if sys == System::Local { size } else { budget },
+                seconds,
+                metric: field(&line, "metric")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(f64::NAN),
+                unit: field(&line, "unit").unwrap_or("-").to_string(),
+                relative_runtime: local_secs.map(|l| seconds / l).unwrap_or(f64::NAN),
+                check,
+                runs,
+                unavailable,
+                farmem_stats: (sys == System::Farmem)
+                    .then(|| {
+                        last.as_ref().map(|o| {
+                            o.stderr
+                                .lines()
+                                .skip_while(|l| !l.starts_with("farmem stats"))
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        })
+                    })
+                    .flatten(),
+                result_line: line,
+            });
+        }
+    }
+    bar.finish_and_clear();
+    let wname = format!("{:?}", a.workload).to_lowercase();
+    if let Some(p) = &a.plot {
+        let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for s in a.systems.iter().filter(|s| **s != System::Local) {
+            let pts: Vec<(f64, f64)> = results
+                .iter()
+                .filter(|r| r.system == s.name() && r.relative_runtime.is_finite())
+                .map(|r| (r.expansion, r.relative_runtime))
+                .collect();
+            if !pts.is_empty() {
+                lines.push((s.name().to_string(), pts));
+            }
+        }
+        crate::plot::series(
+            p,
+            &lines,
+            &format!(
+                "{wname} {}: runtime relative to all-local",
+                format_size(size)
+            ),
+            "runtime / local",
+        )?;
+    }
+    let params = serde_json::json!({
+        "workload": wname, "size_bytes": size, "expansion": exps, "threads": threads, "runs": a.runs,
+        "statistic": "median", "variant": a.variant, "hints": a.hints, "command": cmd,
+        "cgroup_allowance_bytes": allowance, "swap_device_bytes": size * 3,
+    });
+    if a.json {
+        let v = serde_json::json!({ "machine": Machine::detect(), "params": params, "results": results });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if a.csv {
+        println!("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check");
+        for r in &results {
+            println!(
+                "{},{},{},{:.4},{:.4},{},{:.4},{}",
+                r.system,
+                r.expansion,
+                r.local_budget_bytes,
+                r.seconds,
+                r.metric,
+                r.unit,
+                r.relative_runtime,
+                r.check
+            );
+        }
+        return Ok(());
+    }
+    println!("machine: {}", Machine::detect().summary());
+    println!(
+        "workload: {} over {} of data, {} threads, median of {} run(s)",
+        cmd.join(" "),
+        format_size(size),
+        threads,
+        a.runs
+    );
+    if let Some(l) = results.iter().find(|r| r.system == "local") {
+        println!("all-local: {:.3} s, {:.1} {}", l.seconds, l.metric, l.unit);
+    }
+    print!("\n{:<10}", "system");
+    for e in &exps {
+        print!("{:>22}", format!("{e}x"));
+    }
+    println!();
+    for s in a.systems.iter().filter(|s| **s != System::Local) {
+        print!("{:<10}", s.name());
+        for e in &exps {
+            let r = results
+                .iter()
+                .find(|r| r.system == s.name() && r.expansion == *e);
+            let cell = match r {
+                Some(r)
+                    if r.unavailable
+                        .as_deref()
+                        .is_some_and(|u| u.contains("timed out")) =>
+                {
+                    format!("> {timeout_s} s")
+                }
+                Some(r) if r.unavailable.as_deref().is_some_and(|u| u.contains("OOM")) => {
+                    "OOM-killed".to_string()
+                }
+                Some(r) if r.unavailable.is_some() => "unavailable".to_string(),
+                Some(r) => format!("{:.2}x ({:.0} {})", r.relative_runtime, r.metric, r.unit),
+                None => "-".into(),
+            };
+            print!("{cell:>22}");
+        }
+        println!();
+    }
+    println!(
+        "(runtime relative to all-local: 1.00x is as fast; in brackets the workload's own metric)"
+    );
+    for r in results.iter().filter(|r| r.unavailable.is_some()) {
+        println!(
+            "{} at {}x: unavailable: {}",
+            r.system,
+            r.expansion,
+            r.unavailable.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}

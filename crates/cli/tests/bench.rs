@@ -1,0 +1,201 @@
+//! `farmem bench` and `farmem report`, end to end on tiny data (--quick):
+//! every system set up for real (cgroup, swap file, zram, file mapping) and
+//! removed afterwards, even on Ctrl-C.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn bench(args: &[&str]) -> (bool, String, String) {
+    let o = farmem().arg("bench").args(args).output().unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn leftovers() -> Vec<String> {
+    let mut v = Vec::new();
+    for d in ["/sys/fs/cgroup/memory", "/sys/fs/cgroup", "/var/tmp"] {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            v.extend(
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("farmem-bench-")),
+            );
+        }
+    }
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    v.extend(
+        swaps
+            .lines()
+            .filter(|l| l.contains("farmem-bench") || l.contains("zram0"))
+            .map(String::from),
+    );
+    v
+}
+
+#[test]
+fn quick_bench_all_systems_json_and_cleanup() {
+    let (ok, out, err) = bench(&["memwrite", "--quick", "--json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let r = v["results"].as_array().unwrap();
+    let local = r
+        .iter()
+        .find(|x| x["system"] == "local")
+        .expect("local reference");
+    assert!(local["seconds"].as_f64().unwrap() > 0.0 && local["check"] == "ok");
+    for sys in ["farmem", "swap", "zram", "ssd-mmap"] {
+        let rows: Vec<&Value> = r.iter().filter(|x| x["system"] == sys).collect();
+        assert_eq!(rows.len(), 3, "{sys}: 1, 1.67 and 2x");
+        for x in rows {
+            for k in ["system", "expansion", "seconds", "metric", "unit"] {
+                assert!(x.get(k).is_some(), "{sys} lacks {k}");
+            }
+            // Each system ran for real here (root, cgroup v1, zram), or says why not.
+            assert!(x["check"] == "ok" || x.get("unavailable").is_some(), "{x}");
+        }
+    }
+    let fm = r
+        .iter()
+        .find(|x| x["system"] == "farmem" && x["expansion"] == 2.0)
+        .unwrap();
+    assert!(
+        fm["farmem_stats"]
+            .as_str()
+            .unwrap()
+            .contains("evicted pages"),
+        "farmem runs carry their stats"
+    );
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+}
+
+#[test]
+fn stencil_and_qsort_quick_with_csv_plot_and_report() {
+    let dir = std::env::temp_dir().join(format!("farmem-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("s.svg");
+    let (ok, out, err) = bench(&[
+        "stencil7",
+        "--quick",
+        "--systems",
+        "local,farmem,ssd-mmap",
+        "--csv",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.lines().next(),
+        Some("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check")
+    );
+    assert!(out.lines().skip(1).all(|l| l.ends_with(",ok")), "{out}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    // A bench result and a probe result in one HTML page.
+    let (ok, out, err) = bench(&["qsort", "--quick", "--systems", "local,farmem", "--json"]);
+    assert!(ok, "{err}");
+    let bj = dir.join("q.json");
+    std::fs::write(&bj, out).unwrap();
+    let pj = dir.join("p.json");
+    let o = farmem()
+        .args(["probe", "latency", "--max", "1M", "--quick", "--json"])
+        .output()
+        .unwrap();
+    std::fs::write(&pj, &o.stdout).unwrap();
+    let html = dir.join("r.html");
+    let o = farmem()
+        .args([
+            "report",
+            bj.to_str().unwrap(),
+            pj.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        h.contains("<h2>bench: qsort</h2>")
+            && h.contains("<h2>probe</h2>")
+            && h.matches("<svg").count() >= 2
+    );
+    let o = farmem()
+        .args(["report", bj.to_str().unwrap(), "--text"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("farmem"));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn ctrl_c_cleans_everything_up() {
+    let child = farmem()
+        .args([
+            "bench",
+            "qsort",
+            "--size",
+            "64M",
+            "--expansion",
+            "8",
+            "--systems",
+            "local,swap",
+            "--timeout",
+            "120",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the swap baseline is set up, then interrupt.
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .contains("farmem-bench")
+    {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the swap baseline never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+}
+
+#[test]
+fn bad_arguments() {
+    for (args, want) in [
+        (vec!["qsort", "--size", "lots"], "--size"),
+        (vec!["qsort", "--expansion", "0.5"], "between 1 and 64"),
+        (vec!["qsort", "--systems", "local,tape"], "not a system"),
+        (
+            vec!["stencil7", "--variant", "clever"],
+            "naive, spatial or temporal",
+        ),
+        (
+            vec!["qsort", "--size", "20G"],
+            "half of this machine's memory",
+        ),
+        (vec!["qsort", "--plot", "x.png"], "SVG"),
+    ] {
+        let (ok, _, err) = bench(&args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let o = farmem()
+        .args(["report", "/nonexistent.json", "-o", "/tmp/x.html"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let _ = Command::new("true").status();
+}
