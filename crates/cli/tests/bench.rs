@@ -7,6 +7,13 @@ use common::*;
 use serde_json::Value;
 use std::process::Command;
 
+/// These tests share machine-wide resources (zram0, swap, cgroups): one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn bench(args: &[&str]) -> (bool, String, String) {
     let o = farmem().arg("bench").args(args).output().unwrap();
     (
@@ -39,6 +46,7 @@ fn leftovers() -> Vec<String> {
 
 #[test]
 fn quick_bench_all_systems_json_and_cleanup() {
+    let _g = serial();
     let (ok, out, err) = bench(&["memwrite", "--quick", "--json"]);
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -75,6 +83,7 @@ fn quick_bench_all_systems_json_and_cleanup() {
 
 #[test]
 fn stencil_and_qsort_quick_with_csv_plot_and_report() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-bench-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let svg = dir.join("s.svg");
@@ -92,7 +101,19 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
         out.lines().next(),
         Some("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check")
     );
-    assert!(out.lines().skip(1).all(|l| l.ends_with(",ok")), "{out}");
+    // local and farmem must run and check out; a kernel baseline may also
+    // be unavailable in a small budget (OOM-killed: check "-").
+    for l in out.lines().skip(1) {
+        let baseline = !(l.starts_with("local,") || l.starts_with("farmem,"));
+        assert!(
+            l.ends_with(",ok") || (baseline && l.ends_with(",-")),
+            "{l}\n{err}"
+        );
+    }
+    assert!(
+        out.lines().filter(|l| l.starts_with("farmem,")).count() == 3,
+        "{out}"
+    );
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
     // A bench result and a probe result in one HTML page.
     let (ok, out, err) = bench(&["qsort", "--quick", "--systems", "local,farmem", "--json"]);
@@ -133,6 +154,7 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
 
 #[test]
 fn ctrl_c_cleans_everything_up() {
+    let _g = serial();
     let child = farmem()
         .args([
             "bench",
@@ -174,6 +196,7 @@ fn ctrl_c_cleans_everything_up() {
 
 #[test]
 fn bad_arguments() {
+    let _g = serial();
     for (args, want) in [
         (vec!["qsort", "--size", "lots"], "--size"),
         (vec!["qsort", "--expansion", "0.5"], "between 1 and 64"),
