@@ -154,18 +154,6 @@ fn one_node_note(t: &Topology) -> Option<String> {
     })
 }
 
-fn check_plot(p: &Option<PathBuf>) -> Result<()> {
-    if let Some(p) = p {
-        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
-            bail!(
-                "--plot {}: plots are written as SVG; name the file *.svg",
-                p.display()
-            );
-        }
-    }
-    Ok(())
-}
-
 fn topology(a: TopoArgs) -> Result<()> {
     let t = Topology::read(&a.sysfs)?;
     if a.json {
@@ -401,7 +389,7 @@ fn memslap(p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
 }
 
 fn xy(a: XyArgs) -> Result<()> {
-    check_plot(&a.plot)?;
+    crate::plot::check_svg_path(a.plot.as_deref())?;
     if a.runs == 0 || a.passes == 0 {
         bail!("--runs and --passes must be at least 1");
     }
@@ -573,7 +561,7 @@ struct PolicyResult {
 }
 
 fn policies(a: PolicyArgs) -> Result<()> {
-    check_plot(&a.plot)?;
+    crate::plot::check_svg_path(a.plot.as_deref())?;
     if a.duration.is_some_and(|d| !(d > 0.0 && d < 86400.0)) {
         bail!("--duration must be between 0 and 86400 seconds");
     }

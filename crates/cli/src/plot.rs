@@ -9,6 +9,19 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
 
+/// `--plot FILE` must name an SVG file: plots are written as SVG only.
+pub fn check_svg_path(p: Option<&Path>) -> Result<()> {
+    if let Some(p) = p {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            return Err(anyhow!(
+                "--plot {}: plots are written as SVG; name the file *.svg (convert with e.g. rsvg-convert for PNG)",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Latency against working set (log-log) with the detected levels marked, and
 /// far throughput against transfer size; whichever are present.
 pub fn probe(
