@@ -14,8 +14,9 @@ use farmem_runtime as rt;
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t, FILE};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Resolve and cache the next definition of a symbol.
-fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+/// Resolve and cache the next definition of a symbol (normally the C
+/// library's). Also used by the `farmem run` shim.
+pub fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let f = slot.load(Ordering::Relaxed);
     if f != 0 {
         return f;
@@ -24,7 +25,7 @@ fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
     if f == 0 {
         farmem_sys::fatal(
-            b"farmem: cannot find the C library's I/O functions (dlsym RTLD_NEXT failed)\n",
+            b"farmem: cannot find the C library function to forward to (dlsym RTLD_NEXT failed)\n",
         );
     }
     slot.store(f, Ordering::Relaxed);

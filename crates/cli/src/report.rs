@@ -2,7 +2,7 @@
 //! in one self-contained HTML page with inline SVG plots.
 
 use anyhow::{bail, Context, Result};
-use farmem_probe::far::{Throughput, Tier};
+use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -236,48 +236,10 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
         }
         out.push_str("</table>");
     }
-    let curve: Option<Vec<Point>> = v["curve"].as_array().map(|c| {
-        c.iter()
-            .map(|p| Point {
-                bytes: p["bytes"].as_u64().unwrap_or(0),
-                ns: f(&p["ns"]),
-            })
-            .collect()
-    });
-    let levels: Option<Vec<Level>> = v["levels"].as_array().map(|c| {
-        c.iter()
-            .map(|l| Level {
-                name: l["name"].as_str().unwrap_or("").into(),
-                bytes: l["bytes"].as_u64().unwrap_or(0),
-                ns: f(&l["ns"]),
-            })
-            .collect()
-    });
-    let far: Option<Vec<Tier>> = v["far"].as_array().map(|t| {
-        t.iter()
-            .map(|t| Tier {
-                name: t["name"].as_str().unwrap_or("").into(),
-                description: t["description"].as_str().unwrap_or("").into(),
-                rtt: farmem_probe::far::Rtt {
-                    samples: 0,
-                    p50_us: f(&t["rtt"]["p50_us"]),
-                    p99_us: f(&t["rtt"]["p99_us"]),
-                },
-                curve: t["curve"]
-                    .as_array()
-                    .map(|c| {
-                        c.iter()
-                            .map(|x| Throughput {
-                                transfer_bytes: x["transfer_bytes"].as_u64().unwrap_or(0),
-                                read_mbps: f(&x["read_mbps"]),
-                                write_mbps: f(&x["write_mbps"]),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            })
-            .collect()
-    });
+    // The probe's own types read back its JSON.
+    let curve: Option<Vec<Point>> = serde_json::from_value(v["curve"].clone()).ok();
+    let levels: Option<Vec<Level>> = serde_json::from_value(v["levels"].clone()).ok();
+    let far: Option<Vec<Tier>> = serde_json::from_value(v["far"].clone()).ok();
     if curve.is_some() || far.is_some() {
         let title = machine_line(v);
         out.push_str(&svg(|p| {

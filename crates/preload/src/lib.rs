@@ -273,15 +273,7 @@ pub extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
 fn real_usable_size(p: *mut c_void) -> usize {
     type F = unsafe extern "C" fn(*mut c_void) -> size_t;
     static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let mut f = SLOT.load(Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"malloc_usable_size".as_ptr()) } as usize;
-        SLOT.store(f, Ordering::Relaxed);
-    }
-    if f == 0 {
-        return 0;
-    }
+    let f = farmem::io::next_fn(&SLOT, c"malloc_usable_size");
     // SAFETY: f is the C library's malloc_usable_size.
     unsafe { std::mem::transmute::<usize, F>(f)(p) }
 }
@@ -371,14 +363,10 @@ pub extern "C" fn aligned_alloc(align: size_t, n: size_t) -> *mut c_void {
     aligned(align, n)
 }
 
-/// `memalign(3)`.
+/// `memalign(3)`: the same as `aligned_alloc` here.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn memalign(align: size_t, n: size_t) -> *mut c_void {
-    if !align.is_power_of_two() {
-        set_errno(libc::EINVAL);
-        return std::ptr::null_mut();
-    }
-    aligned(align, n)
+    aligned_alloc(align, n)
 }
 
 /// `valloc(3)`.
@@ -413,19 +401,6 @@ type MmapFn = unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off
 type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
 type MremapFn =
     unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void;
-
-fn next_sym(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    let mut f = slot.load(Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        if f == 0 {
-            die("cannot find the C library's mmap functions");
-        }
-        slot.store(f, Ordering::Relaxed);
-    }
-    f
-}
 
 /// Private anonymous read-write mappings at no fixed address are plain
 /// memory: large ones go far.
@@ -463,7 +438,7 @@ pub unsafe extern "C" fn mmap(
         }
     }
     static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = next_sym(&SLOT, c"mmap");
+    let f = farmem::io::next_fn(&SLOT, c"mmap");
     // SAFETY: f is the C library's mmap; arguments forwarded unchanged.
     unsafe { std::mem::transmute::<usize, MmapFn>(f)(addr, len, prot, flags, fd, off) }
 }
@@ -512,7 +487,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
         };
     }
     static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = next_sym(&SLOT, c"munmap");
+    let f = farmem::io::next_fn(&SLOT, c"munmap");
     // SAFETY: f is the C library's munmap.
     unsafe { std::mem::transmute::<usize, MunmapFn>(f)(addr, len) }
 }
@@ -557,7 +532,7 @@ pub unsafe extern "C" fn mremap(
         return q;
     }
     static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = next_sym(&SLOT, c"mremap");
+    let f = farmem::io::next_fn(&SLOT, c"mremap");
     // SAFETY: f is the C library's mremap; arguments forwarded unchanged.
     unsafe { std::mem::transmute::<usize, MremapFn>(f)(old, old_len, new_len, flags, new_addr) }
 }

@@ -7,26 +7,26 @@
 use crate::chase::{Buffer, PageMode};
 use crate::{quantile, ProbeError};
 use farmem_runtime::backend::{Backend, MAX_PAGES_PER_CALL};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 const PAGE: usize = 4096;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rtt {
     pub samples: usize,
     pub p50_us: f64,
     pub p99_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Throughput {
     pub transfer_bytes: u64,
     pub read_mbps: f64,
     pub write_mbps: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Tier {
     pub name: String,
     pub description: String,

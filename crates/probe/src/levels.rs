@@ -10,15 +10,15 @@
 //! reaches twice the last-level cache's size and starts above half of it, or
 //! when that size is unknown; otherwise it is a cache too.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     pub bytes: u64,
     pub ns: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Level {
     pub name: String,
     /// The largest working set measured on this level's plateau.

@@ -543,7 +543,7 @@ impl Runtime {
                 State::Absent => {
                     if let Ok(n) = next(w, Event::Claim { prefetch: false }) {
                         if self.cas(p, w, n) {
-                            self.fetch(p, n, write);
+                            self.fetch(p, write);
                             self.stats.faults.fetch_add(1, Ordering::Relaxed);
                             self.stats.fault_ns.record(now_ns() - t0);
                             return;
@@ -629,7 +629,7 @@ impl Runtime {
 
     /// Fetch and install demand page `p` (already Fetching, owned by us) and
     /// whatever of its prefetch window can be claimed.
-    fn fetch(&self, p: usize, _claimed: PageWord, write: bool) {
+    fn fetch(&self, p: usize, write: bool) {
         let mut batch = [0usize; MAXB];
         batch[0] = p;
         let mut n = 1;
