@@ -91,6 +91,8 @@ pub struct Stats {
     pub io_pins: AtomicU64,
     /// Faults that found the page already resolved by another thread.
     pub spurious: AtomicU64,
+    /// Times a system call waited for others' pins to stay within the limit.
+    pub pin_waits: AtomicU64,
     pub fault_ns: Histogram,
 }
 
@@ -108,6 +110,12 @@ pub struct Snapshot {
     pub prefetch_wasted: u64,
     pub io_pins: u64,
     pub spurious_faults: u64,
+    /// System calls that waited for the pin limit.
+    pub pin_waits: u64,
+    /// Refaulting pages admitted to the protected queue, and how many of
+    /// those displaced a colder protected page (see `replacement`).
+    pub promoted: u64,
+    pub displaced: u64,
     pub resident_bytes: u64,
     pub budget_bytes: u64,
     pub fault_p50_ns: u64,
@@ -117,7 +125,8 @@ pub struct Snapshot {
 }
 
 impl Stats {
-    pub fn snapshot(&self, resident_bytes: u64, budget_bytes: u64) -> Snapshot {
+    /// `policy` is (promoted, displaced) from the replacement queues.
+    pub fn snapshot(&self, resident_bytes: u64, budget_bytes: u64, policy: (u64, u64)) -> Snapshot {
         let page = farmem_sys::PAGE_SIZE as u64;
         Snapshot {
             faults: self.faults.load(Relaxed),
@@ -131,6 +140,9 @@ impl Stats {
             prefetch_wasted: self.prefetch_wasted.load(Relaxed),
             io_pins: self.io_pins.load(Relaxed),
             spurious_faults: self.spurious.load(Relaxed),
+            pin_waits: self.pin_waits.load(Relaxed),
+            promoted: policy.0,
+            displaced: policy.1,
             resident_bytes,
             budget_bytes,
             fault_p50_ns: self.fault_ns.quantile(0.50),
@@ -155,6 +167,7 @@ impl Snapshot {
              \x20 evicted pages                  {:>12}\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 spurious faults                {:>12}\n\
+             \x20 protected (admitted / displ.) {:>12} / {}\n\
              \x20 resident / budget              {:>12} / {}\n\
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n",
             self.faults,
@@ -167,6 +180,8 @@ impl Snapshot {
             self.prefetch_used,
             self.prefetch_wasted,
             self.spurious_faults,
+            self.promoted,
+            self.displaced,
             sz(self.resident_bytes),
             sz(self.budget_bytes),
             us(self.fault_p50_ns),

@@ -1,4 +1,5 @@
-//! A spin lock usable inside the SIGBUS handler, and the FIFO of resident pages.
+//! A spin lock usable inside the SIGBUS handler, and the fixed-capacity ring
+//! that the replacement queues are made of.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -105,6 +106,17 @@ impl Ring {
         true
     }
 
+    /// Put `v` at the front (next to pop); returns false when full.
+    pub fn push_front(&mut self, v: u32) -> bool {
+        if self.len == self.buf.len() {
+            return false;
+        }
+        self.head = (self.head + self.buf.len() - 1) % self.buf.len();
+        self.buf[self.head] = v;
+        self.len += 1;
+        true
+    }
+
     pub fn pop(&mut self) -> Option<u32> {
         if self.len == 0 {
             return None;
@@ -144,6 +156,7 @@ mod tests {
             let mut m = std::collections::VecDeque::new();
             for (op, v) in ops {
                 match op {
+                    0 if v % 2 == 0 => { let ok = r.push_front(v); prop_assert_eq!(ok, m.len() < cap); if ok { m.push_front(v); } }
                     0 | 1 => { let ok = r.push(v); prop_assert_eq!(ok, m.len() < cap); if ok { m.push_back(v); } }
                     2 => prop_assert_eq!(r.pop(), m.pop_front()),
                     _ => { r.retain(|x| x % 3 != v % 3); m.retain(|x| x % 3 != v % 3); }

@@ -9,12 +9,39 @@ pub type SigInfoHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut 
 /// Install `handler` for `sig` with `SA_SIGINFO | SA_RESTART` (not `SA_ONSTACK`: a small alternate stack, such as the one Rust sets up for overflow detection, is too small for the fault path),
 /// returning the previous action (for chaining faults that are not ours).
 pub fn install(sig: libc::c_int, handler: SigInfoHandler) -> io::Result<libc::sigaction> {
+    install_with_mask(sig, handler, false)
+}
+
+/// Like [`install`], but every asynchronous signal stays blocked while the
+/// handler runs. The fault handler needs this: it holds spin locks and owns
+/// pages mid-transition, and a program's signal handler that ran on top of it
+/// and touched far memory would fault again with SIGBUS blocked (the kernel
+/// then kills the process) or spin on a lock its own thread holds.
+pub fn install_blocking_async(
+    sig: libc::c_int,
+    handler: SigInfoHandler,
+) -> io::Result<libc::sigaction> {
+    install_with_mask(sig, handler, true)
+}
+
+fn install_with_mask(
+    sig: libc::c_int,
+    handler: SigInfoHandler,
+    block_async: bool,
+) -> io::Result<libc::sigaction> {
     // SAFETY: sigaction is plain old data; zero is a valid initial value.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    // SAFETY: sa.sa_mask is a valid sigset_t to initialise.
-    unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+    sa.sa_mask = if block_async {
+        async_signals()
+    } else {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a live sigset_t.
+        unsafe { libc::sigemptyset(&mut set) };
+        set
+    };
     // SAFETY: as above.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers refer to live sigaction structs.
@@ -35,6 +62,26 @@ pub fn set_default(sig: libc::c_int) {
     unsafe { libc::signal(sig, libc::SIG_DFL) };
 }
 
+/// Every signal except the synchronous fault signals (which cannot be
+/// deferred: blocking one while it is raised kills the process).
+fn async_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data and is initialised by sigfillset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live sigset_t.
+    unsafe { libc::sigfillset(&mut set) };
+    for s in [
+        libc::SIGBUS,
+        libc::SIGSEGV,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+    ] {
+        // SAFETY: `set` is a live sigset_t; s is a valid signal number.
+        unsafe { libc::sigdelset(&mut set, s) };
+    }
+    set
+}
+
 /// Blocks every blockable signal except the synchronous fault signals until
 /// dropped (restoring the previous mask). Used around code that holds a lock
 /// which a user's signal handler could need if it touched far memory.
@@ -44,15 +91,8 @@ pub struct SignalBlock {
 
 impl SignalBlock {
     pub fn new() -> SignalBlock {
-        // SAFETY: sigset_t is plain data and is initialised by sigfillset.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is a live sigset_t.
-        unsafe { libc::sigfillset(&mut set) };
-        for s in [libc::SIGBUS, libc::SIGSEGV, libc::SIGILL, libc::SIGFPE] {
-            // SAFETY: `set` is a live sigset_t; s is a valid signal number.
-            unsafe { libc::sigdelset(&mut set, s) };
-        }
-        // SAFETY: as above.
+        let set = async_signals();
+        // SAFETY: sigset_t is plain data; pthread_sigmask fills it.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: both sets are live.
         unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };

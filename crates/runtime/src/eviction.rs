@@ -1,0 +1,190 @@
+//! Eviction: victims chosen by the replacement policy ([`crate::replacement`]),
+//! dirty ones written back, all of them unmapped in batches.
+
+use crate::page::{self, next, Event, PageWord, State};
+use crate::replacement::Take;
+use crate::signals::MsgBuf;
+use crate::{Runtime, MAXB};
+use farmem_sys::PAGE_SIZE;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+impl Runtime {
+    /// Evict up to `k` resident, unpinned pages chosen by the replacement
+    /// policy. Returns how many.
+    pub(crate) fn evict(&self, k: usize) -> usize {
+        let mut victims = [0u32; MAXB];
+        let mut was = [PageWord(0); MAXB];
+        let k = k.min(MAXB);
+        let mut taken = 0;
+        let n = self.queues.lock().evict(&mut victims[..k], self, |q| {
+            let w = self.load(q as usize);
+            if !w.state().is_resident() {
+                // Not resident: the queues' invariant says this cannot be.
+                return Take::Drop;
+            }
+            if w.state() == State::Clean && self.transition(q as usize, Event::SecondChance).is_ok()
+            {
+                return Take::Keep;
+            }
+            match next(w, Event::EvictStart) {
+                Ok(nw) if self.cas(q as usize, w, nw) => {
+                    // The policy lists victims in the order they are taken.
+                    was[taken] = w;
+                    taken += 1;
+                    Take::Taken
+                }
+                // Pinned, being made dirty, or changed just now: keep it.
+                _ => Take::Keep,
+            }
+        });
+        if n > 0 {
+            let mut vs = [0usize; MAXB];
+            let mut ws = [PageWord(0); MAXB];
+            for i in 0..n {
+                vs[i] = victims[i] as usize;
+                ws[i] = was[i];
+            }
+            self.finish_eviction(&vs[..n], &ws[..n]);
+        }
+        n
+    }
+
+    /// Write back the dirty victims, unmap all of them, and mark them Absent.
+    /// The victims are Evicting (owned by this thread) and out of the ring.
+    pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
+        let mut wb_pages = [0u64; MAXB];
+        let mut wb_data: [&[u8]; MAXB] = [&[]; MAXB];
+        let mut m = 0;
+        for (i, &q) in victims.iter().enumerate() {
+            if page::needs_writeback(was[i].state()) {
+                wb_pages[m] = q as u64;
+                m += 1;
+            }
+        }
+        // Write-protect the dirty victims first (one ioctl per run of
+        // consecutive pages: each ioctl flushes TLBs on every CPU), so that no
+        // write can slip in between the copy we send and the unmap; writers
+        // now fault and wait for the eviction to finish.
+        let mut i = 0;
+        while i < m {
+            let mut j = i + 1;
+            while j < m && wb_pages[j] == wb_pages[j - 1] + 1 {
+                j += 1;
+            }
+            if let Err(e) = self.uffd.write_protect(
+                self.addr_of(wb_pages[i] as usize),
+                (j - i) * PAGE_SIZE,
+                true,
+            ) {
+                let mut mb = MsgBuf::new();
+                let _ = writeln!(
+                    mb,
+                    "farmem: cannot write-protect far pages for eviction: {e}"
+                );
+                farmem_sys::fatal(mb.as_bytes());
+            }
+            i = j;
+        }
+        for (k, &q) in wb_pages[..m].iter().enumerate() {
+            // SAFETY: the page is mapped (Evicting pages stay mapped until the
+            // zap below) and write-protected, so nothing changes it while the
+            // slice lives.
+            wb_data[k] = unsafe {
+                std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE)
+            };
+        }
+        if m > 0 {
+            if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
+                self.fatal_backend("write back", wb_pages[0] as usize, &e);
+            }
+        }
+        // Zap consecutive runs with one madvise each.
+        let mut sorted = [0usize; MAXB];
+        sorted[..victims.len()].copy_from_slice(victims);
+        sorted[..victims.len()].sort_unstable();
+        let mut i = 0;
+        while i < victims.len() {
+            let mut j = i + 1;
+            while j < victims.len() && sorted[j] == sorted[j - 1] + 1 {
+                j += 1;
+            }
+            // SAFETY: these pages are owned by this eviction; readers that touch
+            // them now fault and wait for the Absent state.
+            let r = unsafe {
+                farmem_sys::mem::madvise(
+                    self.addr_of(sorted[i]) as *mut u8,
+                    (j - i) * PAGE_SIZE,
+                    libc::MADV_DONTNEED,
+                )
+            };
+            if let Err(e) = r {
+                let mut mb = MsgBuf::new();
+                let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
+                farmem_sys::fatal(mb.as_bytes());
+            }
+            i = j;
+        }
+        for (i, &q) in victims.iter().enumerate() {
+            if was[i].has(page::PREFETCHED) {
+                self.stats.prefetch_wasted.fetch_add(1, Ordering::Relaxed);
+            }
+            self.must(
+                q,
+                Event::Evicted {
+                    written_back: page::needs_writeback(was[i].state()),
+                },
+            );
+        }
+        self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
+        self.stats
+            .evictions
+            .fetch_add(victims.len() as u64, Ordering::Relaxed);
+        self.stats
+            .pages_written_back
+            .fetch_add(m as u64, Ordering::Relaxed);
+    }
+
+    /// Evict every resident, unpinned page of `[first, last]` now.
+    pub(crate) fn evict_range(&self, first: usize, last: usize) {
+        let _block = farmem_sys::signal::SignalBlock::new();
+        // Take every resident page first (they are Evicting, owned by us)...
+        let mut victims = Vec::new();
+        for p in first..=last {
+            let w = self.load(p);
+            if w.state().is_resident() {
+                if let Ok(nw) = next(w, Event::EvictStart) {
+                    if self.cas(p, w, nw) {
+                        victims.push((p, w));
+                    }
+                }
+            }
+        }
+        if victims.is_empty() {
+            return;
+        }
+        // ...drop them from the eviction order in one pass, before any of
+        // them can become Absent and be faulted back in (which would push it
+        // again and leave two entries for one page)...
+        {
+            let mut queues = self.queues.lock();
+            queues.retain(|q| {
+                let q = q as usize;
+                !((first..=last).contains(&q) && self.load(q).state() == State::Evicting)
+            });
+            for &(p, _) in &victims {
+                queues.stamp(p as u32, self);
+            }
+        }
+        // ...then write back and unmap them in batches.
+        for chunk in victims.chunks(MAXB) {
+            let mut vs = [0usize; MAXB];
+            let mut was = [PageWord(0); MAXB];
+            for (i, &(p, w)) in chunk.iter().enumerate() {
+                vs[i] = p;
+                was[i] = w;
+            }
+            self.finish_eviction(&vs[..chunk.len()], &was[..chunk.len()]);
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! The fault path, run in the faulting thread's SIGBUS handler: claim the
+//! page, reserve room in the budget (evicting as needed), fetch the page and
+//! its prefetch window in one batch, install them with `UFFDIO_COPY`, and hand
+//! them to the replacement queues. No other thread is woken: on this class of
+//! machine a wake-up costs ~100 µs, a whole fault ~5–20 µs.
+
+use crate::page::{self, next, Event, State};
+use crate::prefetch::encode_stream;
+use crate::replacement::Aux as _;
+use crate::signals::MsgBuf;
+use crate::{wait, Runtime, MAXB};
+use farmem_sys::now_ns;
+use farmem_sys::uffd::CopyOutcome;
+use farmem_sys::PAGE_SIZE;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+impl Runtime {
+    /// Resolve a fault at `addr` in the calling thread.
+    ///
+    /// Hazard: a page is only ever changed by the thread that moved it into an
+    /// owned state (Fetching, MakingDirty, Evicting). Example interleaving
+    /// without that rule: thread A takes a write fault on a Clean page and is
+    /// about to clear write protection; thread B evicts the page (it is clean,
+    /// so it is simply zapped) and thread C faults it back in, write-protected.
+    /// A's late "clear write protection" would now make C's fresh page writable
+    /// while it is marked Clean: its next write would never be written back.
+    /// With MakingDirty, B cannot start evicting until A has finished.
+    pub(crate) fn handle_fault(&self, addr: usize, write: bool) {
+        let p = (addr - self.base) / PAGE_SIZE;
+        let t0 = now_ns();
+        let mut waits = 0u32;
+        loop {
+            let w = self.load(p);
+            if !w.has(page::ALLOCATED) {
+                let mut m = MsgBuf::new();
+                let _ = writeln!(
+                    m,
+                    "farmem: access to far memory at {addr:#x}, which is not allocated (use after fm_free, or out of bounds)"
+                );
+                farmem_sys::fatal(m.as_bytes());
+            }
+            match w.state() {
+                State::Absent => {
+                    if let Ok(n) = next(w, Event::Claim { prefetch: false }) {
+                        if self.cas(p, w, n) {
+                            self.fetch(p, write);
+                            self.stats.faults.fetch_add(1, Ordering::Relaxed);
+                            self.stats.fault_ns.record(now_ns() - t0);
+                            return;
+                        }
+                    }
+                }
+                State::Clean if write => {
+                    if let Ok(n) = next(w, Event::WriteFault) {
+                        if self.cas(p, w, n) {
+                            if w.has(page::PREFETCHED) {
+                                self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
+                            }
+                            if let Err(e) =
+                                self.uffd.write_protect(self.addr_of(p), PAGE_SIZE, false)
+                            {
+                                let mut m = MsgBuf::new();
+                                let _ = writeln!(
+                                    m,
+                                    "farmem: cannot make far page {addr:#x} writable: {e}"
+                                );
+                                farmem_sys::fatal(m.as_bytes());
+                            }
+                            self.must(p, Event::MadeDirty);
+                            self.stats.wp_faults.fetch_add(1, Ordering::Relaxed);
+                            return;
+                        }
+                    }
+                }
+                // Resolved by another thread meanwhile: retry the access.
+                State::Clean | State::Dirty => {
+                    self.stats.spurious.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                // Another thread owns the page: wait for it.
+                State::Fetching | State::MakingDirty | State::Evicting => wait(&mut waits),
+            }
+        }
+    }
+
+    /// Fetch and install demand page `p` (already Fetching, owned by us) and
+    /// whatever of its prefetch window can be claimed.
+    pub(crate) fn fetch(&self, p: usize, write: bool) {
+        let mut batch = [0usize; MAXB];
+        batch[0] = p;
+        let mut n = 1;
+        let seq = self.load(p).has(page::ADV_SEQUENTIAL);
+        let (stride, want, stream) = self.plan_prefetch(p, self.load(p));
+        for k in 1..want as i64 {
+            let q = p as i64 + stride * k;
+            if q < 0 || q as usize >= self.npages {
+                break;
+            }
+            let q = q as usize;
+            let w = self.load(q);
+            let claimed = w.state() == State::Absent
+                && !w.has(page::ADV_RANDOM)
+                && next(w, Event::Claim { prefetch: true }).is_ok_and(|nw| self.cas(q, w, nw));
+            if !claimed {
+                break;
+            }
+            batch[n] = q;
+            n += 1;
+        }
+        if let Some((i, e)) = stream {
+            let _ = self.streams[i].compare_exchange(
+                e,
+                encode_stream(p as i64 + stride * n as i64, n as u64, stride),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+        if stride < 0 {
+            // Ascending order lets the pages be fetched and installed in runs.
+            batch[1..n].reverse();
+        }
+        self.reserve(n);
+
+        // Fetch the pages the backend holds, in one batch, into a slot buffer.
+        let slot = self.slots.acquire();
+        // SAFETY: slot `slot` owns its MAXB pages of the slot mapping
+        // exclusively while this thread holds its busy flag (until release).
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.slots.buf(slot), MAXB * PAGE_SIZE) };
+        let mut remote = [0u64; MAXB];
+        let mut src_index = [usize::MAX; MAXB];
+        let mut r = 0;
+        for i in 0..n {
+            if self.load(batch[i]).has(page::ON_SERVER) {
+                remote[r] = batch[i] as u64;
+                src_index[i] = r;
+                r += 1;
+            }
+        }
+        if r > 0 {
+            if let Err(e) = self.backend.read(&remote[..r], &mut buf[..r * PAGE_SIZE]) {
+                self.fatal_backend("fetch", p, &e);
+            }
+        }
+
+        // Install: the demand page writable if the fault was a write, every
+        // other page write-protected (clean). Consecutive pages with the same
+        // source kind go in one UFFDIO_COPY.
+        let src_of = |i: usize| -> *const u8 {
+            match src_index[i] {
+                usize::MAX => self.zero.as_ptr(),
+                j => buf[j * PAGE_SIZE..].as_ptr(),
+            }
+        };
+        // A write fault starts (or continues) a write stream: its prefetched
+        // pages are installed writable and dirty too, sparing each one a
+        // write-protect fault (a sequential writer would take one per page).
+        // The cost, when they are not written after all, is a write-back.
+        let wp_of = |_: usize| !write;
+        let mut i = 0;
+        while i < n {
+            let mut j = i + 1;
+            while j < n
+                && j - i < MAXB
+                && batch[j] == batch[j - 1] + 1
+                && wp_of(j) == wp_of(i)
+                && (src_index[j] == usize::MAX) == (src_index[i] == usize::MAX)
+                && (src_index[i] == usize::MAX || src_index[j] == src_index[j - 1] + 1)
+            {
+                j += 1;
+            }
+            let src = if src_index[i] == usize::MAX {
+                self.zero.as_ptr()
+            } else {
+                src_of(i)
+            };
+            // SAFETY: src is a slot buffer or the zero mapping, readable for
+            // (j-i) pages; the destination pages are in the registered arena and
+            // owned by this thread (Fetching).
+            let res = unsafe {
+                self.uffd
+                    .copy(self.addr_of(batch[i]), src, (j - i) * PAGE_SIZE, wp_of(i))
+            };
+            match res {
+                Ok(CopyOutcome::Done) => {}
+                Ok(CopyOutcome::Exists { .. }) | Err(_) => {
+                    let mut m = MsgBuf::new();
+                    let _ = writeln!(
+                        m,
+                        "farmem: cannot install far page {:#x}: {:?}",
+                        self.addr_of(batch[i]),
+                        res
+                    );
+                    farmem_sys::fatal(m.as_bytes());
+                }
+            }
+            i = j;
+        }
+        self.slots.release(slot);
+
+        let zero_filled = n - r;
+        for &q in &batch[..n] {
+            self.must(q, Event::Installed { dirty: write });
+        }
+        // Only the demand page tells a refault distance: prefetched pages were
+        // not asked for, and SEQUENTIAL pages are not to be kept.
+        let refault = (!seq).then(|| self.aux(p as u32));
+        {
+            let mut queues = self.queues.lock();
+            for (i, &q) in batch[..n].iter().enumerate() {
+                if !queues.admit(q as u32, if i == 0 { refault } else { None }, self) {
+                    drop(queues);
+                    farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
+                }
+            }
+        }
+        self.stats
+            .pages_fetched
+            .fetch_add(r as u64, Ordering::Relaxed);
+        self.stats
+            .pages_zero_filled
+            .fetch_add(zero_filled as u64, Ordering::Relaxed);
+        self.stats
+            .prefetched
+            .fetch_add(n as u64 - 1, Ordering::Relaxed);
+    }
+
+    /// Reserve room for `n` pages in the local budget, evicting as needed.
+    pub(crate) fn reserve(&self, n: usize) {
+        let start = now_ns();
+        let mut waits = 0u32;
+        loop {
+            let r = self.resident.load(Ordering::Acquire);
+            if r + n <= self.budget {
+                if self
+                    .resident
+                    .compare_exchange_weak(r, r + n, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            let want = n.max(self.cfg.evict_batch as usize).min(MAXB);
+            if self.evict(want) == 0 {
+                wait(&mut waits);
+                if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
+                    let mut m = MsgBuf::new();
+                    let _ = writeln!(
+                        m,
+                        "farmem: no room in the local budget ({} pages): all resident far pages are pinned or in use. \
+                         Raise FARMEM_LOCAL or pin less.",
+                        self.budget
+                    );
+                    farmem_sys::fatal(m.as_bytes());
+                }
+            }
+        }
+    }
+}

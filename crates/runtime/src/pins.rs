@@ -1,0 +1,185 @@
+//! Pins and advice: `fm_advise`, and the pins that keep a system call's far
+//! buffer resident while the kernel uses it.
+
+use crate::page::{self, Event, State};
+use crate::signals::is_forked_child;
+use crate::{config, wait, Advice, Runtime, RuntimeError};
+use farmem_sys::PAGE_SIZE;
+use std::sync::atomic::Ordering;
+
+/// Pinned pages for a system call on a far buffer; unpinned on drop.
+pub struct IoPin {
+    rt: &'static Runtime,
+    first: usize,
+    last: usize,
+}
+
+impl Drop for IoPin {
+    fn drop(&mut self) {
+        for p in self.first..=self.last {
+            self.rt.unpin(p);
+        }
+        self.rt
+            .pinned
+            .fetch_sub(self.last - self.first + 1, Ordering::AcqRel);
+    }
+}
+
+impl Runtime {
+    pub(crate) fn unpin(&self, p: usize) {
+        let _ = self.transition(p, Event::Unpin);
+    }
+
+    /// `fm_advise`.
+    pub fn advise(&self, addr: usize, len: usize, advice: Advice) -> Result<(), RuntimeError> {
+        self.check_not_forked()?;
+        let (first, last) = self.range_of(addr, len)?;
+        let set_bits = |set: u32, clear: u32| {
+            for p in first..=last {
+                let _ = self
+                    .word(p)
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                        Some((w & !clear) | set)
+                    });
+            }
+        };
+        match advice {
+            Advice::Normal => set_bits(0, page::ADVICE_MASK),
+            Advice::Sequential => set_bits(page::ADV_SEQUENTIAL, page::ADV_RANDOM),
+            Advice::Random => set_bits(page::ADV_RANDOM, page::ADV_SEQUENTIAL),
+            Advice::ReadMostly => set_bits(page::ADV_READ_MOSTLY, 0),
+            Advice::WillNeed => {
+                // Bring in at most half the budget; the rest would only evict it.
+                let n = (last - first + 1).min(self.budget / 2);
+                for p in first..first + n {
+                    if self.load(p).state() == State::Absent {
+                        // SAFETY: p is an allocated far page; a read fault
+                        // brings it in (with a prefetch window).
+                        unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
+                    }
+                }
+            }
+            Advice::DontNeed => self.evict_range(first, last),
+            Advice::Pin => {
+                let n = last - first + 1;
+                let pinned = self.pinned.fetch_add(n, Ordering::AcqRel) + n;
+                if pinned > self.budget * 3 / 4 {
+                    self.pinned.fetch_sub(n, Ordering::AcqRel);
+                    return Err(RuntimeError::PinBudget {
+                        want: config::format_size((n * PAGE_SIZE) as u64),
+                        budget: config::format_size(self.budget_bytes()),
+                    });
+                }
+                for p in first..=last {
+                    while self.transition(p, Event::Pin).is_err() {
+                        farmem_sys::sched_yield();
+                    }
+                    // SAFETY: p is an allocated far page; touching it faults it in.
+                    unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
+                }
+            }
+            Advice::Unpin => {
+                if (first..=last).any(|p| self.load(p).pins() == 0) {
+                    return Err(RuntimeError::NotPinned);
+                }
+                for p in first..=last {
+                    self.unpin(p);
+                }
+                self.pinned.fetch_sub(last - first + 1, Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
+    /// Make `[addr, addr+len)` safe for a system call: pin its far pages and
+    /// fault them in from user mode (for `for_write`, as writes, so they are
+    /// writable and marked dirty). In SIGBUS mode the kernel cannot fault far
+    /// pages in for a system call; it would fail with EFAULT.
+    ///
+    /// Returns `None` when the range holds no far memory. The caller keeps
+    /// the range under a quarter of the budget (`io_chunk`).
+    pub fn pin_for_io(&'static self, addr: usize, len: usize, for_write: bool) -> Option<IoPin> {
+        if len == 0 {
+            return None;
+        }
+        let end = addr.checked_add(len)?;
+        let lo = addr.max(self.base);
+        let hi = end.min(self.base + self.arena.len());
+        if lo >= hi {
+            return None;
+        }
+        if is_forked_child() {
+            farmem_sys::fatal(b"farmem: a fork() child passed far memory to a system call; far memory stays with the parent\n");
+        }
+        let first = (lo - self.base) / PAGE_SIZE;
+        let last = (hi - 1 - self.base) / PAGE_SIZE;
+        let want = last - first + 1;
+        self.reserve_pins(want);
+        let mut pinned_to = first;
+        for p in first..=last {
+            if self.transition(p, Event::Pin).is_err() {
+                break; // unallocated: the kernel will report EFAULT itself
+            }
+            pinned_to = p + 1;
+        }
+        for p in first..pinned_to {
+            let a = self.addr_of(p).max(lo);
+            if for_write {
+                // SAFETY: `a` is inside an allocated far page. `lock or 0`
+                // is an atomic write that leaves the byte's value unchanged
+                // (also against concurrent writers), forcing a write fault.
+                unsafe {
+                    core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
+                };
+            } else {
+                // SAFETY: `a` is inside an allocated far page.
+                unsafe { std::ptr::read_volatile(a as *const u8) };
+            }
+        }
+        self.stats.io_pins.fetch_add(1, Ordering::Relaxed);
+        self.pinned
+            .fetch_sub(want - (pinned_to - first), Ordering::AcqRel);
+        if pinned_to == first {
+            return None;
+        }
+        Some(IoPin {
+            rt: self,
+            first,
+            last: pinned_to - 1,
+        })
+    }
+
+    /// Count `n` pages against the pin limit (3/4 of the budget, shared with
+    /// `FM_ADV_PIN`), waiting while concurrent system calls hold too many:
+    /// pins beyond the limit would leave `reserve` nothing to evict.
+    fn reserve_pins(&self, n: usize) {
+        let limit = self.budget * 3 / 4;
+        let start = farmem_sys::now_ns();
+        let mut waits = 0u32;
+        loop {
+            let cur = self.pinned.load(Ordering::Acquire);
+            if cur + n <= limit || cur == 0 {
+                if self
+                    .pinned
+                    .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            self.stats.pin_waits.fetch_add(1, Ordering::Relaxed);
+            wait(&mut waits);
+            if farmem_sys::now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
+                farmem_sys::fatal(
+                    b"farmem: system calls on far buffers keep 3/4 of the local budget pinned; raise FARMEM_LOCAL\n",
+                );
+            }
+        }
+    }
+
+    /// Largest buffer one system call may pin at once.
+    pub fn io_chunk(&self) -> usize {
+        (self.budget * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)
+    }
+}

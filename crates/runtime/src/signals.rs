@@ -1,0 +1,128 @@
+//! Signals and fork: the SIGBUS handler that runs the fault path, chaining
+//! to the program's own handler, and the guard that stops a forked child
+//! from reading far memory as zeros.
+
+use crate::get;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+pub(crate) static PREV_SIGBUS: OnceLock<libc::sigaction> = OnceLock::new();
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+pub(crate) extern "C" fn print_stats_at_exit() {
+    if let Some(rt) = get() {
+        farmem_sys::write_stderr(rt.snapshot().render().as_bytes());
+    }
+}
+
+/// In a forked child the userfaultfd is gone: missing pages would silently
+/// read as zero. Make the whole arena inaccessible instead, so the child stops
+/// with a clear message if it touches far memory.
+pub(crate) extern "C" fn after_fork_child() {
+    FORKED.store(true, Ordering::Release);
+    if let Some(rt) = get() {
+        // SAFETY: the arena is ours; nothing in the child may use it any more.
+        let _ = unsafe {
+            farmem_sys::mem::mprotect(rt.arena.as_ptr(), rt.arena.len(), libc::PROT_NONE)
+        };
+        let _ = farmem_sys::signal::install(libc::SIGSEGV, on_sigsegv_child);
+    }
+}
+
+/// True in a child created by fork() after init.
+pub fn is_forked_child() -> bool {
+    FORKED.load(Ordering::Acquire)
+}
+
+pub(crate) extern "C" fn on_sigsegv_child(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _ctx: *mut libc::c_void,
+) {
+    // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
+    let addr = unsafe { farmem_sys::signal::fault_addr(info) };
+    if let Some(rt) = get() {
+        if rt.arena.contains(addr) {
+            let mut m = MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: process {} (a fork() child) touched far memory at {addr:#x}; far memory stays with the parent. \
+                 Use threads, or exec a new program in the child.",
+                std::process::id()
+            );
+            farmem_sys::fatal(m.as_bytes());
+        }
+    }
+    farmem_sys::signal::set_default(sig);
+}
+
+pub(crate) extern "C" fn on_sigbus(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+) {
+    // SAFETY: errno is thread-local; the handler must leave it as it found it.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
+    let addr = unsafe { farmem_sys::signal::fault_addr(info) };
+    match get() {
+        Some(rt) if rt.arena.contains(addr) => {
+            // SAFETY: ctx is the handler's ucontext.
+            let write = unsafe { farmem_sys::signal::fault_is_write(ctx) };
+            rt.handle_fault(addr, write);
+        }
+        _ => chain_sigbus(sig, info, ctx),
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// A SIGBUS that is not ours: hand it to the previous handler, or let the
+/// default action (core dump) happen when the access is retried.
+fn chain_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(prev) = PREV_SIGBUS.get() else {
+        farmem_sys::signal::set_default(sig);
+        return;
+    };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        farmem_sys::signal::set_default(sig);
+    } else if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the previous handler was installed as an SA_SIGINFO handler.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the previous handler was installed as a plain handler.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+        f(sig);
+    }
+}
+
+/// A message buffer for the signal handler: formatting without allocating.
+pub(crate) struct MsgBuf {
+    buf: [u8; 768],
+    len: usize,
+}
+
+impl MsgBuf {
+    pub(crate) fn new() -> MsgBuf {
+        MsgBuf {
+            buf: [0; 768],
+            len: 0,
+        }
+    }
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for MsgBuf {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
