@@ -1,60 +1,47 @@
-//! Where far pages live: one small trait, two stores.
+//! Pages striped over `farmem serve` memory servers.
 //!
-//! Both are called from the SIGBUS handler, so their fast paths allocate
-//! nothing and make only raw syscalls.
+//! **Write-back does not wait for its acknowledgement.** A write request is
+//! complete for the runtime once `send` has copied it into the socket buffer:
+//! the arena pages can be unmapped at once. Its `WriteOk` is read later, by
+//! the next request on that connection (replies come in request order), and
+//! an error there stops the program as a failed write-back would.
+//!
+//! Hazard: a refault could overtake its own write-back. Thread A evicts page
+//! p and sends `Write p` on connection 1, not waiting; thread B faults p back
+//! and sends `Read p` on connection 2; the server serves connection 2 first
+//! and returns the old bytes. So every page has one connection (its *route*:
+//! server by stripe, connection by stripe within the server), and a server
+//! serves one connection's requests in order: `Read p` queues behind
+//! `Write p`. `free` drains every connection first, so a Free cannot overtake
+//! a write either.
 
-use crate::config::{Config, FileDirect};
-use farmem_sys::net::{recv_exact, send_vectored, set_nonblocking, Wait, MAX_IOV};
+use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use crate::config::Config;
+use farmem_sys::net::{
+    recv_exact, send_vectored, set_nonblocking, set_socket_buffers, Wait, MAX_IOV,
+};
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN};
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use thiserror::Error;
-
-/// Most pages in one backend call.
-pub const MAX_PAGES_PER_CALL: usize = crate::config::MAX_BATCH as usize;
-
-#[derive(Debug, Error)]
-pub enum BackendError {
-    #[error("memory server {server}: {source}")]
-    Io { server: String, source: io::Error },
-    #[error("memory server {server} refused: {message} ({code:?})")]
-    Refused {
-        server: String,
-        code: Option<ErrorCode>,
-        message: String,
-    },
-    #[error("memory server {server} sent a bad reply: {why}")]
-    Protocol { server: String, why: String },
-    #[error(
-        "cannot connect to memory server {server}: {source} (is `farmem serve` running there?)"
-    )]
-    Connect { server: String, source: io::Error },
-    #[error("far-memory file {path}: {source}")]
-    File { path: PathBuf, source: io::Error },
-}
-
-/// A page store. `pages` are far page numbers; `read` fills `buf` with
-/// `pages.len()` pages in order; `write` sends one page-sized slice per page.
-pub trait Backend: Send + Sync {
-    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
-    fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
-    /// Release pages `[start, start+n)`.
-    fn free(&self, start: u64, n: u64) -> Result<(), BackendError>;
-    /// One line for messages: what and where.
-    fn describe(&self) -> String;
-    /// Which server (by name) holds `page`; for error messages.
-    fn holder(&self, page: u64) -> String;
-}
 
 struct Conn {
     busy: AtomicBool,
     fd: RawFd,
     tag: AtomicU32,
+    /// Write requests sent whose replies are still unread, and the tag of the
+    /// oldest (only touched by the holder of `busy`). Any other request
+    /// drains them before its own reply, so their tags are consecutive.
+    unacked: AtomicU32,
+    ack_tag: AtomicU32,
 }
+
+/// Unread write acknowledgements one connection may hold before a writer
+/// waits for them: enough to keep the pipe busy, few enough that an error
+/// surfaces soon after the write that caused it.
+const MAX_UNACKED: u32 = 8;
 
 struct Server {
     name: String,
@@ -158,6 +145,8 @@ impl RemoteBackend {
                     busy: AtomicBool::new(false),
                     fd,
                     tag: AtomicU32::new(1),
+                    unacked: AtomicU32::new(0),
+                    ack_tag: AtomicU32::new(0),
                 };
                 // The Hello handshake on this connection (an error here
                 // leaks the fd; initialisation then fails anyway).
@@ -170,6 +159,10 @@ impl RemoteBackend {
                     source,
                 };
                 set_nonblocking(fd).map_err(io_err)?;
+                // Room for a whole batch of deferred write-backs plus a read,
+                // so neither side waits for the other to drain (best effort:
+                // the kernel caps it at net.core.wmem_max).
+                let _ = set_socket_buffers(fd, 1 << 20);
                 let mut hello = Vec::with_capacity(HEADER_LEN + 24);
                 hello.extend_from_slice(
                     &Header::new(Op::Hello, 0, 0, (wire::TOKEN_LEN + 8) as u32).encode(),
@@ -195,24 +188,28 @@ impl RemoteBackend {
     }
 
     fn server_of(&self, page: u64) -> usize {
-        ((page / self.stripe) % self.servers.len() as u64) as usize
+        self.route(page).0
     }
 
-    /// Take a free connection to server `s` (spinning while all are busy).
-    fn acquire(&self, s: usize) -> &Conn {
-        let conns = &self.servers[s].conns;
-        let start = farmem_sys::gettid() as usize;
+    /// The server and the connection that carry every request for `page`
+    /// (see the hazard in the module comment).
+    fn route(&self, page: u64) -> (usize, usize) {
+        let stripe = page / self.stripe;
+        let ns = self.servers.len() as u64;
+        let s = (stripe % ns) as usize;
+        let c = ((stripe / ns) % self.servers[s].conns.len() as u64) as usize;
+        (s, c)
+    }
+
+    /// Take connection `c` of server `s` (spinning while another thread holds it).
+    fn acquire(&self, s: usize, c: usize) -> &Conn {
+        let conn = &self.servers[s].conns[c];
         let mut spins = 0u32;
-        loop {
-            for i in 0..conns.len() {
-                let c = &conns[(start + i) % conns.len()];
-                if c.busy
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return c;
-                }
-            }
+        while conn
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
             spins += 1;
             if spins.is_multiple_of(32) {
                 farmem_sys::sched_yield();
@@ -220,18 +217,36 @@ impl RemoteBackend {
                 farmem_sys::cpu_relax();
             }
         }
+        conn
+    }
+
+    /// Read the acknowledgements of the writes sent earlier on `conn` (held).
+    fn drain_acks(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
+        let n = conn.unacked.load(Ordering::Relaxed);
+        if n == 0 {
+            return Ok(());
+        }
+        let mut tag = conn.ack_tag.load(Ordering::Relaxed);
+        for _ in 0..n {
+            let h = read_header(server, conn.fd, self.wait)?;
+            check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)?;
+            conn.unacked.fetch_sub(1, Ordering::Relaxed);
+            tag = tag.wrapping_add(1);
+            conn.ack_tag.store(tag, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Read the pages of `pages` held by server `s` (at positions `idx`) into `buf`.
     fn read_from(
         &self,
-        s: usize,
+        (s, c): (usize, usize),
         pages: &[u64],
         idx: &[usize],
         buf: &mut [u8],
     ) -> Result<(), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s);
+        let conn = self.acquire(s, c);
         let r = (|| {
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
@@ -247,6 +262,9 @@ impl RemoteBackend {
                 server: server.name.clone(),
                 source,
             };
+            // Earlier write-backs' replies come first; the request is already
+            // on its way meanwhile.
+            self.drain_acks(server, conn)?;
             // Common case: the whole batch, in order: receive header and
             // pages with one scattered recvmsg, straight into place.
             let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
@@ -271,14 +289,17 @@ impl RemoteBackend {
 
     fn write_to(
         &self,
-        s: usize,
+        (s, c): (usize, usize),
         pages: &[u64],
         data: &[&[u8]],
         idx: &[usize],
     ) -> Result<(), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s);
+        let conn = self.acquire(s, c);
         let r = (|| {
+            if conn.unacked.load(Ordering::Relaxed) >= MAX_UNACKED {
+                self.drain_acks(server, conn)?;
+            }
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
             let list = page_list(pages, idx);
@@ -295,39 +316,41 @@ impl RemoteBackend {
                     source,
                 }
             })?;
-            recv_reply(server, conn.fd, Op::WriteOk, tag, &mut [], self.wait)
+            // Sent: the data is in the socket buffer. The reply is read by
+            // the next request on this connection (see the module comment).
+            if conn.unacked.fetch_add(1, Ordering::Relaxed) == 0 {
+                conn.ack_tag.store(tag, Ordering::Relaxed);
+            }
+            Ok(())
         })();
         conn.busy.store(false, Ordering::Release);
         r
     }
 
-    /// Group a batch's positions by server, then call `f` once per server.
-    fn per_server(
+    /// Group a batch's positions by route (server and connection), then call
+    /// `f` once per route, in order of first appearance.
+    fn per_route(
         &self,
         pages: &[u64],
-        mut f: impl FnMut(usize, &[usize]) -> Result<(), BackendError>,
+        mut f: impl FnMut((usize, usize), &[usize]) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
         assert!(pages.len() <= MAX_PAGES_PER_CALL);
-        let first = self.server_of(pages[0]);
-        if pages.iter().all(|&p| self.server_of(p) == first) {
-            let mut idx = [0usize; MAX_PAGES_PER_CALL];
-            for (i, slot) in idx.iter_mut().enumerate().take(pages.len()) {
-                *slot = i;
+        let mut done = [false; MAX_PAGES_PER_CALL];
+        for i in 0..pages.len() {
+            if done[i] {
+                continue;
             }
-            return f(first, &idx[..pages.len()]);
-        }
-        for s in 0..self.servers.len() {
+            let route = self.route(pages[i]);
             let mut idx = [0usize; MAX_PAGES_PER_CALL];
             let mut n = 0;
-            for (i, &p) in pages.iter().enumerate() {
-                if self.server_of(p) == s {
-                    idx[n] = i;
+            for (k, &p) in pages.iter().enumerate().skip(i) {
+                if !done[k] && self.route(p) == route {
+                    done[k] = true;
+                    idx[n] = k;
                     n += 1;
                 }
             }
-            if n > 0 {
-                f(s, &idx[..n])?;
-            }
+            f(route, &idx[..n])?;
         }
         Ok(())
     }
@@ -459,18 +482,27 @@ fn expect_reply(
 
 impl Backend for RemoteBackend {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
-        self.per_server(pages, |s, idx| self.read_from(s, pages, idx, buf))
+        self.per_route(pages, |r, idx| self.read_from(r, pages, idx, buf))
     }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
-        self.per_server(pages, |s, idx| self.write_to(s, pages, data, idx))
+        self.per_route(pages, |r, idx| self.write_to(r, pages, data, idx))
     }
 
     fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
-        // Every server may hold part of the range.
+        // Every server may hold part of the range. Write-backs of these pages
+        // were all sent before the pages were released; draining every
+        // connection makes sure the server stored them before it frees.
         for (s, server) in self.servers.iter().enumerate() {
-            let conn = self.acquire(s);
+            for c in 1..server.conns.len() {
+                let conn = self.acquire(s, c);
+                let r = self.drain_acks(server, conn);
+                conn.busy.store(false, Ordering::Release);
+                r?;
+            }
+            let conn = self.acquire(s, 0);
             let r = (|| {
+                self.drain_acks(server, conn)?;
                 let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
                 let mut p = [0u8; 16];
                 p[..8].copy_from_slice(&start.to_le_bytes());
@@ -498,115 +530,5 @@ impl Backend for RemoteBackend {
 
     fn holder(&self, page: u64) -> String {
         self.servers[self.server_of(page)].name.clone()
-    }
-}
-
-/// Pages in a file (an SSD), page `p` at offset `p * 4096`.
-pub struct FileBackend {
-    path: PathBuf,
-    fd: OwnedFd,
-    pub direct: bool,
-}
-
-impl FileBackend {
-    pub fn open(path: &std::path::Path, mode: FileDirect) -> Result<FileBackend, BackendError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let err = |source| BackendError::File {
-            path: path.to_path_buf(),
-            source,
-        };
-        let open = |direct: bool| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .custom_flags(if direct { libc::O_DIRECT } else { 0 })
-                .open(path)
-        };
-        let (file, direct) = match mode {
-            FileDirect::On => (open(true).map_err(err)?, true),
-            FileDirect::Off => (open(false).map_err(err)?, false),
-            // tmpfs and some filesystems refuse O_DIRECT: fall back to buffered.
-            FileDirect::Auto => match open(true) {
-                Ok(f) => (f, true),
-                Err(_) => (open(false).map_err(err)?, false),
-            },
-        };
-        Ok(FileBackend {
-            path: path.to_path_buf(),
-            fd: file.into(),
-            direct,
-        })
-    }
-}
-
-impl Backend for FileBackend {
-    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
-        let mut i = 0;
-        while i < pages.len() {
-            // Read each run of consecutive pages with one pread.
-            let mut j = i + 1;
-            while j < pages.len() && pages[j] == pages[j - 1] + 1 {
-                j += 1;
-            }
-            let dst = &mut buf[i * PAGE_SIZE..j * PAGE_SIZE];
-            let got =
-                farmem_sys::net::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
-                    .map_err(|source| BackendError::File {
-                        path: self.path.clone(),
-                        source,
-                    })?;
-            if got != dst.len() {
-                return Err(BackendError::File {
-                    path: self.path.clone(),
-                    source: io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the file is shorter than the pages written to it (was it truncated?)",
-                    ),
-                });
-            }
-            i = j;
-        }
-        Ok(())
-    }
-
-    fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
-        for (p, d) in pages.iter().zip(data) {
-            farmem_sys::net::pwrite_full(self.fd.as_raw_fd(), d, p * PAGE_SIZE as u64).map_err(
-                |source| BackendError::File {
-                    path: self.path.clone(),
-                    source,
-                },
-            )?;
-        }
-        Ok(())
-    }
-
-    fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
-        // Punch a hole so the SSD space comes back; not all filesystems can.
-        // SAFETY: fallocate takes plain integers.
-        let r = unsafe {
-            libc::fallocate(
-                self.fd.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                (start * PAGE_SIZE as u64) as libc::off_t,
-                (n * PAGE_SIZE as u64) as libc::off_t,
-            )
-        };
-        let _ = r;
-        Ok(())
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "file {} ({} I/O)",
-            self.path.display(),
-            if self.direct { "direct" } else { "buffered" }
-        )
-    }
-
-    fn holder(&self, _page: u64) -> String {
-        self.path.display().to_string()
     }
 }

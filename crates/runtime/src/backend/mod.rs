@@ -1,0 +1,52 @@
+//! Where far pages live: one small trait, two stores: [`RemoteBackend`]
+//! (memory servers) and [`FileBackend`] (a file on an SSD).
+//!
+//! Both are called from the SIGBUS handler, so their fast paths allocate
+//! nothing and make only raw syscalls.
+
+mod file;
+mod remote;
+
+pub use file::FileBackend;
+pub use remote::RemoteBackend;
+
+use farmem_wire::ErrorCode;
+use std::io;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Most pages in one backend call.
+pub const MAX_PAGES_PER_CALL: usize = crate::config::MAX_BATCH as usize;
+
+#[derive(Debug, Error)]
+pub enum BackendError {
+    #[error("memory server {server}: {source}")]
+    Io { server: String, source: io::Error },
+    #[error("memory server {server} refused: {message} ({code:?})")]
+    Refused {
+        server: String,
+        code: Option<ErrorCode>,
+        message: String,
+    },
+    #[error("memory server {server} sent a bad reply: {why}")]
+    Protocol { server: String, why: String },
+    #[error(
+        "cannot connect to memory server {server}: {source} (is `farmem serve` running there?)"
+    )]
+    Connect { server: String, source: io::Error },
+    #[error("far-memory file {path}: {source}")]
+    File { path: PathBuf, source: io::Error },
+}
+
+/// A page store. `pages` are far page numbers; `read` fills `buf` with
+/// `pages.len()` pages in order; `write` sends one page-sized slice per page.
+pub trait Backend: Send + Sync {
+    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
+    fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
+    /// Release pages `[start, start+n)`.
+    fn free(&self, start: u64, n: u64) -> Result<(), BackendError>;
+    /// One line for messages: what and where.
+    fn describe(&self) -> String;
+    /// Which server (by name) holds `page`; for error messages.
+    fn holder(&self, page: u64) -> String;
+}
