@@ -30,6 +30,7 @@ impl Runtime {
         let p = (addr - self.base) / PAGE_SIZE;
         let t0 = now_ns();
         let mut waits = 0u32;
+        let mut in_flight = false;
         loop {
             let w = self.load(p);
             if !w.has(page::ALLOCATED) {
@@ -75,8 +76,25 @@ impl Runtime {
                 }
                 // Resolved by another thread meanwhile: retry the access.
                 State::Clean | State::Dirty => {
-                    self.stats.spurious.fetch_add(1, Ordering::Relaxed);
+                    if in_flight {
+                        // The program waited for a pipelined prefetch.
+                        self.stats.faults.fetch_add(1, Ordering::Relaxed);
+                        self.stats.fault_ns.record(now_ns() - t0);
+                    } else {
+                        self.stats.spurious.fetch_add(1, Ordering::Relaxed);
+                    }
                     return;
+                }
+                // Requested by an asynchronous prefetch: request the stream's
+                // next window, then receive this one ourselves.
+                State::Fetching if w.has(page::IN_FLIGHT) => {
+                    if !in_flight {
+                        in_flight = true;
+                        self.continue_stream(p, write);
+                    }
+                    if let Err(e) = self.backend.progress(p as u64) {
+                        self.fatal_backend("fetch", p, &e);
+                    }
                 }
                 // Another thread owns the page: wait for it.
                 State::Fetching | State::MakingDirty | State::Evicting => wait(&mut waits),
@@ -223,6 +241,17 @@ impl Runtime {
         self.stats
             .prefetched
             .fetch_add(n as u64 - 1, Ordering::Relaxed);
+        // A confirmed forward stream whose window was claimed whole: request
+        // the next window now, to arrive while the program works on this one.
+        if stride == 1 && stream.is_some() && n == want && want > 1 {
+            let issued = self.prefetch_async(p + n, want, write);
+            if let (true, Some((i, _))) = (issued > 0, stream) {
+                self.streams[i].store(
+                    encode_stream((p + n) as i64, issued as u64, 1),
+                    Ordering::Relaxed,
+                );
+            }
+        }
     }
 
     /// Reserve room for `n` pages in the local budget, evicting as needed.
@@ -243,6 +272,11 @@ impl Runtime {
             }
             let want = n.max(self.cfg.evict_batch as usize).min(MAXB);
             if self.evict(want) == 0 {
+                // Pages of requests in flight count against the budget but
+                // cannot be evicted until they are installed: receive them.
+                if let Err(e) = self.backend.progress_all() {
+                    self.fatal_backend("prefetch", 0, &e);
+                }
                 wait(&mut waits);
                 if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                     let mut m = MsgBuf::new();

@@ -150,6 +150,10 @@ pub struct Runtime {
 pub(crate) struct Slots {
     map: Mapping,
     busy: Vec<AtomicBool>,
+    /// Slots held by asynchronous reads. At most half, so that a demand
+    /// fault (which waits for a slot) never waits on requests in flight that
+    /// only a later drain would complete.
+    in_flight: AtomicUsize,
 }
 
 impl Slots {
@@ -172,6 +176,29 @@ impl Slots {
     /// Start of slot i's buffer of MAXB pages.
     pub(crate) fn buf(&self, i: usize) -> *mut u8 {
         self.map.as_ptr().wrapping_add(i * MAXB * PAGE_SIZE)
+    }
+
+    /// A free slot, or None at once when all are taken (for prefetches that
+    /// are worth doing only if they cost no waiting).
+    pub(crate) fn try_acquire_async(&self) -> Option<usize> {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.busy.len() / 2 {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let k = (0..self.busy.len()).find(|&k| {
+            self.busy[k]
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        });
+        if k.is_none() {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        k
+    }
+
+    pub(crate) fn release_async(&self, i: usize) {
+        self.release(i);
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 
     pub(crate) fn release(&self, i: usize) {
@@ -198,6 +225,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     }
     let rt = Box::leak(Box::new(Runtime::new(cfg)?));
     RUNTIME.store(rt, Ordering::Release);
+    rt.backend.set_completion(prefetch::complete_async);
     let old = farmem_sys::signal::install_blocking_async(libc::SIGBUS, on_sigbus)
         .map_err(RuntimeError::Signal)?;
     let _ = PREV_SIGBUS.set(old);
@@ -265,6 +293,7 @@ impl Runtime {
         let slots = Slots {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
             busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
+            in_flight: AtomicUsize::new(0),
         };
         let zero =
             Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;

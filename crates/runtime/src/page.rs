@@ -11,6 +11,8 @@
 //!  bit  5    ALLOCATED      inside a live fm_alloc region
 //!  bits 6-8  advice         SEQUENTIAL, RANDOM, READ_MOSTLY
 //!  bit  9    SECOND_CHANCE  a READ_MOSTLY page already passed over once by eviction
+//!  bit 10    IN_FLIGHT      Fetching by an asynchronous prefetch: any thread may
+//!                           complete it by draining the page's connection
 //!  bits 16-31 pins          > 0: never evicted (FM_ADV_PIN, or a system call in flight)
 //! ```
 //!
@@ -39,6 +41,7 @@ pub const ADV_SEQUENTIAL: u32 = 1 << 6;
 pub const ADV_RANDOM: u32 = 1 << 7;
 pub const ADV_READ_MOSTLY: u32 = 1 << 8;
 pub const SECOND_CHANCE: u32 = 1 << 9;
+pub const IN_FLIGHT: u32 = 1 << 10;
 pub const ADVICE_MASK: u32 = ADV_SEQUENTIAL | ADV_RANDOM | ADV_READ_MOSTLY;
 pub const PIN_SHIFT: u32 = 16;
 pub const PIN_ONE: u32 = 1 << PIN_SHIFT;
@@ -110,6 +113,10 @@ pub enum Event {
     Claim {
         prefetch: bool,
     },
+    /// A thread takes an Absent page for an asynchronous prefetch: the reply
+    /// is installed by whichever thread next drains the connection, so the
+    /// page is owned by that request rather than by a thread.
+    ClaimAsync,
     /// The owner installed the page; `dirty` when it was mapped writable.
     Installed {
         dirty: bool,
@@ -157,7 +164,11 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
                 w
             }
         }
+        (State::Absent, Event::ClaimAsync) => {
+            PageWord(w.0 | PREFETCHED | IN_FLIGHT).with_state(State::Fetching)
+        }
         (State::Fetching, Event::Installed { dirty }) => {
+            let w = PageWord(w.0 & !IN_FLIGHT);
             let w = if dirty {
                 PageWord(w.0 & !PREFETCHED)
             } else {
@@ -247,6 +258,7 @@ mod tests {
         Pin,
         Unpin,
         Prefetch,
+        AsyncPrefetch,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -256,7 +268,8 @@ mod tests {
             Just(Op::Evict),
             Just(Op::Pin),
             Just(Op::Unpin),
-            Just(Op::Prefetch)
+            Just(Op::Prefetch),
+            Just(Op::AsyncPrefetch)
         ]
     }
 
@@ -271,10 +284,16 @@ mod tests {
             let mut m = Model { latest: 0, mapped: None, server: None, writable: false, pins: 0 };
             for op in ops {
                 match op {
-                    Op::Read | Op::Write | Op::Prefetch => {
+                    Op::Read | Op::Write | Op::Prefetch | Op::AsyncPrefetch => {
                         let is_write = matches!(op, Op::Write);
                         if w.state() == State::Absent {
-                            w = next(w, Event::Claim { prefetch: matches!(op, Op::Prefetch) }).unwrap();
+                            w = if matches!(op, Op::AsyncPrefetch) {
+                                let f = next(w, Event::ClaimAsync).unwrap();
+                                prop_assert!(f.has(IN_FLIGHT));
+                                f
+                            } else {
+                                next(w, Event::Claim { prefetch: matches!(op, Op::Prefetch) }).unwrap()
+                            };
                             // Fetch: from the server if ON_SERVER, else zeros (version 0).
                             let content = if w.has(ON_SERVER) { m.server.expect("ON_SERVER without server copy") } else { 0 };
                             m.mapped = Some(content);
@@ -285,7 +304,8 @@ mod tests {
                             w = next(w, Event::MadeDirty).unwrap();
                             m.writable = true;
                         }
-                        if matches!(op, Op::Prefetch) { continue; }
+                        prop_assert!(!w.has(IN_FLIGHT));
+                        if matches!(op, Op::Prefetch | Op::AsyncPrefetch) { continue; }
                         prop_assert_eq!(m.mapped, Some(m.latest), "read saw stale data");
                         if is_write {
                             prop_assert!(m.writable && w.state() == State::Dirty);
@@ -319,11 +339,11 @@ mod tests {
 
         /// No event ever changes the ALLOCATED bit or the advice bits.
         #[test]
-        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..10) {
+        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..11) {
             let w = PageWord(bits | ALLOCATED);
             let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
                 Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
-                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin];
+                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync];
             if let Ok(n) = next(w, events[ev]) {
                 prop_assert!(n.has(ALLOCATED));
                 prop_assert_eq!(n.0 & ADVICE_MASK, w.0 & ADVICE_MASK);

@@ -1,9 +1,22 @@
 //! Prefetch: per-stream windows that grow with use. A stream is a run of
 //! faults at a constant stride; its window doubles each time the program
 //! reaches the page just past it, up to FARMEM_PREFETCH pages.
+//!
+//! Forward streams are pipelined: besides the window fetched with the demand
+//! page, the *next* window is requested at once without waiting
+//! ([`Backend::read_async`](crate::backend::Backend::read_async)), so the
+//! network works while the program computes on the current one. Reads of
+//! prefetched pages raise no fault, so the trigger for the window after that
+//! is the first page of the one in flight: the program faults there (the page
+//! is Fetching, IN_FLIGHT), issues the next request, and then completes the
+//! one in flight by draining its connection — no thread is ever woken, and
+//! any thread can complete any request.
 
-use crate::page::{self, Event, PageWord};
+use crate::page::{self, next, Event, PageWord, State};
 use crate::Runtime;
+use crate::MAXB;
+use farmem_sys::uffd::CopyOutcome;
+use farmem_sys::PAGE_SIZE;
 use std::sync::atomic::Ordering;
 
 pub(crate) const NSTREAMS: usize = 32;
@@ -57,6 +70,143 @@ impl Runtime {
         self.streams[v].store(encode_stream(p64, 0, 0), Ordering::Relaxed);
         (1, 1, None)
     }
+
+    /// The program reached `q`, the first page of a window in flight: if a
+    /// forward stream expected it, count its previous window as used and
+    /// request the next one.
+    pub(crate) fn continue_stream(&self, q: usize, write: bool) {
+        let maxw = (self.cfg.prefetch_pages as usize).min(MAXB);
+        for s in &self.streams {
+            let e = s.load(Ordering::Relaxed);
+            let (pos, win, stride) = decode_stream(e);
+            if e == 0 || win == 0 || stride != 1 || pos != q as i64 {
+                continue;
+            }
+            for k in 1..=MAXB.min(q) {
+                if self.transition(q - k, Event::PrefetchUsed).is_err() {
+                    break;
+                }
+                self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
+            }
+            let start = q + win as usize;
+            let issued = self.prefetch_async(start, (win as usize * 2).min(maxw), write);
+            let win = if issued > 0 { issued as u64 } else { win };
+            let _ = s.compare_exchange(
+                e,
+                encode_stream(start as i64, win, 1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            return;
+        }
+    }
+
+    /// Request up to `want` pages from `start` on, without waiting: the
+    /// consecutive pages that are absent, held by the backend, on one
+    /// connection and not advised RANDOM. `write`: a write stream's pages are
+    /// installed writable and dirty (sparing a write-protect fault each).
+    /// Returns how many were requested.
+    pub(crate) fn prefetch_async(&self, start: usize, want: usize, write: bool) -> usize {
+        let Some(slot) = self.slots.try_acquire_async() else {
+            return 0;
+        };
+        let run = (self.backend.route_run(start as u64) as usize).min(want);
+        let mut list = [0u64; MAXB];
+        let mut k = 0;
+        while k < run && start + k < self.npages {
+            let q = start + k;
+            let w = self.load(q);
+            let ok = w.state() == State::Absent
+                && w.has(page::ON_SERVER)
+                && !w.has(page::ADV_RANDOM)
+                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.cas(q, w, nw));
+            if !ok {
+                break;
+            }
+            list[k] = q as u64;
+            k += 1;
+        }
+        if k == 0 {
+            self.slots.release_async(slot);
+            return 0;
+        }
+        self.reserve(k);
+        let token = encode_async(slot, k, start, write);
+        let buf = self.slots.buf(slot);
+        // SAFETY: the slot's buffer (MAXB pages) belongs to this request until
+        // `finish_async` releases it; nothing else writes it meanwhile.
+        match unsafe { self.backend.read_async(&list[..k], buf, token) } {
+            Ok(true) => {}
+            Ok(false) => {
+                // SAFETY: as above; the read fills k pages of the slot now.
+                let dst = unsafe { std::slice::from_raw_parts_mut(buf, k * PAGE_SIZE) };
+                if let Err(e) = self.backend.read(&list[..k], dst) {
+                    self.fatal_backend("prefetch", start, &e);
+                }
+                self.finish_async(token);
+            }
+            Err(e) => self.fatal_backend("prefetch", start, &e),
+        }
+        self.stats.prefetched.fetch_add(k as u64, Ordering::Relaxed);
+        self.stats
+            .prefetch_async
+            .fetch_add(k as u64, Ordering::Relaxed);
+        k
+    }
+
+    /// Install the pages of a completed asynchronous read (called by the
+    /// thread that received it, whichever that is).
+    pub(crate) fn finish_async(&self, token: u64) {
+        let (slot, k, start, dirty) = decode_async(token);
+        let src = self.slots.buf(slot);
+        // SAFETY: the slot holds k received pages; the destination pages are
+        // in the registered arena and owned by this request (IN_FLIGHT).
+        let res = unsafe {
+            self.uffd
+                .copy(self.addr_of(start), src, k * PAGE_SIZE, !dirty)
+        };
+        if !matches!(res, Ok(CopyOutcome::Done)) {
+            farmem_sys::fatal(b"farmem: cannot install prefetched far pages\n");
+        }
+        self.slots.release_async(slot);
+        for q in start..start + k {
+            self.must(q, Event::Installed { dirty });
+        }
+        {
+            let mut queues = self.queues.lock();
+            for q in start..start + k {
+                if !queues.admit(q as u32, None, self) {
+                    drop(queues);
+                    farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
+                }
+            }
+        }
+        self.stats
+            .pages_fetched
+            .fetch_add(k as u64, Ordering::Relaxed);
+    }
+}
+
+/// An asynchronous read's token: slot (8 bits) | pages (8 bits) | first
+/// page (39 bits, as in stream entries) | dirty (bit 63).
+fn encode_async(slot: usize, k: usize, start: usize, dirty: bool) -> u64 {
+    slot as u64 | ((k as u64) << 8) | (((start as u64) & POS_MASK) << 16) | ((dirty as u64) << 63)
+}
+
+fn decode_async(t: u64) -> (usize, usize, usize, bool) {
+    (
+        (t & 0xFF) as usize,
+        ((t >> 8) & 0xFF) as usize,
+        ((t >> 16) & POS_MASK) as usize,
+        t >> 63 == 1,
+    )
+}
+
+/// The backend's completion function: install a finished asynchronous read.
+pub(crate) fn complete_async(token: u64) {
+    if let Some(rt) = crate::get() {
+        rt.finish_async(token);
+    }
 }
 
 /// Stream entries: position (39 bits) | valid (1 bit) | window (8 bits) |
@@ -84,7 +234,17 @@ mod tests {
     use super::*;
 
     #[test]
-    pub(crate) fn stream_encoding_roundtrips() {
+    fn async_tokens_roundtrip() {
+        for (slot, k, start, dirty) in [(0, 1, 0, false), (63, 64, (1 << 38) - 1, true)] {
+            assert_eq!(
+                decode_async(encode_async(slot, k, start, dirty)),
+                (slot, k, start, dirty)
+            );
+        }
+    }
+
+    #[test]
+    fn stream_encoding_roundtrips() {
         for (pos, win, stride) in [
             (0i64, 0u64, 0i64),
             (12345, 4, 1),

@@ -147,7 +147,14 @@ impl Runtime {
         for p in start..start + n {
             loop {
                 let w = self.load(p);
-                // Owned by another thread (a prefetch or an eviction): let it finish.
+                // Owned by another thread (a prefetch or an eviction): let it
+                // finish; a request in flight we can complete ourselves.
+                if w.has(page::IN_FLIGHT) {
+                    if let Err(e) = self.backend.progress(p as u64) {
+                        self.fatal_backend("fetch", p, &e);
+                    }
+                    continue;
+                }
                 if w.state().is_owned() {
                     wait(&mut waits);
                     continue;

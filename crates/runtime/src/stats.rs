@@ -85,6 +85,8 @@ pub struct Stats {
     pub pages_written_back: AtomicU64,
     pub evictions: AtomicU64,
     pub prefetched: AtomicU64,
+    /// Of those, pages requested ahead without waiting (pipelined streams).
+    pub prefetch_async: AtomicU64,
     pub prefetch_used: AtomicU64,
     pub prefetch_wasted: AtomicU64,
     /// System calls that pinned far buffers.

@@ -49,4 +49,39 @@ pub trait Backend: Send + Sync {
     fn describe(&self) -> String;
     /// Which server (by name) holds `page`; for error messages.
     fn holder(&self, page: u64) -> String;
+
+    /// Start reading `pages` (consecutive, within one [`Backend::route_run`])
+    /// into `buf` without waiting for the reply. Whichever thread next drains
+    /// that connection receives it and calls the completion function with
+    /// `token`. Returns false when the backend cannot (read synchronously).
+    ///
+    /// # Safety
+    /// `buf` must stay valid and untouched for `pages.len()` pages until the
+    /// completion for `token` has run.
+    unsafe fn read_async(
+        &self,
+        _pages: &[u64],
+        _buf: *mut u8,
+        _token: u64,
+    ) -> Result<bool, BackendError> {
+        Ok(false)
+    }
+
+    /// Receive every reply outstanding on the connection of `page`.
+    fn progress(&self, _page: u64) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Receive every reply outstanding on every connection.
+    fn progress_all(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// How many pages from `page` on travel on the same connection.
+    fn route_run(&self, _page: u64) -> u64 {
+        u64::MAX
+    }
+
+    /// The function that installs a completed asynchronous read.
+    fn set_completion(&self, _f: fn(u64)) {}
 }

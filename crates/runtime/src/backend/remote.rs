@@ -22,26 +22,77 @@ use farmem_sys::net::{
 };
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN};
+use std::cell::UnsafeCell;
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 struct Conn {
     busy: AtomicBool,
     fd: RawFd,
     tag: AtomicU32,
-    /// Write requests sent whose replies are still unread, and the tag of the
-    /// oldest (only touched by the holder of `busy`). Any other request
-    /// drains them before its own reply, so their tags are consecutive.
-    unacked: AtomicU32,
-    ack_tag: AtomicU32,
+    /// Requests sent whose replies are still unread, oldest first. Only the
+    /// holder of `busy` touches it.
+    pending: UnsafeCell<Pending>,
 }
 
-/// Unread write acknowledgements one connection may hold before a writer
-/// waits for them: enough to keep the pipe busy, few enough that an error
-/// surfaces soon after the write that caused it.
-const MAX_UNACKED: u32 = 8;
+// SAFETY: `pending` (and the buffers its reads point to) is only accessed by
+// the thread holding `busy`, which is taken with Acquire and released with
+// Release ordering.
+unsafe impl Sync for Conn {}
+// SAFETY: as above; the raw buffer pointers are owned by the runtime's fetch
+// slots for as long as the read is pending.
+unsafe impl Send for Conn {}
+
+/// Replies one connection may owe before a new request drains them: enough
+/// to keep the pipe busy, few enough that an error surfaces soon after the
+/// request that caused it.
+const MAX_PENDING: usize = 16;
+
+#[derive(Clone, Copy)]
+enum Owed {
+    /// A write's acknowledgement.
+    Ack { tag: u32 },
+    /// An asynchronous read's pages, to land in `buf`.
+    Read {
+        tag: u32,
+        pages: u32,
+        buf: *mut u8,
+        token: u64,
+    },
+}
+
+struct Pending {
+    q: [Owed; MAX_PENDING],
+    head: usize,
+    len: usize,
+}
+
+impl Pending {
+    fn new() -> Pending {
+        Pending {
+            q: [Owed::Ack { tag: 0 }; MAX_PENDING],
+            head: 0,
+            len: 0,
+        }
+    }
+    fn push(&mut self, o: Owed) {
+        debug_assert!(self.len < MAX_PENDING);
+        self.q[(self.head + self.len) % MAX_PENDING] = o;
+        self.len += 1;
+    }
+    fn pop(&mut self) -> Option<Owed> {
+        if self.len == 0 {
+            return None;
+        }
+        let o = self.q[self.head];
+        self.head = (self.head + 1) % MAX_PENDING;
+        self.len -= 1;
+        Some(o)
+    }
+}
 
 struct Server {
     name: String,
@@ -53,6 +104,8 @@ pub struct RemoteBackend {
     servers: Vec<Server>,
     stripe: u64,
     wait: Wait,
+    /// Installs a completed asynchronous read (the runtime's).
+    complete: OnceLock<fn(u64)>,
 }
 
 impl Drop for RemoteBackend {
@@ -145,8 +198,7 @@ impl RemoteBackend {
                     busy: AtomicBool::new(false),
                     fd,
                     tag: AtomicU32::new(1),
-                    unacked: AtomicU32::new(0),
-                    ack_tag: AtomicU32::new(0),
+                    pending: UnsafeCell::new(Pending::new()),
                 };
                 // The Hello handshake on this connection (an error here
                 // leaks the fd; initialisation then fails anyway).
@@ -184,6 +236,7 @@ impl RemoteBackend {
             servers: out,
             stripe: cfg.stripe_pages,
             wait,
+            complete: OnceLock::new(),
         })
     }
 
@@ -220,19 +273,49 @@ impl RemoteBackend {
         conn
     }
 
-    /// Read the acknowledgements of the writes sent earlier on `conn` (held).
-    fn drain_acks(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
-        let n = conn.unacked.load(Ordering::Relaxed);
-        if n == 0 {
-            return Ok(());
+    /// The pending replies of `conn`, which the caller holds.
+    #[allow(clippy::mut_from_ref)]
+    fn pending<'a>(&self, conn: &'a Conn) -> &'a mut Pending {
+        debug_assert!(conn.busy.load(Ordering::Relaxed));
+        // SAFETY: the caller holds `conn.busy`, so no other thread touches
+        // `pending` until it is released (see `Conn`).
+        unsafe { &mut *conn.pending.get() }
+    }
+
+    /// Receive every reply `conn` (held) still owes, in order: write
+    /// acknowledgements, and asynchronous reads, each installed by the
+    /// completion function as soon as its pages are in.
+    fn drain(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
+        while let Some(o) = self.pending(conn).pop() {
+            match o {
+                Owed::Ack { tag } => {
+                    let h = read_header(server, conn.fd, self.wait)?;
+                    check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)?;
+                }
+                Owed::Read {
+                    tag,
+                    pages,
+                    buf,
+                    token,
+                } => {
+                    // SAFETY: `read_async`'s caller keeps `buf` valid and
+                    // untouched for `pages` pages until this completion.
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE) };
+                    recv_reply(server, conn.fd, Op::ReadOk, tag, dst, self.wait)?;
+                    if let Some(done) = self.complete.get() {
+                        done(token);
+                    }
+                }
+            }
         }
-        let mut tag = conn.ack_tag.load(Ordering::Relaxed);
-        for _ in 0..n {
-            let h = read_header(server, conn.fd, self.wait)?;
-            check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)?;
-            conn.unacked.fetch_sub(1, Ordering::Relaxed);
-            tag = tag.wrapping_add(1);
-            conn.ack_tag.store(tag, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Make room for one more owed reply on `conn` (held).
+    fn room(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
+        if self.pending(conn).len >= MAX_PENDING {
+            self.drain(server, conn)?;
         }
         Ok(())
     }
@@ -262,9 +345,9 @@ impl RemoteBackend {
                 server: server.name.clone(),
                 source,
             };
-            // Earlier write-backs' replies come first; the request is already
-            // on its way meanwhile.
-            self.drain_acks(server, conn)?;
+            // Earlier requests' replies come first; this one is already on
+            // its way meanwhile.
+            self.drain(server, conn)?;
             // Common case: the whole batch, in order: receive header and
             // pages with one scattered recvmsg, straight into place.
             let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
@@ -297,9 +380,7 @@ impl RemoteBackend {
         let server = &self.servers[s];
         let conn = self.acquire(s, c);
         let r = (|| {
-            if conn.unacked.load(Ordering::Relaxed) >= MAX_UNACKED {
-                self.drain_acks(server, conn)?;
-            }
+            self.room(server, conn)?;
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
             let list = page_list(pages, idx);
@@ -318,9 +399,7 @@ impl RemoteBackend {
             })?;
             // Sent: the data is in the socket buffer. The reply is read by
             // the next request on this connection (see the module comment).
-            if conn.unacked.fetch_add(1, Ordering::Relaxed) == 0 {
-                conn.ack_tag.store(tag, Ordering::Relaxed);
-            }
+            self.pending(conn).push(Owed::Ack { tag });
             Ok(())
         })();
         conn.busy.store(false, Ordering::Release);
@@ -496,13 +575,13 @@ impl Backend for RemoteBackend {
         for (s, server) in self.servers.iter().enumerate() {
             for c in 1..server.conns.len() {
                 let conn = self.acquire(s, c);
-                let r = self.drain_acks(server, conn);
+                let r = self.drain(server, conn);
                 conn.busy.store(false, Ordering::Release);
                 r?;
             }
             let conn = self.acquire(s, 0);
             let r = (|| {
-                self.drain_acks(server, conn)?;
+                self.drain(server, conn)?;
                 let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
                 let mut p = [0u8; 16];
                 p[..8].copy_from_slice(&start.to_le_bytes());
@@ -530,5 +609,69 @@ impl Backend for RemoteBackend {
 
     fn holder(&self, page: u64) -> String {
         self.servers[self.server_of(page)].name.clone()
+    }
+
+    unsafe fn read_async(
+        &self,
+        pages: &[u64],
+        buf: *mut u8,
+        token: u64,
+    ) -> Result<bool, BackendError> {
+        let route = self.route(pages[0]);
+        debug_assert!(pages.iter().all(|&p| self.route(p) == route));
+        let (s, c) = route;
+        let server = &self.servers[s];
+        let conn = self.acquire(s, c);
+        let r = (|| {
+            self.room(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let n = pages.len();
+            let idx: [usize; MAX_PAGES_PER_CALL] = std::array::from_fn(|i| i);
+            let list = page_list(pages, &idx[..n]);
+            let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
+            send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
+                BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                }
+            })?;
+            self.pending(conn).push(Owed::Read {
+                tag,
+                pages: n as u32,
+                buf,
+                token,
+            });
+            Ok(true)
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    fn progress(&self, page: u64) -> Result<(), BackendError> {
+        let (s, c) = self.route(page);
+        let conn = self.acquire(s, c);
+        let r = self.drain(&self.servers[s], conn);
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    fn progress_all(&self) -> Result<(), BackendError> {
+        for (s, server) in self.servers.iter().enumerate() {
+            for c in 0..server.conns.len() {
+                let conn = self.acquire(s, c);
+                let r = self.drain(server, conn);
+                conn.busy.store(false, Ordering::Release);
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    fn route_run(&self, page: u64) -> u64 {
+        self.stripe - page % self.stripe
+    }
+
+    fn set_completion(&self, f: fn(u64)) {
+        let _ = self.complete.set(f);
     }
 }
