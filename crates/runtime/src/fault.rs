@@ -92,8 +92,10 @@ impl Runtime {
                         in_flight = true;
                         self.continue_stream(p, write);
                     }
-                    if let Err(e) = self.backend.progress(p as u64) {
-                        self.fatal_backend("fetch", p, &e);
+                    if !self.unpark(p) {
+                        if let Err(e) = self.backend.progress(p as u64) {
+                            self.fatal_backend("fetch", p, &e);
+                        }
                     }
                 }
                 // Another thread owns the page: wait for it.
@@ -220,13 +222,14 @@ impl Runtime {
         for &q in &batch[..n] {
             self.must(q, Event::Installed { dirty: write });
         }
-        // Only the demand page tells a refault distance: prefetched pages were
-        // not asked for, and SEQUENTIAL pages are not to be kept.
-        let refault = (!seq).then(|| self.aux(p as u32));
+        // Every page that comes back tells its refault distance, prefetched
+        // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
+        // to be kept.
         {
             let mut queues = self.queues.lock();
-            for (i, &q) in batch[..n].iter().enumerate() {
-                if !queues.admit(q as u32, if i == 0 { refault } else { None }, self) {
+            for &q in &batch[..n] {
+                let refault = (!seq).then(|| self.aux(q as u32));
+                if !queues.admit(q as u32, refault, self) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }
@@ -277,6 +280,7 @@ impl Runtime {
                 if let Err(e) = self.backend.progress_all() {
                     self.fatal_backend("prefetch", 0, &e);
                 }
+                self.unpark_all();
                 wait(&mut waits);
                 if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                     let mut m = MsgBuf::new();

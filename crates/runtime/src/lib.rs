@@ -147,6 +147,9 @@ pub struct Runtime {
 }
 
 /// Page-sized fetch buffers, one per thread fetching at a time.
+/// Marks a parked slot entry (a token may be 0: slot 0, page 0).
+const PARKED: u64 = 1 << 62;
+
 pub(crate) struct Slots {
     map: Mapping,
     busy: Vec<AtomicBool>,
@@ -154,6 +157,9 @@ pub(crate) struct Slots {
     /// fault (which waits for a slot) never waits on requests in flight that
     /// only a later drain would complete.
     in_flight: AtomicUsize,
+    /// Per slot: the token of a read whose first page is parked there
+    /// (see `finish_async`), or 0.
+    parked: Vec<AtomicU64>,
 }
 
 impl Slots {
@@ -194,6 +200,25 @@ impl Slots {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
         k
+    }
+
+    pub(crate) fn park(&self, i: usize, token: u64) {
+        self.parked[i].store(token | PARKED, Ordering::Release);
+    }
+
+    /// Take the first parked read whose token satisfies `which`.
+    pub(crate) fn unpark_page(&self, which: impl Fn(u64) -> bool) -> Option<(usize, u64)> {
+        for (i, e) in self.parked.iter().enumerate() {
+            let t = e.load(Ordering::Acquire);
+            if t != 0
+                && which(t & !PARKED)
+                && e.compare_exchange(t, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Some((i, t & !PARKED));
+            }
+        }
+        None
     }
 
     pub(crate) fn release_async(&self, i: usize) {
@@ -294,6 +319,7 @@ impl Runtime {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
             busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
             in_flight: AtomicUsize::new(0),
+            parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         };
         let zero =
             Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;

@@ -13,6 +13,7 @@
 //! any thread can complete any request.
 
 use crate::page::{self, next, Event, PageWord, State};
+use crate::replacement::Aux as _;
 use crate::Runtime;
 use crate::MAXB;
 use farmem_sys::uffd::CopyOutcome;
@@ -107,8 +108,16 @@ impl Runtime {
     /// installed writable and dirty (sparing a write-protect fault each).
     /// Returns how many were requested.
     pub(crate) fn prefetch_async(&self, start: usize, want: usize, write: bool) -> usize {
-        let Some(slot) = self.slots.try_acquire_async() else {
-            return 0;
+        let slot = match self.slots.try_acquire_async() {
+            Some(s) => s,
+            None => {
+                // Held by triggers of streams the program left, perhaps.
+                self.unpark_all();
+                match self.slots.try_acquire_async() {
+                    Some(s) => s,
+                    None => return 0,
+                }
+            }
         };
         let run = (self.backend.route_run(start as u64) as usize).min(want);
         let mut list = [0u64; MAXB];
@@ -155,27 +164,64 @@ impl Runtime {
     }
 
     /// Install the pages of a completed asynchronous read (called by the
-    /// thread that received it, whichever that is).
+    /// thread that received it, whichever that is) — all but the first.
+    ///
+    /// The first page is the stream's trigger: reads of installed pages raise
+    /// no fault, so if it were installed too, a window that arrived before the
+    /// program got there would leave nothing to request the next one, and
+    /// the stream would start over from one page. It stays IN_FLIGHT, *parked*
+    /// in its slot, until the program faults on it ([`Runtime::unpark`]): a
+    /// fault without any waiting, which requests the next window.
     pub(crate) fn finish_async(&self, token: u64) {
         let (slot, k, start, dirty) = decode_async(token);
-        let src = self.slots.buf(slot);
-        // SAFETY: the slot holds k received pages; the destination pages are
-        // in the registered arena and owned by this request (IN_FLIGHT).
+        if k > 1 {
+            self.install_from_slot(slot, 1, start + 1, k - 1, dirty);
+        }
+        self.slots.park(slot, token);
+    }
+
+    /// Install page `p` if it is a parked trigger. Returns false if it is not
+    /// (its request is still on the wire, or another thread took it).
+    pub(crate) fn unpark(&self, p: usize) -> bool {
+        let Some((slot, token)) = self.slots.unpark_page(|t| decode_async(t).2 == p) else {
+            return false;
+        };
+        let (_, _, start, dirty) = decode_async(token);
+        self.install_from_slot(slot, 0, start, 1, dirty);
+        self.slots.release_async(slot);
+        true
+    }
+
+    /// Install every parked trigger: under budget pressure, or when every
+    /// asynchronous slot is held by streams the program left.
+    pub(crate) fn unpark_all(&self) {
+        while let Some((slot, token)) = self.slots.unpark_page(|_| true) {
+            let (_, _, start, dirty) = decode_async(token);
+            self.install_from_slot(slot, 0, start, 1, dirty);
+            self.slots.release_async(slot);
+        }
+    }
+
+    /// Install `k` pages at `first` from page `offset` of slot `slot`.
+    fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
+        let src = self.slots.buf(slot).wrapping_add(offset * PAGE_SIZE);
+        // SAFETY: the slot holds the received pages; the destination pages
+        // are in the registered arena and owned by this request (IN_FLIGHT).
         let res = unsafe {
             self.uffd
-                .copy(self.addr_of(start), src, k * PAGE_SIZE, !dirty)
+                .copy(self.addr_of(first), src, k * PAGE_SIZE, !dirty)
         };
         if !matches!(res, Ok(CopyOutcome::Done)) {
             farmem_sys::fatal(b"farmem: cannot install prefetched far pages\n");
         }
-        self.slots.release_async(slot);
-        for q in start..start + k {
+        for q in first..first + k {
             self.must(q, Event::Installed { dirty });
         }
         {
             let mut queues = self.queues.lock();
-            for q in start..start + k {
-                if !queues.admit(q as u32, None, self) {
+            for q in first..first + k {
+                let seq = self.load(q).has(page::ADV_SEQUENTIAL);
+                if !queues.admit(q as u32, (!seq).then(|| self.aux(q as u32)), self) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }

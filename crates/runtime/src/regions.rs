@@ -150,8 +150,10 @@ impl Runtime {
                 // Owned by another thread (a prefetch or an eviction): let it
                 // finish; a request in flight we can complete ourselves.
                 if w.has(page::IN_FLIGHT) {
-                    if let Err(e) = self.backend.progress(p as u64) {
-                        self.fatal_backend("fetch", p, &e);
+                    if !self.unpark(p) {
+                        if let Err(e) = self.backend.progress(p as u64) {
+                            self.fatal_backend("fetch", p, &e);
+                        }
                     }
                     continue;
                 }

@@ -34,7 +34,7 @@
 use crate::sync::Ring;
 
 /// One failed admission in TRICKLE displaces the oldest main page anyway.
-pub const TRICKLE: u32 = 16;
+pub const TRICKLE: u32 = 256;
 /// Main entries examined for a colder one before an admission gives up.
 const LOOK: usize = 8;
 
@@ -94,14 +94,17 @@ impl Queues {
         self.probation.len() + self.main.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn main_len(&self) -> usize {
         self.main.len()
     }
 
-    /// A page just installed. `refault` holds its eviction stamp when this is
-    /// a demand fault on a page that was evicted before (0 = never), and is
-    /// None for prefetched pages and for pages hinted SEQUENTIAL. Returns
-    /// false if the queues are full (a broken invariant).
+    /// A page just installed. `refault` holds its eviction stamp (0 = never
+    /// evicted), or None for pages hinted SEQUENTIAL, which never enter main.
+    /// Returns false if the queues are full (a broken invariant).
     pub fn admit(&mut self, p: u32, refault: Option<u32>, aux: &impl Aux) -> bool {
         let stamp = refault.unwrap_or(0);
         if stamp == 0 {
@@ -253,8 +256,8 @@ mod tests {
         let mut resident: HashMap<u32, usize> = HashMap::new();
         let mut misses = 0;
         for (i, &p) in trace.iter().enumerate() {
-            if resident.contains_key(&p) {
-                resident.insert(p, next_use[i]);
+            if let Some(n) = resident.get_mut(&p) {
+                *n = next_use[i];
                 continue;
             }
             misses += 1;
