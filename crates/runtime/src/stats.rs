@@ -108,6 +108,8 @@ pub struct Snapshot {
     pub bytes_written_back: u64,
     pub evictions: u64,
     pub prefetched: u64,
+    /// Of `prefetched`, pages requested ahead without waiting.
+    pub prefetch_async: u64,
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
     pub io_pins: u64,
@@ -138,6 +140,7 @@ impl Stats {
             bytes_written_back: self.pages_written_back.load(Relaxed) * page,
             evictions: self.evictions.load(Relaxed),
             prefetched: self.prefetched.load(Relaxed),
+            prefetch_async: self.prefetch_async.load(Relaxed),
             prefetch_used: self.prefetch_used.load(Relaxed),
             prefetch_wasted: self.prefetch_wasted.load(Relaxed),
             io_pins: self.io_pins.load(Relaxed),
@@ -168,6 +171,7 @@ impl Snapshot {
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12}\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
+             \x20 of which pipelined            {:>12}\n\
              \x20 spurious faults                {:>12}\n\
              \x20 protected (admitted / displ.) {:>12} / {}\n\
              \x20 resident / budget              {:>12} / {}\n\
@@ -181,6 +185,7 @@ impl Snapshot {
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,
+            self.prefetch_async,
             self.spurious_faults,
             self.promoted,
             self.displaced,

@@ -244,3 +244,50 @@ fn signal_handler_touching_far_memory_during_faults() {
     );
     assert_eq!(SIG_BAD.load(Ordering::Relaxed), 0);
 }
+
+/// Sequential sweeps over 4x the budget run pipelined (the next window is
+/// requested while the current one is read, its first page parked as the
+/// trigger); short streams the program abandons leave parked triggers that
+/// must neither leak slots nor budget nor block a free.
+#[test]
+fn pipelined_sweeps_and_abandoned_streams() {
+    let before = rt().snapshot().prefetch_async;
+    let r = Region::new(4 * BUDGET);
+    let per_page = PAGE / 8;
+    for i in (0..r.words).step_by(per_page) {
+        r.word(i).store(i as u64 ^ 0xabcd, Ordering::Relaxed);
+    }
+    for _ in 0..3 {
+        for i in (0..r.words).step_by(per_page) {
+            assert_eq!(
+                r.word(i).load(Ordering::Relaxed),
+                i as u64 ^ 0xabcd,
+                "word {i}"
+            );
+        }
+    }
+    assert!(
+        rt().snapshot().prefetch_async > before,
+        "no window was pipelined"
+    );
+    // 60 streams of 300 pages each, each abandoned in the middle.
+    for s in 0..60 {
+        let first = (s * 977 * per_page) % (r.words - 300 * per_page);
+        for k in 0..300 {
+            let i = first + k * per_page;
+            assert_eq!(r.word(i).load(Ordering::Relaxed), i as u64 ^ 0xabcd);
+        }
+    }
+    drop(r);
+    // Everything the abandoned streams held is back: a new region sweeps
+    // (and pipelines) as before.
+    let again = rt().snapshot().prefetch_async;
+    let r = Region::new(4 * BUDGET);
+    for i in (0..r.words).step_by(per_page) {
+        r.word(i).store(i as u64, Ordering::Relaxed);
+    }
+    for i in (0..r.words).step_by(per_page) {
+        assert_eq!(r.word(i).load(Ordering::Relaxed), i as u64);
+    }
+    assert!(rt().snapshot().prefetch_async > again);
+}
