@@ -5,9 +5,17 @@
  *             T steps at once in a local buffer with T halo planes per side,
  *             so far memory is read and written once per T steps
  * usage: stencil7 SIZE [naive|spatial|temporal] [STEPS=8] [T=4]
- * SIZE: bytes of the two n^3 double grids. Result checked against the naive
- * variant on the same data (bitwise equal: same arithmetic per point) on a
- * sample of points. Metric: MFLOPS (8 flops per point per step). */
+ *                 [--block-steps T] [--block BZ] [--budget BYTES]
+ * SIZE: bytes of the two n^3 double grids. STEPS: time steps in all. T (the
+ * 4th argument, or --block-steps): time steps per block, temporal only.
+ * BZ, the planes per block, comes from --block, or else from the local memory
+ * budget (see block_planes); the budget is --budget, else the smaller of
+ * FARMEM_LOCAL (set by `farmem run --local`) and this process's memory cgroup
+ * limit (the kernel baselines of `farmem bench`). With none of these, BZ is
+ * n/8 (at least 8). After the timed region, the result is checked against
+ * the naive variant run again on the same data: bitwise equal on every point
+ * (same arithmetic per point), when both fit in 512 MiB; otherwise a range
+ * check. Metric: MFLOPS (8 flops per point per step). */
 #include "wl.h"
 #include <math.h>
 #include <omp.h>
@@ -40,15 +48,17 @@ static void step_planes(const double *src, double *dst, size_t nz, size_t i0, si
             }
 }
 
-static void naive(double *a, double *b, int steps) {
+/* Each variant returns the grid that holds the result. */
+static double *naive(double *a, double *b, int steps) {
     for (int s = 0; s < steps; s++) {
         step_planes(a, b, n, 0, n);
         double *t = a;
         a = b, b = t;
     }
+    return a;
 }
 
-static void spatial(double *a, double *b, int steps) {
+static double *spatial(double *a, double *b, int steps) {
     const size_t TJ = 32, TK = 256;
     for (int s = 0; s < steps; s++) {
 #pragma omp parallel for collapse(2) schedule(static)
@@ -67,34 +77,45 @@ static void spatial(double *a, double *b, int steps) {
         double *t = a;
         a = b, b = t;
     }
+    return a;
 }
 
 /* Overlapped temporal blocking along i. The block [z0, z1) plus T halo planes
  * each side (clamped at the grid's faces) is copied to local buffers, advanced
  * T steps there, and its interior written to the output grid. Halo planes go
  * stale one plane per step, but T planes of halo keep the block's own planes
- * exact. Grid faces stay fixed, as in the naive sweep. */
-static void temporal(double *a, double *b, int steps, int T, size_t BZ) {
+ * exact. Grid faces stay fixed, as in the naive sweep.
+ *
+ * Each thread allocates its two buffers once, for all rounds, and BZ comes
+ * from the budget (issue 11: the buffers were allocated again every round, so
+ * under `farmem run` each round faulted in fresh far pages, and BZ was n/8
+ * whatever the budget, so the buffers alone could outgrow it and be evicted
+ * between their own steps). Far memory is then read
+ * (BZ + 2T) / BZ grids and written one grid per T steps, against one read and
+ * one write per step for the naive sweep. The result is in b after an odd
+ * number of rounds (ceil(steps / T)), whatever the parity of steps. */
+static double *temporal(double *a, double *b, int steps, int T, size_t BZ) {
     size_t plane = n * n;
-    for (int s0 = 0; s0 < steps; s0 += T) {
-        int ts = steps - s0 < T ? steps - s0 : T;
-        /* Blocks in parallel, each thread with its own halo buffers: one
-         * barrier per T steps instead of one per block and step. */
+    size_t cap = (BZ + 2 * (size_t)T) * plane;
 #pragma omp parallel
-        {
-            double *la = malloc((BZ + 2 * (size_t)T) * plane * sizeof(double));
-            double *lb = malloc((BZ + 2 * (size_t)T) * plane * sizeof(double));
-            if (!la || !lb) {
-                fprintf(stderr, "out of memory for the temporal blocking buffers\n");
-                exit(2);
-            }
+    {
+        double *la = malloc(cap * sizeof(double)), *lb = malloc(cap * sizeof(double));
+        if (!la || !lb) {
+            fprintf(stderr, "out of memory for the temporal blocking buffers (%zu bytes per thread)\n", 2 * cap * sizeof(double));
+            exit(2);
+        }
+        /* Every thread swaps its own copies of the grid pointers in step. */
+        double *src = a, *dst = b;
+        for (int s0 = 0; s0 < steps; s0 += T) {
+            int ts = steps - s0 < T ? steps - s0 : T;
+            /* Blocks in parallel: one barrier per T steps, not per block and step. */
 #pragma omp for schedule(dynamic, 1)
             for (size_t z0 = 0; z0 < n; z0 += BZ) {
                 size_t z1 = z0 + BZ < n ? z0 + BZ : n;
                 size_t lo = z0 >= (size_t)ts ? z0 - (size_t)ts : 0, hi = z1 + (size_t)ts < n ? z1 + (size_t)ts : n;
                 size_t nz = hi - lo;
                 double *x = la, *y = lb;
-                memcpy(x, a + lo * plane, nz * plane * sizeof(double));
+                memcpy(x, src + lo * plane, nz * plane * sizeof(double));
                 for (int t = 0; t < ts; t++) {
                     /* Local planes 0 and nz-1 are grid faces (lo == 0, hi == n)
                      * or halo whose values go stale; either way they are kept
@@ -114,23 +135,100 @@ static void temporal(double *a, double *b, int steps, int T, size_t BZ) {
                     double *w = x;
                     x = y, y = w;
                 }
-                memcpy(b + z0 * plane, x + (z0 - lo) * plane, (z1 - z0) * plane * sizeof(double));
+                memcpy(dst + z0 * plane, x + (z0 - lo) * plane, (z1 - z0) * plane * sizeof(double));
             }
-            free(la), free(lb);
+            double *w = src;
+            src = dst, dst = w;
         }
-        double *x = a;
-        a = b, b = x;
+        free(la), free(lb);
     }
+    return ((size_t)steps + (size_t)T - 1) / (size_t)T % 2 ? b : a;
+}
+
+/* This process's memory cgroup limit (v1 or v2) in bytes; 0 if none. Only
+ * the process's own group is read, not its ancestors' limits: enough for
+ * `farmem bench`, whose groups sit at the top. */
+static size_t cgroup_limit(void) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return 0;
+    char line[4096], fn[4200];
+    size_t lim = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *m = strstr(line, ":memory:");
+        if (m)
+            snprintf(fn, sizeof fn, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", m + 8);
+        else if (!strncmp(line, "0::", 3))
+            snprintf(fn, sizeof fn, "/sys/fs/cgroup%s/memory.max", line + 3);
+        else
+            continue;
+        FILE *g = fopen(fn, "r");
+        unsigned long long v;
+        if (g && fscanf(g, "%llu", &v) == 1 && (!lim || v < lim)) /* "max" reads as no number */
+            lim = (size_t)v;
+        if (g)
+            fclose(g);
+    }
+    fclose(f);
+    /* v1 writes "no limit" as a huge number. */
+    size_t phys = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    return lim >= phys ? 0 : lim;
+}
+
+/* Planes per block for a local budget: all threads' two buffers of BZ + 2T
+ * planes, plus the plane each thread is copying in and the plane it is
+ * copying out (the planes in flight: the rest of a block's input and output
+ * is streamed once and need not stay), in half the budget. The other half is
+ * for the pager's own streaming (prefetched and dirty grid pages) and the
+ * rest of the process. */
+static size_t block_planes(size_t budget, int threads, int T) {
+    double planes = (double)budget / 2 / ((double)threads * (double)(n * n * sizeof(double)));
+    double bz = (planes - 2) / 2 - 2 * T;
+    if (bz < 1) {
+        fprintf(stderr,
+                "stencil7: a budget of %zu bytes cannot hold %d threads' buffers with %d halo planes a side; using one plane per block "
+                "(fewer --block-steps or threads would help)\n",
+                budget, threads, T);
+        return 1;
+    }
+    return bz > (double)n ? n : (size_t)bz;
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: stencil7 SIZE [naive|spatial|temporal] [STEPS] [T]\n");
+    const char *pos[4] = {NULL, "temporal", "8", "4"};
+    int npos = 0;
+    size_t block = 0, budget = 0;
+    const char *block_steps = NULL, *from = "default";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--block") && i + 1 < argc) {
+            long v = atol(argv[++i]);
+            if (v < 1) {
+                fprintf(stderr, "--block must be at least 1 plane\n");
+                return 2;
+            }
+            block = (size_t)v;
+        } else if (!strcmp(argv[i], "--block-steps") && i + 1 < argc)
+            block_steps = argv[++i];
+        else if (!strcmp(argv[i], "--budget") && i + 1 < argc)
+            budget = wl_size(argv[++i]);
+        else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "unknown option %s (or it lacks its value)\n", argv[i]);
+            return 2;
+        } else if (npos < 4)
+            pos[npos++] = argv[i];
+        else {
+            fprintf(stderr, "too many arguments\n");
+            return 2;
+        }
+    }
+    if (npos < 1) {
+        fprintf(stderr, "usage: stencil7 SIZE [naive|spatial|temporal] [STEPS=8] [T=4] [--block-steps T] [--block BZ] [--budget BYTES]\n");
         return 2;
     }
-    size_t bytes = wl_size(argv[1]);
-    const char *v = argc > 2 ? argv[2] : "temporal";
-    int steps = argc > 3 ? atoi(argv[3]) : 8, T = argc > 4 ? atoi(argv[4]) : 4;
+    size_t bytes = wl_size(pos[0]);
+    const char *v = pos[1];
+    int steps = atoi(pos[2]), T = atoi(block_steps ? block_steps : pos[3]);
     if (steps < 1 || T < 1) {
         fprintf(stderr, "STEPS and T must be at least 1\n");
         return 2;
@@ -140,50 +238,72 @@ int main(int argc, char **argv) {
         fprintf(stderr, "SIZE too small for a grid\n");
         return 2;
     }
-    double *a = wl_alloc(n * n * n * 8), *b = wl_alloc(n * n * n * 8);
-    init(a);
-    double t = wl_now();
-    if (!strcmp(v, "naive"))
-        naive(a, b, steps);
-    else if (!strcmp(v, "spatial"))
-        spatial(a, b, steps);
-    else if (!strcmp(v, "temporal"))
-        temporal(a, b, steps, T, n / 8 > 8 ? n / 8 : 8);
+    if (budget)
+        from = "budget";
     else {
+        const char *e = getenv("FARMEM_LOCAL");
+        size_t fl = e && *e ? wl_size(e) : 0, cg = cgroup_limit();
+        budget = fl && (!cg || fl <= cg) ? fl : cg;
+        from = !budget ? "default" : budget == fl ? "FARMEM_LOCAL" : "cgroup";
+    }
+    size_t BZ = 0;
+    if (strcmp(v, "temporal"))
+        ;
+    else if (block)
+        BZ = block, from = "option";
+    else if (budget)
+        BZ = block_planes(budget, omp_get_max_threads(), T);
+    else
+        BZ = n / 8 > 8 ? n / 8 : 8;
+    if (BZ > n)
+        BZ = n;
+    if (strcmp(v, "naive") && strcmp(v, "spatial") && strcmp(v, "temporal")) {
         fprintf(stderr, "variant must be naive, spatial or temporal\n");
         return 2;
     }
+    double *a = wl_alloc(n * n * n * 8), *b = wl_alloc(n * n * n * 8), *res;
+    init(a);
+    double t = wl_now();
+    if (!strcmp(v, "naive"))
+        res = naive(a, b, steps);
+    else if (!strcmp(v, "spatial"))
+        res = spatial(a, b, steps);
+    else
+        res = temporal(a, b, steps, T, BZ);
     t = wl_now() - t;
-    double *res = steps % 2 ? b : a;
-    /* Reference: the naive variant on a small grid of the same shape would
-     * not cover far memory; instead recompute sampled points independently:
-     * run the naive sweep on a local copy of a thin slab around each sample. */
+    /* The check, untimed: the naive sweep again from the same initial data in
+     * separate memory, compared bitwise on every point (every variant does
+     * the same arithmetic per point). The reference grids come from wl_alloc
+     * like the data: with ssd-mmap they are file pages the kernel can write
+     * back, where anonymous ones would meet the cgroup limit with no swap. */
     int ok = 1;
-    {
-        /* Re-run naive from scratch into local memory, compare 4096 samples. */
-        double *ra = malloc(n * n * n * 8), *rb = malloc(n * n * n * 8);
-        if (ra && rb && n * n * n * 16 <= (512UL << 20)) {
-            init(ra);
-            naive(ra, rb, steps);
-            double *ref = steps % 2 ? rb : ra;
-            uint64_t s = 12345;
-            for (int q = 0; q < 4096; q++) {
-                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-                size_t p = s % (n * n * n);
-                if (ref[p] != res[p])
-                    ok = 0;
-            }
-        } else {
-            /* Too large for a local reference: check values stay in range. */
-            for (size_t p = 0; p < n * n * n; p += 4099)
-                if (!isfinite(res[p]) || fabs(res[p]) > 10)
-                    ok = 0;
+    const char *check = "naive-reference";
+    if (n * n * n * 16 <= (512UL << 20)) {
+        double *ra = wl_alloc(n * n * n * 8), *rb = wl_alloc(n * n * n * 8);
+        init(ra);
+        double *ref = naive(ra, rb, steps);
+        size_t bad = 0;
+#pragma omp parallel for reduction(+ : bad) schedule(static)
+        for (size_t p = 0; p < n * n * n; p++)
+            bad += ref[p] != res[p];
+        if (bad) {
+            fprintf(stderr, "stencil7: %zu of %zu points differ from the naive sweep\n", bad, n * n * n);
+            ok = 0;
         }
-        free(ra), free(rb);
+    } else {
+        /* Too large for a reference: check values stay in range. */
+        check = "range";
+        for (size_t p = 0; p < n * n * n; p += 4099)
+            if (!isfinite(res[p]) || fabs(res[p]) > 10)
+                ok = 0;
     }
     double flops = 8.0 * (double)(n - 2) * (double)(n - 2) * (double)(n - 2) * steps;
-    char extra[96];
-    snprintf(extra, sizeof extra, "variant=%s n=%zu steps=%d T=%d", v, n, steps, T);
+    char extra[256];
+    int len = snprintf(extra, sizeof extra, "variant=%s n=%zu steps=%d T=%d", v, n, steps, T);
+    if (!strcmp(v, "temporal"))
+        snprintf(extra + len, sizeof extra - (size_t)len, " block=%zu block_from=%s budget=%zu buffer_bytes=%zu", BZ, from, budget,
+                 2 * (BZ + 2 * (size_t)T) * n * n * sizeof(double) * (size_t)omp_get_max_threads());
+    snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " check_by=%s", check);
     wl_result("stencil7", t, flops / t / 1e6, "MFLOPS", ok, extra);
     return ok ? 0 : 1;
 }

@@ -24,7 +24,8 @@ static inline double wl_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Bytes from "512M", "2G", "4096". Exits with a message on bad input. */
+/* Bytes from "512M", "2G", "1T", "4096" (powers of 1024; "256MB" and "2GiB"
+ * too). Exits with a message on bad input. */
 static inline size_t wl_size(const char *s) {
     char *end;
     double v = strtod(s, &end);
@@ -32,6 +33,10 @@ static inline size_t wl_size(const char *s) {
     if (*end == 'K' || *end == 'k') m = 1UL << 10, end++;
     else if (*end == 'M' || *end == 'm') m = 1UL << 20, end++;
     else if (*end == 'G' || *end == 'g') m = 1UL << 30, end++;
+    else if (*end == 'T' || *end == 't') m = 1UL << 40, end++;
+    /* "256MB", "2GiB": the spellings FARMEM_LOCAL accepts too. */
+    if (m > 1 && (!strcmp(end, "B") || !strcmp(end, "iB")))
+        end += strlen(end);
     if (end == s || *end != '\0' || v <= 0) {
         fprintf(stderr, "bad size %s (write e.g. 256M)\n", s);
         exit(2);

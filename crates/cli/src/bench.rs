@@ -26,6 +26,7 @@ pub enum Workload {
     Stencil7,
     Himeno,
     Qsort,
+    Pagerank,
     Chase,
 }
 
@@ -177,6 +178,9 @@ fn command(a: &Args, size: u64) -> Result<Vec<String>> {
             v
         }
         Workload::Qsort => vec![w("qsort")?, s],
+        // 5 iterations: each streams the edges once and reads the rank
+        // arrays at random (the hot set; hot_bytes= in its result line).
+        Workload::Pagerank => vec![w("pagerank")?, s, "5".into()],
         // Random loads over the whole set: a fixed count, about one per 32 bytes.
         Workload::Chase => vec![
             w("chase")?,

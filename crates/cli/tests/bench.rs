@@ -153,6 +153,25 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
 }
 
 #[test]
+fn pagerank_quick_reports_its_hot_and_stream_bytes() {
+    let _g = serial();
+    let (ok, out, err) = bench(&["pagerank", "--quick", "--systems", "local,farmem", "--json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 4, "local, then farmem at 1, 1.67 and 2x: {out}");
+    for x in r {
+        assert_eq!(x["check"], "ok", "{x}");
+        assert_eq!(x["unit"], "Medges/s", "{x}");
+        let line = x["result_line"].as_str().unwrap();
+        // What a harness needs to bound the bytes a pager must move.
+        for k in ["hot_bytes=", "stream_bytes=", "iterations=5"] {
+            assert!(line.contains(k), "{line} lacks {k}");
+        }
+    }
+}
+
+#[test]
 fn ctrl_c_cleans_everything_up() {
     let _g = serial();
     let child = farmem()
