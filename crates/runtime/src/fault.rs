@@ -58,18 +58,7 @@ impl Runtime {
                             if w.has(page::PREFETCHED) {
                                 self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
                             }
-                            if let Err(e) =
-                                self.uffd.write_protect(self.addr_of(p), PAGE_SIZE, false)
-                            {
-                                let mut m = MsgBuf::new();
-                                let _ = writeln!(
-                                    m,
-                                    "farmem: cannot make far page {addr:#x} writable: {e}"
-                                );
-                                farmem_sys::fatal(m.as_bytes());
-                            }
-                            self.must(p, Event::MadeDirty);
-                            self.stats.wp_faults.fetch_add(1, Ordering::Relaxed);
+                            self.make_dirty(p);
                             return;
                         }
                     }

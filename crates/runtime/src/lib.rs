@@ -24,6 +24,7 @@
 
 pub mod backend;
 pub mod config;
+mod dirty;
 mod embedded;
 mod eviction;
 mod fault;
@@ -140,6 +141,9 @@ pub struct Runtime {
     /// Access streams for prefetch: see `plan_prefetch`.
     pub(crate) streams: [AtomicU64; NSTREAMS],
     pub(crate) stream_victim: AtomicUsize,
+    /// Write streams over clean pages: see `dirty`.
+    pub(crate) wstreams: [AtomicU64; dirty::NWSTREAMS],
+    pub(crate) wstream_victim: AtomicUsize,
     pub(crate) zero: Mapping,
     pub(crate) stats: Stats,
     /// Address of the embedded server process, when farmem started one.
@@ -339,6 +343,8 @@ impl Runtime {
             slots,
             streams: [const { AtomicU64::new(0) }; NSTREAMS],
             stream_victim: AtomicUsize::new(0),
+            wstreams: [const { AtomicU64::new(0) }; dirty::NWSTREAMS],
+            wstream_victim: AtomicUsize::new(0),
             zero,
             stats: Stats::default(),
             server,

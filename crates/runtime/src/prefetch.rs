@@ -267,7 +267,7 @@ pub(crate) fn encode_stream(pos: i64, win: u64, stride: i64) -> u64 {
 
 const POS_MASK: u64 = (1 << 39) - 1;
 
-fn decode_stream(e: u64) -> (i64, u64, i64) {
+pub(crate) fn decode_stream(e: u64) -> (i64, u64, i64) {
     (
         (e & POS_MASK) as i64,
         (e >> 40) & 0xFF,

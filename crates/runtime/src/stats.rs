@@ -87,6 +87,8 @@ pub struct Stats {
     pub prefetched: AtomicU64,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: AtomicU64,
+    /// Clean pages made writable ahead of a write stream (see `dirty`).
+    pub wp_ahead: AtomicU64,
     pub prefetch_used: AtomicU64,
     pub prefetch_wasted: AtomicU64,
     /// System calls that pinned far buffers.
@@ -110,6 +112,8 @@ pub struct Snapshot {
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
+    /// Clean pages made writable ahead of a write stream, sparing a fault each.
+    pub wp_ahead: u64,
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
     pub io_pins: u64,
@@ -141,6 +145,7 @@ impl Stats {
             evictions: self.evictions.load(Relaxed),
             prefetched: self.prefetched.load(Relaxed),
             prefetch_async: self.prefetch_async.load(Relaxed),
+            wp_ahead: self.wp_ahead.load(Relaxed),
             prefetch_used: self.prefetch_used.load(Relaxed),
             prefetch_wasted: self.prefetch_wasted.load(Relaxed),
             io_pins: self.io_pins.load(Relaxed),
@@ -165,7 +170,7 @@ impl Snapshot {
         let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1000.0);
         format!(
             "farmem stats\n\
-             \x20 faults (missing / first write) {:>12} / {}\n\
+             \x20 faults (missing / first write) {:>12} / {} (+{} made writable ahead)\n\
              \x20 fetched from backend           {:>12}\n\
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
@@ -178,6 +183,7 @@ impl Snapshot {
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n",
             self.faults,
             self.wp_faults,
+            self.wp_ahead,
             sz(self.bytes_fetched),
             self.pages_zero_filled,
             sz(self.bytes_written_back),

@@ -1,0 +1,92 @@
+//! Dirty tracking: pages are installed write-protected unless the fault was a
+//! write, and the first write to a clean page faults once more to mark it
+//! dirty (`UFFDIO_WRITEPROTECT` off). Only dirty pages are written back.
+//!
+//! A program that reads a region and then writes it in order (a merge pass,
+//! a stencil sweeping its output over its input) would take one such fault
+//! per page, ~10 µs each. So write faults on clean pages are followed as
+//! streams, like prefetch: when the next fault lands just past the previous
+//! one, the clean pages after it are made writable with it, a window that
+//! doubles up to one batch. A page taken this way and then not written costs
+//! one needless write-back; a page never written is still never sent.
+//!
+//! Why not `UFFD_FEATURE_WP_ASYNC` with `PAGEMAP_SCAN` (no fault at all, dirty
+//! bits harvested per eviction)? Evicting a page needs its content to stop
+//! changing between the harvest and the unmap, and on this kernel nothing
+//! does that atomically: in async mode a write-protected page is simply made
+//! writable again by the kernel, and `UFFDIO_MOVE` (which would take the page
+//! out of the writer's reach) does not carry the write-protect bit, so a
+//! write between harvest and move would be lost. `crates/sys/tests/abi.rs`
+//! checks that fact on the running kernel.
+
+use crate::page::{self, next, Event, State};
+use crate::prefetch::{decode_stream, encode_stream};
+use crate::signals::MsgBuf;
+use crate::{Runtime, MAXB};
+use farmem_sys::PAGE_SIZE;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+pub(crate) const NWSTREAMS: usize = 16;
+
+impl Runtime {
+    /// A write hit clean page `p`, now MakingDirty and owned by this thread:
+    /// make it (and, on a write stream, the clean pages after it) writable
+    /// and dirty.
+    pub(crate) fn make_dirty(&self, p: usize) {
+        let ahead = self.plan_write_stream(p);
+        let mut n = 1;
+        while n <= ahead && p + n < self.npages {
+            let q = p + n;
+            let w = self.load(q);
+            let taken = w.state() == State::Clean
+                && !w.has(page::ADV_READ_MOSTLY)
+                && next(w, Event::WriteFault).is_ok_and(|nw| self.cas(q, w, nw));
+            if !taken {
+                break;
+            }
+            n += 1;
+        }
+        if let Err(e) = self
+            .uffd
+            .write_protect(self.addr_of(p), n * PAGE_SIZE, false)
+        {
+            let mut m = MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: cannot make far page {:#x} writable: {e}",
+                self.addr_of(p)
+            );
+            farmem_sys::fatal(m.as_bytes());
+        }
+        for q in p..p + n {
+            self.must(q, Event::MadeDirty);
+        }
+        self.stats.wp_faults.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .wp_ahead
+            .fetch_add(n as u64 - 1, Ordering::Relaxed);
+    }
+
+    /// How many clean pages after `p` to make writable with it: 0 unless the
+    /// fault continues a write stream (it lands where the last one ended).
+    fn plan_write_stream(&self, p: usize) -> usize {
+        for s in &self.wstreams {
+            let e = s.load(Ordering::Relaxed);
+            let (pos, win, _) = decode_stream(e);
+            if e != 0 && pos == p as i64 {
+                let ahead = (win as usize * 2).clamp(2, MAXB - 1);
+                let _ = s.compare_exchange(
+                    e,
+                    encode_stream((p + 1 + ahead) as i64, ahead as u64, 1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                return ahead;
+            }
+        }
+        let v = self.wstream_victim.fetch_add(1, Ordering::Relaxed) % NWSTREAMS;
+        self.wstreams[v].store(encode_stream(p as i64 + 1, 0, 1), Ordering::Relaxed);
+        0
+    }
+}

@@ -1,0 +1,80 @@
+//! Write streams over clean pages (see the runtime's `dirty` module), in a
+//! process of its own: other tests' eviction pressure would make the pages
+//! absent, not clean.
+
+use farmem_runtime::{Advice, Config, Runtime};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+const BUDGET: usize = 4 << 20;
+const PAGE: usize = 4096;
+
+fn rt() -> &'static Runtime {
+    static RT: OnceLock<&'static Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        let cfg = Config::from_str_config(&format!("local={BUDGET} arena=1G")).unwrap();
+        farmem_runtime::init(cfg).expect("init")
+    })
+}
+
+struct Region {
+    ptr: *mut u64,
+    words: usize,
+}
+
+impl Region {
+    fn new(bytes: usize) -> Region {
+        Region {
+            ptr: rt().alloc(bytes).unwrap().cast(),
+            words: bytes / 8,
+        }
+    }
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.words);
+        // SAFETY: i is in bounds of the live, 8-byte aligned allocation.
+        unsafe { &*self.ptr.add(i).cast::<AtomicU64>() }
+    }
+    fn addr(&self, i: usize) -> usize {
+        self.ptr as usize + i * 8
+    }
+}
+
+/// Read a region (its pages come in clean), then overwrite it in order: the
+/// write faults on clean pages run as a stream, so most pages are made
+/// writable ahead of the writer instead of faulting one by one, and every
+/// write survives eviction.
+#[test]
+fn writes_over_clean_pages_run_as_a_stream() {
+    // Half the budget: after the read pass every page is resident and clean.
+    let r = Region::new(BUDGET / 2);
+    let per_page = PAGE / 8;
+    for i in (0..r.words).step_by(per_page) {
+        r.word(i).store(1, Ordering::Relaxed);
+    }
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    let mut sum = 0;
+    for i in (0..r.words).step_by(per_page) {
+        sum += r.word(i).load(Ordering::Relaxed);
+    }
+    assert_eq!(sum as usize, r.words / per_page);
+    let before = rt().snapshot();
+    for i in (0..r.words).step_by(per_page) {
+        r.word(i).store(7, Ordering::Relaxed);
+        r.word(i + 1).store(7, Ordering::Relaxed);
+    }
+    let after = rt().snapshot();
+    let pages = (r.words / per_page) as u64;
+    let faults = after.wp_faults - before.wp_faults;
+    assert!(
+        faults * 4 < pages,
+        "{faults} write-protect faults for {pages} pages written in order"
+    );
+    assert!(after.wp_ahead - before.wp_ahead >= pages / 2);
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    for i in (0..r.words).step_by(per_page) {
+        assert_eq!(r.word(i).load(Ordering::Relaxed), 7, "word {i}");
+        assert_eq!(r.word(i + 1).load(Ordering::Relaxed), 7, "word {}", i + 1);
+    }
+}
