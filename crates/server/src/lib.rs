@@ -8,11 +8,18 @@
 //! Sessions: a client names its page space with a random 128-bit token at
 //! Hello. Connections with the same token share the space; nothing else can
 //! read it. A session's pages are released when its last connection closes.
+//!
+//! The connections of one session are served in parallel: a session's pages
+//! are one flat array (see `store`) that Reads send from and Writes receive
+//! into, with no lock held; the only lock is the session table's, taken at
+//! Hello and when a connection closes.
 
 mod store;
 
-use farmem_sys::net::{send_vectored, set_nonblocking, Wait, MAX_IOV};
-use farmem_wire::{self as wire, ErrorCode, Header, Op, Request, HEADER_LEN, PAGE_SIZE};
+use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
+use farmem_wire::{
+    self as wire, ErrorCode, Header, Op, Request, WireError, HEADER_LEN, MAX_BATCH, PAGE_SIZE,
+};
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -22,8 +29,15 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use store::Store;
+use store::{Access, Store};
 use thiserror::Error;
+
+type Token = [u8; wire::TOKEN_LEN];
+
+/// Socket buffers for accepted connections: room for a whole largest frame
+/// (256 pages and their numbers), so a Read reply or a client's Write leaves
+/// in one `sendmsg` instead of waiting for the peer to drain the socket.
+const SOCKET_BUFFER: usize = HEADER_LEN + wire::MAX_PAYLOAD;
 
 /// Errors that stop the server as a whole (connection errors never do).
 #[derive(Debug, Error)]
@@ -120,10 +134,13 @@ impl Listener {
             Listener::Tcp(l) => {
                 let (s, peer) = l.accept()?;
                 let _ = s.set_nodelay(true);
+                // Best effort: a smaller buffer only costs more waits.
+                let _ = farmem_sys::net::set_socket_buffers(s.as_raw_fd(), SOCKET_BUFFER);
                 Ok((s.into(), peer.to_string()))
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
+                let _ = farmem_sys::net::set_socket_buffers(s.as_raw_fd(), SOCKET_BUFFER);
                 Ok((s.into(), "unix client".into()))
             }
         }
@@ -156,16 +173,18 @@ impl ServerConfig {
     }
 }
 
-struct Session {
-    store: Mutex<Store>,
-    max_pages: u64,
+/// A session in the session table. Its pages are reached through the `Arc`
+/// each connection holds, never through the table's lock.
+struct SessionEntry {
+    store: Arc<Store>,
+    /// Connections that said Hello with this token; at 0 the pages go.
     connections: u64,
 }
 
 struct Shared {
     cfg: ServerConfig,
     used_pages: AtomicU64,
-    sessions: Mutex<HashMap<[u8; wire::TOKEN_LEN], Arc<Mutex<Session>>>>,
+    sessions: Mutex<HashMap<Token, SessionEntry>>,
     conns: Mutex<HashMap<u64, OwnedFd>>,
     next_conn: AtomicU64,
     shutdown: AtomicBool,
@@ -382,9 +401,9 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
         spin_ns: sh.cfg.spin_ns,
         timeout_ns: 30_000_000_000,
     };
-    let mut session: Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)> = None;
+    let mut session: Option<(Token, Arc<Store>)> = None;
     let mut input = Input::new();
-    let mut out = Vec::with_capacity(HEADER_LEN + 64 * PAGE_SIZE);
+    let mut out = Vec::with_capacity(HEADER_LEN + wire::MAX_ERROR_MSG);
     let result = loop {
         match input.fill(fd, HEADER_LEN, idle) {
             Ok(true) => {}
@@ -402,20 +421,39 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
                 break Err(e.into());
             }
         };
-        let frame = HEADER_LEN + h.len as usize;
-        if let Err(e) = input.fill(fd, frame, reply_wait) {
-            break Err(e.into());
-        }
-        let payload = &input.peek(frame)[HEADER_LEN..];
         out.clear();
-        let keep = match wire::decode_request(&h, payload) {
-            Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
-            Err(e) => {
-                wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
-                Ok(e.code().keeps_connection())
+        let keep = match h.op {
+            // Page data goes straight into the store, not through `input`.
+            Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, fd, reply_wait),
+            Op::Hello | Op::Read | Op::Free | Op::Stats => {
+                // Small payloads (a Read's page list is at most 2 KiB).
+                let frame = HEADER_LEN + h.len as usize;
+                if let Err(e) = input.fill(fd, frame, reply_wait) {
+                    break Err(e.into());
+                }
+                let payload = &input.peek(frame)[HEADER_LEN..];
+                let keep = match wire::decode_request(&h, payload) {
+                    Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
+                    Err(e) => {
+                        wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
+                        Ok(e.code().keeps_connection())
+                    }
+                };
+                input.consume(frame);
+                keep
+            }
+            // A reply sent as a request: read past its payload (closing with
+            // unread input would reset the connection under the error
+            // reply), refuse it and close.
+            _ => {
+                input.consume(HEADER_LEN);
+                input.skip(fd, h.len as usize, reply_wait).map(|()| {
+                    let e = WireError::UnknownOp(h.op as u16);
+                    wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
+                    false
+                })
             }
         };
-        input.consume(frame);
         let keep = match keep {
             Ok(k) => k,
             Err(e) => break Err(e.into()),
@@ -429,14 +467,16 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
             break Ok(());
         }
     };
-    if let Some((token, s)) = session {
-        leave_session(sh, token, s);
+    if let Some((token, _)) = session {
+        leave_session(sh, token);
     }
     result
 }
 
 /// Requests arrive through a buffer: one `recv` usually brings a whole
-/// request (header and payload), saving a system call per request.
+/// request (header and payload), saving a system call per request. It is
+/// small, so that little of a Write's page data lands here (to be copied)
+/// rather than straight in the store.
 struct Input {
     buf: Box<[u8]>,
     start: usize,
@@ -446,7 +486,7 @@ struct Input {
 impl Input {
     fn new() -> Input {
         Input {
-            buf: vec![0u8; HEADER_LEN + wire::MAX_PAYLOAD].into_boxed_slice(),
+            buf: vec![0u8; INPUT_BUFFER].into_boxed_slice(),
             start: 0,
             end: 0,
         }
@@ -460,8 +500,12 @@ impl Input {
             self.end -= self.start;
             self.start = 0;
         }
+        // Ask for no more than the largest request but a Write's data, so
+        // that a Write's pages mostly stay in the socket for `receive_pages`
+        // (limit > end: the loop runs while end < start + n <= buf.len()).
+        let limit = (self.start + n.max(SMALL_REQUEST)).min(self.buf.len());
         while self.end - self.start < n {
-            let r = farmem_sys::net::recv_some(fd, &mut self.buf[self.end..], wait)?;
+            let r = farmem_sys::net::recv_some(fd, &mut self.buf[self.end..limit], wait)?;
             if r == 0 {
                 if self.end == self.start {
                     return Ok(false);
@@ -487,14 +531,46 @@ impl Input {
             self.end = 0;
         }
     }
+
+    /// Up to `max` bytes already buffered, consumed.
+    fn take(&mut self, max: usize) -> &[u8] {
+        let n = max.min(self.end - self.start);
+        let from = self.start;
+        self.consume(n);
+        &self.buf[from..from + n]
+    }
+
+    /// Read and drop the next `n` bytes of the stream (a refused frame's payload).
+    fn skip(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<()> {
+        let mut left = n - self.take(n).len();
+        while left > 0 {
+            let k = left.min(self.buf.len());
+            let r = farmem_sys::net::recv_some(fd, &mut self.buf[..k], wait)?;
+            if r == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "truncated frame",
+                ));
+            }
+            left -= r;
+        }
+        Ok(())
+    }
 }
+
+/// The largest request but a Write's page data: a header and `MAX_BATCH`
+/// page numbers.
+const SMALL_REQUEST: usize = HEADER_LEN + MAX_BATCH as usize * 8;
+/// Room for a small request, with space to spare for a following one.
+const INPUT_BUFFER: usize = 8192;
+const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
 
 /// Handle one decoded request. The reply goes into `out`, except for page
 /// data, which is sent straight from the store (and `out` left empty).
 /// Returns whether the connection stays open.
 fn handle(
     sh: &Shared,
-    session: &mut Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)>,
+    session: &mut Option<(Token, Arc<Store>)>,
     h: &Header,
     req: Request<'_>,
     out: &mut Vec<u8>,
@@ -516,28 +592,25 @@ fn handle(
             }
             let s = {
                 let mut sessions = lock(&sh.sessions);
-                let s = sessions
-                    .entry(token)
-                    .or_insert_with(|| {
-                        Arc::new(Mutex::new(Session {
-                            store: Mutex::new(Store::default()),
-                            max_pages,
+                let entry = match sessions.entry(token) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(v) => match Store::new(max_pages) {
+                        Ok(store) => v.insert(SessionEntry {
+                            store: Arc::new(store),
                             connections: 0,
-                        }))
-                    })
-                    .clone();
-                let mut g = lock(&s);
-                if g.max_pages != max_pages {
-                    drop(g);
+                        }),
+                        Err(e) => return err(out, ErrorCode::Capacity, &e.to_string()),
+                    },
+                };
+                if entry.store.max_pages() != max_pages {
                     return err(
                         out,
                         ErrorCode::Malformed,
                         "max_pages differs from the session's",
                     );
                 }
-                g.connections += 1;
-                drop(g);
-                s
+                entry.connections += 1;
+                entry.store.clone()
             };
             *session = Some((token, s));
             let mut p = [0u8; 24];
@@ -563,12 +636,14 @@ fn handle(
             Ok(true)
         }
         Request::Read { pages } => {
-            let s = match checked_session(session, pages, "Read") {
+            let s = match checked_session(session, wire::pages(pages), "Read") {
                 Ok(s) => s,
                 Err((code, msg)) => return err(out, code, &msg),
             };
-            let store = lock(&s.store);
-            if let Some(p) = wire::pages(pages).find(|&p| store.get(p).is_none()) {
+            // Held until the last byte is sent: keeps Free from discarding
+            // the pages meanwhile (store.rs, hazard 2).
+            let access = s.access();
+            if let Some(p) = access.first_absent(wire::pages(pages)) {
                 return err(
                     out,
                     ErrorCode::NotFound,
@@ -578,65 +653,38 @@ fn handle(
             // Gather the pages straight from the store into the socket, in
             // groups that fit one sendmsg.
             let hdr = Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode();
-            let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
-            parts[0] = &hdr;
+            let mut parts = [RawBuf::EMPTY; MAX_IOV];
+            parts[0] = RawBuf::of(&hdr);
             let mut k = 1;
             for p in wire::pages(pages) {
                 if k == MAX_IOV {
-                    send_vectored(fd, &parts[..k], wait)?;
+                    // SAFETY: `hdr` is live; the pages are inside the
+                    // session's mapping, kept by the `Arc` and, under
+                    // `access`, safe from Free's discard.
+                    unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
                     k = 0;
                 }
-                parts[k] = store.get(p).unwrap_or(&[]);
+                parts[k] = access.page(p);
                 k += 1;
             }
-            send_vectored(fd, &parts[..k], wait)?;
+            // SAFETY: as above.
+            unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
             Ok(true)
         }
-        Request::Write { pages, data } => {
-            let s = match checked_session(session, pages, "Write") {
-                Ok(s) => s,
-                Err((code, msg)) => return err(out, code, &msg),
-            };
-            let mut store = lock(&s.store);
-            let new = store.count_new(wire::pages(pages));
-            // Reserve capacity for the whole batch first: all or nothing.
-            let reserved = sh
-                .used_pages
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
-                    (u + new <= sh.cfg.capacity_pages).then_some(u + new)
-                })
-                .is_ok();
-            if !reserved {
-                return err(
-                    out,
-                    ErrorCode::Capacity,
-                    &format!(
-                        "server capacity exhausted ({} of {} pages used); start it with a larger --capacity or add servers",
-                        sh.used_pages.load(Ordering::Relaxed),
-                        sh.cfg.capacity_pages
-                    ),
-                );
-            }
-            for (p, d) in wire::pages(pages).zip(data.chunks_exact(PAGE_SIZE)) {
-                store.put(p, d);
-            }
-            out.extend_from_slice(&Header::new(Op::WriteOk, h.tag, h.count, 0).encode());
-            Ok(true)
-        }
+        Request::Write { .. } => unreachable!("Writes are served by serve_write"),
         Request::Free { start, pages } => {
             let Some((_, s)) = session else {
                 return err(out, ErrorCode::NoSession, "say Hello before Free");
             };
-            let s = lock(s);
             let end = start.checked_add(pages);
-            if end.is_none_or(|e| e > s.max_pages) {
+            if end.is_none_or(|e| e > s.max_pages()) {
                 return err(
                     out,
                     ErrorCode::OutOfRange,
                     "free range is beyond the session's pages",
                 );
             }
-            let freed = lock(&s.store).remove_range(start, pages);
+            let freed = s.exclusive().remove_range(start, pages);
             sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
             out.extend_from_slice(
                 &Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode(),
@@ -646,33 +694,166 @@ fn handle(
     }
 }
 
+/// Serve a Write whose header is at the front of `input`: validate it and
+/// reserve capacity from its page list, then receive the page data straight
+/// into the store. Returns whether the connection stays open.
+fn serve_write(
+    sh: &Shared,
+    session: &Option<(Token, Arc<Store>)>,
+    h: &Header,
+    input: &mut Input,
+    out: &mut Vec<u8>,
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<bool> {
+    let n = h.count as usize;
+    input.fill(fd, HEADER_LEN + n * 8, wait)?;
+    let mut list = [0u64; MAX_BATCH as usize];
+    for (d, p) in list
+        .iter_mut()
+        .zip(wire::pages(&input.peek(HEADER_LEN + n * 8)[HEADER_LEN..]))
+    {
+        *d = p;
+    }
+    input.consume(HEADER_LEN + n * 8);
+    let pages = &list[..n];
+    // A refused Write's data is still on the wire: read past it, then reply.
+    let mut refuse = |code: ErrorCode, msg: &str| {
+        input.skip(fd, n * PAGE_SIZE, wait)?;
+        wire::encode_error(h.tag, code, msg, out);
+        Ok(code.keeps_connection())
+    };
+    let s = match checked_session(session, pages.iter().copied(), "Write") {
+        Ok(s) => s,
+        Err((code, msg)) => return refuse(code, &msg),
+    };
+    let mut unique = list;
+    let unique = &mut unique[..n];
+    unique.sort_unstable();
+    let unique = {
+        let mut k = 0;
+        for i in 0..n {
+            if i == 0 || unique[i] != unique[k - 1] {
+                unique[k] = unique[i];
+                k += 1;
+            }
+        }
+        &unique[..k]
+    };
+    // Held from the count to the bit set: no Free may slip in between
+    // (store.rs, hazard 2).
+    let access = s.access();
+    let new = access.count_absent(unique);
+    // Reserve capacity for the whole batch first: all or nothing.
+    let reserved = sh
+        .used_pages
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+            (u + new <= sh.cfg.capacity_pages).then_some(u + new)
+        })
+        .is_ok();
+    if !reserved {
+        drop(access);
+        return refuse(
+            ErrorCode::Capacity,
+            &format!(
+                "server capacity exhausted ({} of {} pages used); start it with a larger --capacity or add servers",
+                sh.used_pages.load(Ordering::Relaxed),
+                sh.cfg.capacity_pages
+            ),
+        );
+    }
+    if let Err(e) = receive_pages(&access, pages, input, fd, wait) {
+        // Cut off mid-frame: pages new to the batch stay absent (and their
+        // memory goes back); pages it was overwriting hold a mix of old and
+        // new bytes, as a client whose write failed must expect.
+        access.discard_absent(unique);
+        sh.used_pages.fetch_sub(new, Ordering::AcqRel);
+        return Err(e);
+    }
+    // Fewer than reserved only when another connection of the session wrote
+    // one of these pages meanwhile (hazard 1); give the surplus back.
+    let added = access.mark_present(unique);
+    debug_assert!(added <= new, "only Free clears a bit, and it waits for us");
+    sh.used_pages
+        .fetch_sub(new.saturating_sub(added), Ordering::AcqRel);
+    drop(access);
+    out.extend_from_slice(&Header::new(Op::WriteOk, h.tag, h.count, 0).encode());
+    Ok(true)
+}
+
+/// Receive a Write's page data (page `pages[i]` gets the i-th 4 KiB) into
+/// the store: what `input` already holds is copied, the rest comes from the
+/// socket straight into place.
+fn receive_pages(
+    access: &Access<'_>,
+    pages: &[u64],
+    input: &mut Input,
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<()> {
+    let buffered = input.take(pages.len() * PAGE_SIZE);
+    for (i, chunk) in buffered.chunks(PAGE_SIZE).enumerate() {
+        // SAFETY: the destination is the start of one page inside the
+        // session's mapping (the page number was range-checked) and the
+        // chunk is at most a page; the source is this connection's own
+        // buffer, which cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(chunk.as_ptr(), access.page(pages[i]).ptr, chunk.len())
+        };
+    }
+    let done = buffered.len();
+    let mut parts = [RawBuf::EMPTY; MAX_IOV];
+    let mut k = 0;
+    for (i, &p) in pages.iter().enumerate().skip(done / PAGE_SIZE) {
+        let mut b = access.page(p);
+        if i == done / PAGE_SIZE {
+            // The rest of a page begun from the buffer.
+            let o = done % PAGE_SIZE;
+            b.ptr = b.ptr.wrapping_add(o);
+            b.len -= o;
+        }
+        parts[k] = b;
+        k += 1;
+        if k == MAX_IOV {
+            // SAFETY: the ranges lie in the session's mapping, kept by the
+            // `Arc`, safe from Free under `access`, and never referenced by
+            // Rust code.
+            unsafe { farmem_sys::net::recv_exact_vectored_raw(fd, &parts[..k], wait)? };
+            k = 0;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { farmem_sys::net::recv_exact_vectored_raw(fd, &parts[..k], wait) }
+}
+
 /// The connection's session, if it said Hello and every page is in its range.
 fn checked_session<'a>(
-    session: &'a Option<([u8; wire::TOKEN_LEN], Arc<Mutex<Session>>)>,
-    pages: &[u8],
+    session: &'a Option<(Token, Arc<Store>)>,
+    mut pages: impl Iterator<Item = u64>,
     op: &str,
-) -> Result<std::sync::MutexGuard<'a, Session>, (ErrorCode, String)> {
+) -> Result<&'a Store, (ErrorCode, String)> {
     let Some((_, s)) = session else {
         return Err((ErrorCode::NoSession, format!("say Hello before {op}")));
     };
-    let s = lock(s);
-    if let Some(p) = wire::pages(pages).find(|&p| p >= s.max_pages) {
+    if let Some(p) = pages.find(|&p| p >= s.max_pages()) {
         return Err((
             ErrorCode::OutOfRange,
-            format!("page {p} is beyond the session's {} pages", s.max_pages),
+            format!("page {p} is beyond the session's {} pages", s.max_pages()),
         ));
     }
     Ok(s)
 }
 
-fn leave_session(sh: &Shared, token: [u8; wire::TOKEN_LEN], s: Arc<Mutex<Session>>) {
+fn leave_session(sh: &Shared, token: Token) {
     let mut sessions = lock(&sh.sessions);
-    let mut g = lock(&s);
-    g.connections -= 1;
-    if g.connections == 0 {
-        let n = lock(&g.store).len() as u64;
-        sh.used_pages.fetch_sub(n, Ordering::AcqRel);
-        drop(g);
+    let Some(entry) = sessions.get_mut(&token) else {
+        return;
+    };
+    entry.connections -= 1;
+    if entry.connections == 0 {
+        // No connection of the session is left, so nothing is in flight:
+        // the count is final. The mappings go with the last `Arc`.
+        sh.used_pages.fetch_sub(entry.store.len(), Ordering::AcqRel);
         sessions.remove(&token);
     }
 }

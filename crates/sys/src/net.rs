@@ -95,19 +95,67 @@ pub fn recv_exact(fd: RawFd, buf: &mut [u8], wait: Wait) -> io::Result<()> {
     Ok(())
 }
 
+/// One byte range for vectored I/O, given by address. For memory that other
+/// threads may touch at the same time (a memory server's page store), where a
+/// Rust slice would promise an exclusivity the program cannot give.
+#[derive(Debug, Clone, Copy)]
+pub struct RawBuf {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl RawBuf {
+    pub const EMPTY: RawBuf = RawBuf {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    };
+
+    /// A range covering `b` (for sending: the kernel only reads it).
+    pub fn of(b: &[u8]) -> RawBuf {
+        RawBuf {
+            ptr: b.as_ptr().cast_mut(),
+            len: b.len(),
+        }
+    }
+}
+
 /// Send every byte of `parts` (gathered, no copy) on a non-blocking socket.
 pub fn send_vectored(fd: RawFd, parts: &[&[u8]], wait: Wait) -> io::Result<()> {
+    let ranges = parts.iter().map(|p| (p.as_ptr().cast_mut(), p.len()));
+    // SAFETY: every range is a live slice borrowed for the whole call.
+    unsafe { send_ranges(fd, ranges, wait) }
+}
+
+/// [`send_vectored`] for ranges given by address.
+///
+/// # Safety
+/// Each range must stay mapped and readable until the call returns.
+pub unsafe fn send_vectored_raw(fd: RawFd, parts: &[RawBuf], wait: Wait) -> io::Result<()> {
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { send_ranges(fd, parts.iter().map(|p| (p.ptr, p.len)), wait) }
+}
+
+/// The body of both sends, taking the ranges as an iterator so that the
+/// only array on the stack (which may be a signal handler's) is the iovecs.
+///
+/// # Safety
+/// As [`send_vectored_raw`].
+unsafe fn send_ranges(
+    fd: RawFd,
+    parts: impl ExactSizeIterator<Item = (*mut u8, usize)>,
+    wait: Wait,
+) -> io::Result<()> {
     assert!(parts.len() <= MAX_IOV, "too many iovecs");
+    let count = parts.len();
     let mut iov = [libc::iovec {
         iov_base: std::ptr::null_mut(),
         iov_len: 0,
     }; MAX_IOV];
-    for (slot, p) in iov.iter_mut().zip(parts) {
-        slot.iov_base = p.as_ptr() as *mut libc::c_void;
-        slot.iov_len = p.len();
+    for (slot, (ptr, len)) in iov.iter_mut().zip(parts) {
+        slot.iov_base = ptr.cast();
+        slot.iov_len = len;
     }
     let mut first = 0;
-    let count = parts.len();
     let start = now_ns();
     let mut spins = 0u32;
     while first < count {
@@ -119,7 +167,8 @@ pub fn send_vectored(fd: RawFd, parts: &[&[u8]], wait: Wait) -> io::Result<()> {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov[first..count].as_mut_ptr();
         msg.msg_iovlen = count - first;
-        // SAFETY: msg points at live iovecs describing live slices.
+        // SAFETY: msg points at live iovecs describing memory the caller
+        // keeps readable (this function's contract).
         let r = unsafe {
             libc::syscall(
                 libc::SYS_sendmsg,
@@ -129,19 +178,7 @@ pub fn send_vectored(fd: RawFd, parts: &[&[u8]], wait: Wait) -> io::Result<()> {
             )
         };
         match cvt_long(r) {
-            Ok(mut n) => {
-                while n > 0 && first < count {
-                    let take = n.min(iov[first].iov_len);
-                    // SAFETY (pointer arithmetic): take <= iov_len of this iovec.
-                    iov[first].iov_base =
-                        (iov[first].iov_base as usize + take) as *mut libc::c_void;
-                    iov[first].iov_len -= take;
-                    n -= take;
-                    if iov[first].iov_len == 0 {
-                        first += 1;
-                    }
-                }
-            }
+            Ok(n) => advance(&mut iov[..count], &mut first, n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 wait_ready(fd, libc::POLLOUT, start, wait, &mut spins)?
             }
@@ -150,6 +187,118 @@ pub fn send_vectored(fd: RawFd, parts: &[&[u8]], wait: Wait) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Move past `n` transferred bytes: drop finished iovecs, trim a partial one.
+fn advance(iov: &mut [libc::iovec], first: &mut usize, mut n: usize) {
+    while n > 0 && *first < iov.len() {
+        let take = n.min(iov[*first].iov_len);
+        // take <= iov_len of this iovec, so the base stays inside its range.
+        iov[*first].iov_base = (iov[*first].iov_base as usize + take) as *mut libc::c_void;
+        iov[*first].iov_len -= take;
+        n -= take;
+        if iov[*first].iov_len == 0 {
+            *first += 1;
+        }
+    }
+}
+
+/// Receive exactly the total length of `parts` (scattered, no copy) from a
+/// non-blocking socket, spinning then polling like [`recv_exact`].
+///
+/// # Safety
+/// Each range must stay mapped and writable until the call returns, and
+/// nothing may hold a Rust reference into it meanwhile.
+pub unsafe fn recv_exact_vectored_raw(fd: RawFd, parts: &[RawBuf], wait: Wait) -> io::Result<()> {
+    assert!(parts.len() <= MAX_IOV, "too many iovecs");
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_IOV];
+    for (slot, p) in iov.iter_mut().zip(parts) {
+        slot.iov_base = p.ptr.cast();
+        slot.iov_len = p.len;
+    }
+    let count = parts.len();
+    let mut first = 0;
+    let start = now_ns();
+    let mut spins = 0u32;
+    while first < count {
+        if iov[first].iov_len == 0 {
+            first += 1;
+            continue;
+        }
+        // SAFETY: msghdr is plain data; zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov[first..count].as_mut_ptr();
+        msg.msg_iovlen = count - first;
+        // SAFETY: msg points at live iovecs describing memory the caller
+        // keeps writable (this function's contract).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_recvmsg,
+                fd,
+                &mut msg as *mut libc::msghdr,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        match cvt_long(r) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed by peer",
+                ))
+            }
+            Ok(n) => advance(&mut iov[..count], &mut first, n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_ready(fd, libc::POLLIN, start, wait, &mut spins)?
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Ask for send and receive buffers of `bytes` each (`SO_SNDBUF`,
+/// `SO_RCVBUF`; the kernel doubles the figure for its bookkeeping and caps it
+/// at `net.core.wmem_max` / `rmem_max`). A buffer that holds a whole batch
+/// lets a sender finish in one call instead of waiting for the peer to drain.
+pub fn set_socket_buffers(fd: RawFd, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    for opt in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: the option value is a live c_int and its exact size is passed.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// The socket's (send, receive) buffer sizes as the kernel reports them.
+pub fn socket_buffers(fd: RawFd) -> io::Result<(usize, usize)> {
+    let get = |opt| {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: v and len are live and len holds v's size.
+        cvt(unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        })
+        .map(|_| v.max(0) as usize)
+    };
+    Ok((get(libc::SO_SNDBUF)?, get(libc::SO_RCVBUF)?))
 }
 
 /// Put a socket in non-blocking mode.
@@ -269,4 +418,57 @@ pub fn recv_some(fd: RawFd, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
 pub fn shutdown(fd: RawFd) {
     // SAFETY: shutdown takes plain integers; a stale fd only yields EBADF.
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn socket_buffers_grow_to_the_request() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        set_socket_buffers(a.as_raw_fd(), 1 << 20).unwrap();
+        let (snd, rcv) = socket_buffers(a.as_raw_fd()).unwrap();
+        // Capped by net.core.{w,r}mem_max, which may be lower on other hosts.
+        let cap = |f: &str| {
+            std::fs::read_to_string(f)
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .unwrap_or(usize::MAX)
+        };
+        assert!(snd >= (1 << 20).min(cap("/proc/sys/net/core/wmem_max")));
+        assert!(rcv >= (1 << 20).min(cap("/proc/sys/net/core/rmem_max")));
+    }
+
+    #[test]
+    fn raw_vectored_roundtrip() {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        set_nonblocking(a.as_raw_fd()).unwrap();
+        set_nonblocking(b.as_raw_fd()).unwrap();
+        let wait = Wait {
+            spin_ns: 0,
+            timeout_ns: 5_000_000_000,
+        };
+        let src: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let (x, y) = src.split_at(3000);
+        // SAFETY: both ranges are live slices for the whole call.
+        unsafe { send_vectored_raw(a.as_raw_fd(), &[RawBuf::of(x), RawBuf::of(y)], wait) }.unwrap();
+        let mut dst = vec![0u8; 10_000];
+        let (p, q) = dst.split_at_mut(7);
+        let parts = [
+            RawBuf {
+                ptr: p.as_mut_ptr(),
+                len: p.len(),
+            },
+            RawBuf {
+                ptr: q.as_mut_ptr(),
+                len: q.len(),
+            },
+        ];
+        // SAFETY: both ranges are live, writable, and not otherwise used
+        // until the call returns.
+        unsafe { recv_exact_vectored_raw(b.as_raw_fd(), &parts, wait) }.unwrap();
+        assert_eq!(dst, src);
+    }
 }
