@@ -16,6 +16,7 @@ compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault er
 pub mod mem;
 pub mod net;
 pub mod numa;
+pub mod pagemap;
 pub mod process;
 pub mod signal;
 pub mod uffd;

@@ -12,6 +12,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 pub const UFFD_API: u64 = 0xAA;
 pub const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
 pub const UFFD_FEATURE_SIGBUS: u64 = 1 << 7;
+/// Linux 6.7: writes to write-protected pages are resolved by the kernel,
+/// which only clears the page's uffd-wp bit (read back with `PAGEMAP_SCAN`).
+pub const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+/// Linux 6.8: `UFFDIO_MOVE`.
+pub const UFFD_FEATURE_MOVE: u64 = 1 << 16;
 pub const UFFDIO_REGISTER_MODE_MISSING: u64 = 1 << 0;
 pub const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
 pub const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1 << 0;
@@ -67,6 +72,18 @@ pub struct UffdioWriteprotect {
     pub mode: u64,
 }
 
+/// `struct uffdio_move` (Linux 6.8; not in Debian 12's headers).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UffdioMove {
+    pub dst: u64,
+    pub src: u64,
+    pub len: u64,
+    pub mode: u64,
+    pub moved: i64,
+}
+
+pub const UFFDIO_MOVE: u64 = iowr(0x05, std::mem::size_of::<UffdioMove>());
 pub const UFFDIO_API: u64 = iowr(0x3F, std::mem::size_of::<UffdioApi>());
 pub const UFFDIO_REGISTER: u64 = iowr(0x00, std::mem::size_of::<UffdioRegister>());
 pub const UFFDIO_UNREGISTER: u64 = ior(0x01, std::mem::size_of::<UffdioRange>());
@@ -226,6 +243,32 @@ impl Uffd {
                 Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+impl Uffd {
+    /// `UFFDIO_MOVE`: move the present pages of `[src, src+len)` to `dst`, a
+    /// range registered with this uffd, atomically against writers (the
+    /// source becomes unmapped). Returns the bytes moved.
+    ///
+    /// # Safety
+    /// Both ranges must be private anonymous memory of this process that no
+    /// Rust reference points into; the source's content leaves it.
+    pub unsafe fn move_pages(&self, dst: usize, src: usize, len: usize) -> io::Result<usize> {
+        let mut m = UffdioMove {
+            dst: dst as u64,
+            src: src as u64,
+            len: len as u64,
+            mode: 0,
+            moved: 0,
+        };
+        // SAFETY: `m` is a live UffdioMove; the caller guarantees the ranges.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE as _, &mut m) };
+        if r == 0 {
+            Ok(m.moved.max(0) as usize)
+        } else {
+            Err(io::Error::last_os_error())
         }
     }
 }
