@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A/B benchmark for the data path (issue 9): the same workload binaries, run
+# side by side in one session on the OLD runtime (a build of an earlier
+# commit) and the NEW one (this tree), median of RUNS runs each.
+#
+# usage: bench/ab.sh OLD_TREE [RUNS=3]
+#   OLD_TREE: a checkout of the baseline commit, built with `cargo build
+#   --release`; this script builds its workloads from THIS tree's sources
+#   (so both sides run identical programs) and links them to its libfarmem.
+# Writes bench/results/ab-{old,new}-NAME.json and prints a summary table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLD=$(cd "$1" && pwd)
+RUNS=${2:-3}
+NEW=$PWD
+R=bench/results
+mkdir -p "$R"
+cargo build --release --quiet
+make -C workloads >/dev/null
+cp workloads/*.c workloads/*.h workloads/Makefile "$OLD/workloads/"
+make -C "$OLD/workloads" >/dev/null
+
+echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), kernel $(uname -r), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $NEW ($(git rev-parse --short HEAD))  runs: $RUNS"
+
+bench() { # name, farmem bench args...
+    local name=$1; shift
+    for side in old new; do
+        local tree=$NEW
+        [ $side = old ] && tree=$OLD
+        echo "== $side $name: farmem bench $*" >&2
+        "$tree/target/release/farmem" bench "$@" --systems local,farmem --runs "$RUNS" --json \
+            > "$R/ab-$side-$name.json" 2> "$R/ab-$side-$name.err" || true
+    done
+}
+
+bench memwrite memwrite --size 1G --expansion 4 --timeout 300
+bench qsort qsort --size 1G --expansion 6 --timeout 600
+bench stencil7 stencil7 --size 512M --expansion 4 --variant temporal --timeout 600
+bench himeno himeno --size 512M --expansion 1.67 --timeout 600
+bench pagerank pagerank --size 512M --expansion 2 --timeout 600
+bench chase chase --size 512M --expansion 4 --timeout 600
+
+# Random 4 KiB far faults (one thread, no prefetch), embedded server.
+for side in old new; do
+    tree=$NEW
+    [ $side = old ] && tree=$OLD
+    echo "== $side faultlat" >&2
+    FARMEM_LOCAL=320M "$tree/target/release/workloads/faultlat" 20000 > "$R/ab-$side-faultlat.txt" 2>&1 || true
+done
+
+python3 - "$R" <<'EOF'
+import json, re, sys
+R = sys.argv[1]
+def load(side, name):
+    try:
+        return json.load(open(f"{R}/ab-{side}-{name}.json"))
+    except Exception:
+        return None
+def stat(text, key):
+    m = re.search(key + r"\s+([0-9.]+)([KMGT]?)", text or "")
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2)]
+def gib(b):
+    return "-" if b is None else f"{b / 2**30:.2f}G"
+print()
+print("| workload | E | all-local s | old farmem/local | new farmem/local | old fetched / written back | new fetched / written back | old / new wp faults |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for name in ["memwrite", "qsort", "stencil7", "himeno", "pagerank", "chase"]:
+    o, n = load("old", name), load("new", name)
+    if not o or not n:
+        print(f"| {name} | missing results (see {R}/ab-*-{name}.err) |")
+        continue
+    def cells(d):
+        loc = next(r for r in d["results"] if r["system"] == "local")
+        far = [r for r in d["results"] if r["system"] == "farmem"]
+        return loc, far
+    lo, fo = cells(o)
+    ln, fn = cells(n)
+    for a, b in zip(fo, fn):
+        sa, sb = a.get("farmem_stats", ""), b.get("farmem_stats", "")
+        wa = re.search(r"first write\)\s+\d+ / (\d+)", sa or "")
+        wb = re.search(r"first write\)\s+\d+ / (\d+)", sb or "")
+        rel = lambda r: f"{r['relative_runtime']:.2f}x" if r.get("relative_runtime") else r.get("check", "failed")
+        print(f"| {name} | {a['expansion']} | {ln['seconds']:.2f} (old {lo['seconds']:.2f}) | {rel(a)} | {rel(b)} | "
+              f"{gib(stat(sa, 'fetched from backend'))} / {gib(stat(sa, 'written back'))} | "
+              f"{gib(stat(sb, 'fetched from backend'))} / {gib(stat(sb, 'written back'))} | "
+              f"{wa.group(1) if wa else '-'} / {wb.group(1) if wb else '-'} |")
+for side in ["old", "new"]:
+    try:
+        print(f"faultlat {side}:", " ".join(l.strip() for l in open(f"{R}/ab-{side}-faultlat.txt") if "far" in l))
+    except Exception:
+        pass
+EOF
