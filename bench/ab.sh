@@ -8,10 +8,12 @@
 #   --release`; this script builds its workloads from THIS tree's sources
 #   (so both sides run identical programs) and links them to its libfarmem.
 # Writes bench/results/ab-{old,new}-NAME.json and prints a summary table.
+# SIDES="new" reruns only the new side (the old side's files are kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$(cd "$1" && pwd)
 RUNS=${2:-3}
+SIDES=${SIDES:-old new}
 NEW=$PWD
 R=bench/results
 mkdir -p "$R"
@@ -25,7 +27,7 @@ echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $NEW ($(git rev-
 
 bench() { # name, farmem bench args...
     local name=$1; shift
-    for side in old new; do
+    for side in $SIDES; do
         local tree=$NEW
         [ $side = old ] && tree=$OLD
         echo "== $side $name: farmem bench $*" >&2
@@ -38,11 +40,28 @@ bench memwrite memwrite --size 1G --expansion 4 --timeout 300
 bench qsort qsort --size 1G --expansion 6 --timeout 600
 bench stencil7 stencil7 --size 512M --expansion 4 --variant temporal --timeout 600
 bench himeno himeno --size 512M --expansion 1.67 --timeout 600
-bench pagerank pagerank --size 512M --expansion 2 --timeout 600
 bench chase chase --size 512M --expansion 4 --timeout 600
 
-# Random 4 KiB far faults (one thread, no prefetch), embedded server.
-for side in old new; do
+# pagerank is newer than the old CLI's `farmem bench`: run it through
+# `farmem run` on both sides, budget = size / 2, median of RUNS.
+for side in local $SIDES; do
+    tree=$NEW
+    [ $side = old ] && tree=$OLD
+    : > "$R/ab-$side-pagerank.txt"
+    for _ in $(seq "$RUNS"); do
+        echo "== $side pagerank 512M 5" >&2
+        if [ $side = local ]; then
+            "$tree/target/release/workloads/pagerank" 512M 5 >> "$R/ab-$side-pagerank.txt" 2>&1 || true
+        else
+            "$tree/target/release/farmem" run --local 256M --stats -- \
+                "$tree/target/release/workloads/pagerank" 512M 5 >> "$R/ab-$side-pagerank.txt" 2>&1 || true
+        fi
+    done
+done
+
+# Random 4 KiB far faults (no prefetch), embedded server: one thread, then
+# two at once.
+for side in $SIDES; do
     tree=$NEW
     [ $side = old ] && tree=$OLD
     echo "== $side faultlat" >&2
@@ -67,7 +86,7 @@ def gib(b):
 print()
 print("| workload | E | all-local s | old farmem/local | new farmem/local | old fetched / written back | new fetched / written back | old / new wp faults |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
-for name in ["memwrite", "qsort", "stencil7", "himeno", "pagerank", "chase"]:
+for name in ["memwrite", "qsort", "stencil7", "himeno", "chase"]:
     o, n = load("old", name), load("new", name)
     if not o or not n:
         print(f"| {name} | missing results (see {R}/ab-*-{name}.err) |")
@@ -87,6 +106,20 @@ for name in ["memwrite", "qsort", "stencil7", "himeno", "pagerank", "chase"]:
               f"{gib(stat(sa, 'fetched from backend'))} / {gib(stat(sa, 'written back'))} | "
               f"{gib(stat(sb, 'fetched from backend'))} / {gib(stat(sb, 'written back'))} | "
               f"{wa.group(1) if wa else '-'} / {wb.group(1) if wb else '-'} |")
+import statistics
+pr = {}
+for side in ["local", "old", "new"]:
+    try:
+        t = open(f"{R}/ab-{side}-pagerank.txt").read()
+    except Exception:
+        continue
+    secs = [float(x) for x in re.findall(r"workload=pagerank seconds=([0-9.]+)", t)]
+    fetched = re.findall(r"fetched from backend\s+(\S+)", t)
+    pr[side] = (statistics.median(secs) if secs else None, fetched[-1] if fetched else "-")
+if "local" in pr and pr["local"][0]:
+    l = pr["local"][0]
+    cell = lambda s: f"{pr[s][0] / l:.2f}x (fetched {pr[s][1]})" if s in pr and pr[s][0] else "failed"
+    print(f"| pagerank 512M | 2 | {l:.2f} | {cell('old')} | {cell('new')} | | | |")
 for side in ["old", "new"]:
     try:
         print(f"faultlat {side}:", " ".join(l.strip() for l in open(f"{R}/ab-{side}-faultlat.txt") if "far" in l))

@@ -62,10 +62,8 @@ impl Runtime {
         for q in p..p + n {
             self.must(q, Event::MadeDirty);
         }
-        self.stats.wp_faults.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .wp_ahead
-            .fetch_add(n as u64 - 1, Ordering::Relaxed);
+        self.stats.wp_faults.add(1);
+        self.stats.wp_ahead.add(n as u64 - 1);
     }
 
     /// How many clean pages after `p` to make writable with it: 0 unless the

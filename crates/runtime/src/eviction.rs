@@ -23,8 +23,9 @@ impl Runtime {
                 // Not resident: the queues' invariant says this cannot be.
                 return Take::Drop;
             }
-            if w.state() == State::Clean && self.transition(q as usize, Event::SecondChance).is_ok()
-            {
+            // READ_MOSTLY clean pages and prefetched pages not yet used get
+            // one more pass (see `page::next`).
+            if self.transition(q as usize, Event::SecondChance).is_ok() {
                 return Take::Keep;
             }
             match next(w, Event::EvictStart) {
@@ -127,7 +128,7 @@ impl Runtime {
         }
         for (i, &q) in victims.iter().enumerate() {
             if was[i].has(page::PREFETCHED) {
-                self.stats.prefetch_wasted.fetch_add(1, Ordering::Relaxed);
+                self.stats.prefetch_wasted.add(1);
             }
             self.must(
                 q,
@@ -137,12 +138,8 @@ impl Runtime {
             );
         }
         self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
-        self.stats
-            .evictions
-            .fetch_add(victims.len() as u64, Ordering::Relaxed);
-        self.stats
-            .pages_written_back
-            .fetch_add(m as u64, Ordering::Relaxed);
+        self.stats.evictions.add(victims.len() as u64);
+        self.stats.pages_written_back.add(m as u64);
     }
 
     /// Evict every resident, unpinned page of `[first, last]` now.

@@ -46,7 +46,7 @@ impl Runtime {
                     if let Ok(n) = next(w, Event::Claim { prefetch: false }) {
                         if self.cas(p, w, n) {
                             self.fetch(p, write);
-                            self.stats.faults.fetch_add(1, Ordering::Relaxed);
+                            self.stats.faults.add(1);
                             self.stats.fault_ns.record(now_ns() - t0);
                             return;
                         }
@@ -56,7 +56,7 @@ impl Runtime {
                     if let Ok(n) = next(w, Event::WriteFault) {
                         if self.cas(p, w, n) {
                             if w.has(page::PREFETCHED) {
-                                self.stats.prefetch_used.fetch_add(1, Ordering::Relaxed);
+                                self.stats.prefetch_used.add(1);
                             }
                             self.make_dirty(p);
                             return;
@@ -67,10 +67,10 @@ impl Runtime {
                 State::Clean | State::Dirty => {
                     if in_flight {
                         // The program waited for a pipelined prefetch.
-                        self.stats.faults.fetch_add(1, Ordering::Relaxed);
+                        self.stats.faults.add(1);
                         self.stats.fault_ns.record(now_ns() - t0);
                     } else {
-                        self.stats.spurious.fetch_add(1, Ordering::Relaxed);
+                        self.stats.spurious.add(1);
                     }
                     return;
                 }
@@ -100,7 +100,16 @@ impl Runtime {
         batch[0] = p;
         let mut n = 1;
         let seq = self.load(p).has(page::ADV_SEQUENTIAL);
-        let (stride, want, stream) = self.plan_prefetch(p, self.load(p));
+        let (stride, mut want, stream) = self.plan_prefetch(p, self.load(p));
+        if stride == 1 && stream.is_some() {
+            // End a forward stream's window where its connection's run ends,
+            // so that the pipelined windows after it start aligned and can
+            // be whole (one asynchronous request stays on one connection).
+            let run = self.backend.route_run(p as u64) as usize;
+            if run >= 4 && run < want {
+                want = run;
+            }
+        }
         for k in 1..want as i64 {
             let q = p as i64 + stride * k;
             if q < 0 || q as usize >= self.npages {
@@ -224,15 +233,9 @@ impl Runtime {
                 }
             }
         }
-        self.stats
-            .pages_fetched
-            .fetch_add(r as u64, Ordering::Relaxed);
-        self.stats
-            .pages_zero_filled
-            .fetch_add(zero_filled as u64, Ordering::Relaxed);
-        self.stats
-            .prefetched
-            .fetch_add(n as u64 - 1, Ordering::Relaxed);
+        self.stats.pages_fetched.add(r as u64);
+        self.stats.pages_zero_filled.add(zero_filled as u64);
+        self.stats.prefetched.add(n as u64 - 1);
         // A confirmed forward stream whose window was claimed whole: request
         // the next window now, to arrive while the program works on this one.
         if stride == 1 && stream.is_some() && n == want && want > 1 {

@@ -10,7 +10,8 @@
 //!  bit  4    PREFETCHED     fetched ahead of demand and not yet seen used
 //!  bit  5    ALLOCATED      inside a live fm_alloc region
 //!  bits 6-8  advice         SEQUENTIAL, RANDOM, READ_MOSTLY
-//!  bit  9    SECOND_CHANCE  a READ_MOSTLY page already passed over once by eviction
+//!  bit  9    SECOND_CHANCE  a READ_MOSTLY or prefetched page already passed over
+//!                           once by eviction
 //!  bit 10    IN_FLIGHT      Fetching by an asynchronous prefetch: any thread may
 //!                           complete it by draining the page's connection
 //!  bits 16-31 pins          > 0: never evicted (FM_ADV_PIN, or a system call in flight)
@@ -133,7 +134,8 @@ pub enum Event {
     },
     /// The prefetched page was seen used.
     PrefetchUsed,
-    /// Eviction passed over a READ_MOSTLY clean page once.
+    /// Eviction passed over a READ_MOSTLY clean page, or a prefetched page
+    /// not yet seen used, once.
     SecondChance,
     Pin,
     Unpin,
@@ -189,6 +191,13 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         }
         (_, Event::PrefetchUsed) if w.has(PREFETCHED) => PageWord(w.0 & !PREFETCHED),
         (State::Clean, Event::SecondChance) if w.has(ADV_READ_MOSTLY) && !w.has(SECOND_CHANCE) => {
+            PageWord(w.0 | SECOND_CHANCE)
+        }
+        // A prefetched page not yet seen used: its stream is probably still
+        // on its way to it (a program with many streams).
+        (State::Clean | State::Dirty, Event::SecondChance)
+            if w.has(PREFETCHED) && !w.has(SECOND_CHANCE) =>
+        {
             PageWord(w.0 | SECOND_CHANCE)
         }
         (_, Event::Pin) if w.pins() < PIN_MAX => PageWord(w.0 + PIN_ONE),

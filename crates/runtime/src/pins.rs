@@ -136,7 +136,7 @@ impl Runtime {
                 unsafe { std::ptr::read_volatile(a as *const u8) };
             }
         }
-        self.stats.io_pins.fetch_add(1, Ordering::Relaxed);
+        self.stats.io_pins.add(1);
         self.pinned
             .fetch_sub(want - (pinned_to - first), Ordering::AcqRel);
         if pinned_to == first {
@@ -168,7 +168,7 @@ impl Runtime {
                 }
                 continue;
             }
-            self.stats.pin_waits.fetch_add(1, Ordering::Relaxed);
+            self.stats.pin_waits.add(1);
             wait(&mut waits);
             if farmem_sys::now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                 farmem_sys::fatal(

@@ -5,8 +5,8 @@
 //! not.
 //!
 //! Two FIFO queues share the budget:
-//! - **probation** (small: 1/32 of the budget, at least a few prefetch
-//!   windows): pages seen once (first touch, prefetch, refaults that found
+//! - **probation** (1/8 of the budget, at least a few prefetch windows):
+//!   pages seen once (first touch, prefetch, refaults that found
 //!   main full). A scan streams through it and never reaches the protected set.
 //! - **main** (protected, the rest of the budget): pages that came back.
 //!
@@ -74,11 +74,17 @@ fn distance(now: u32, stamp: u32) -> u32 {
 }
 
 impl Queues {
-    /// Queues for `budget` resident pages. Probation keeps at least
-    /// `probation_min` pages (room for a few prefetch windows, so prefetched
-    /// pages live until they are used), 1/32 of the budget, at most half.
+    /// Queues for `budget` resident pages. Probation keeps 1/8 of the budget,
+    /// at least `probation_min` pages (room for the prefetch windows of many
+    /// streams, so prefetched pages live until they are used), at most half.
+    ///
+    /// Why 1/8: without hit information a page reused while in probation is
+    /// not seen, so it must refault once to reach main; a larger probation
+    /// spares recency-friendly programs (a merge sort, many concurrent
+    /// streams) that refault, a smaller one keeps more of a loop. 1/8 costs a
+    /// loop at most 1/8 of the budget against the optimum.
     pub fn new(budget: usize, probation_min: usize) -> Queues {
-        let probation = (budget / 32).max(probation_min).min(budget / 2);
+        let probation = (budget / 8).max(probation_min).min(budget / 2);
         Queues {
             probation: Ring::with_capacity(budget),
             main: Ring::with_capacity(budget),
@@ -293,6 +299,14 @@ mod tests {
         t
     }
 
+    /// The design's promise on a loop of `n` pages: one round longer than
+    /// the optimum to learn it (the first refaults fill main), then per round
+    /// at most the optimum's misses plus what probation holds (1/8 of the
+    /// budget) plus a little trickle.
+    fn loop_bound(opt: usize, n: usize, b: usize, rounds: usize) -> usize {
+        opt + n + rounds * (b / 8 + b / 32 + 2)
+    }
+
     #[test]
     fn cyclic_sweeps_come_close_to_optimal() {
         let b = 200;
@@ -302,7 +316,12 @@ mod tests {
             // FIFO misses every access of a loop larger than the budget.
             assert_eq!(fifo, t.len(), "n={n}");
             assert!(
-                (ours as f64) <= 1.3 * opt as f64,
+                ours <= loop_bound(opt, n as usize, b, 12),
+                "n={n}: ours {ours} opt {opt} fifo {fifo}"
+            );
+            // At least half of what any policy can save over FIFO is saved.
+            assert!(
+                fifo - ours >= (fifo - opt) / 2,
                 "n={n}: ours {ours} opt {opt} fifo {fifo}"
             );
         }
@@ -329,16 +348,15 @@ mod tests {
 
     use proptest::prelude::*;
     proptest! {
-        /// On any trace the queues hold exactly the resident pages, and the
-        /// policy never does worse than missing every access; on loops it is
-        /// within 1.35x of optimal for any budget and loop length.
+        /// On loops of any length and any budget, the policy keeps its promise
+        /// (see `loop_bound`).
         #[test]
         fn loops_of_any_size(b in 20usize..120, extra in 1u32..300, rounds in 4usize..10) {
             let n = b as u32 + extra;
             let t = cyclic(n, rounds);
             let ours = misses(&t, b, false);
             let opt = opt_misses(&t, b);
-            prop_assert!((ours as f64) <= 1.35 * opt as f64 + b as f64, "b={} n={} ours {} opt {}", b, n, ours, opt);
+            prop_assert!(ours <= loop_bound(opt, n as usize, b, rounds), "b={} n={} ours {} opt {}", b, n, ours, opt);
         }
 
         #[test]

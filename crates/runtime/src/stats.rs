@@ -1,7 +1,54 @@
 //! Counters and the fault-latency histogram. All updates are relaxed atomics,
 //! safe inside the SIGBUS handler.
+//!
+//! Every fault bumps several counters. One shared atomic per counter would be
+//! a cache line that all faulting threads of a large node fight over, so each
+//! counter is striped: a thread adds to its own stripe (chosen once per
+//! thread), and a snapshot sums the stripes.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Stripes per counter: enough to spread a 64-thread node's faults.
+const STRIPES: usize = 16;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Line(AtomicU64);
+
+/// A striped counter.
+#[derive(Default)]
+pub struct Counter {
+    lines: [Line; STRIPES],
+}
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    // Const-initialised with no destructor: safe to touch in a signal handler.
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn stripe() -> usize {
+    STRIPE.with(|s| {
+        let mut v = s.get();
+        if v == usize::MAX {
+            v = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+            s.set(v);
+        }
+        v
+    })
+}
+
+impl Counter {
+    pub fn add(&self, n: u64) {
+        self.lines[stripe()].0.fetch_add(n, Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.lines.iter().map(|l| l.0.load(Relaxed)).sum()
+    }
+}
 
 /// Log-linear histogram: 4 sub-buckets per power of two of nanoseconds.
 const SUB: usize = 4;
@@ -77,26 +124,26 @@ impl Histogram {
 #[derive(Default)]
 pub struct Stats {
     /// Faults on missing pages (demand fetches).
-    pub faults: AtomicU64,
+    pub faults: Counter,
     /// Write faults on clean pages (first write after fetch).
-    pub wp_faults: AtomicU64,
-    pub pages_fetched: AtomicU64,
-    pub pages_zero_filled: AtomicU64,
-    pub pages_written_back: AtomicU64,
-    pub evictions: AtomicU64,
-    pub prefetched: AtomicU64,
+    pub wp_faults: Counter,
+    pub pages_fetched: Counter,
+    pub pages_zero_filled: Counter,
+    pub pages_written_back: Counter,
+    pub evictions: Counter,
+    pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
-    pub prefetch_async: AtomicU64,
+    pub prefetch_async: Counter,
     /// Clean pages made writable ahead of a write stream (see `dirty`).
-    pub wp_ahead: AtomicU64,
-    pub prefetch_used: AtomicU64,
-    pub prefetch_wasted: AtomicU64,
+    pub wp_ahead: Counter,
+    pub prefetch_used: Counter,
+    pub prefetch_wasted: Counter,
     /// System calls that pinned far buffers.
-    pub io_pins: AtomicU64,
+    pub io_pins: Counter,
     /// Faults that found the page already resolved by another thread.
-    pub spurious: AtomicU64,
+    pub spurious: Counter,
     /// Times a system call waited for others' pins to stay within the limit.
-    pub pin_waits: AtomicU64,
+    pub pin_waits: Counter,
     pub fault_ns: Histogram,
 }
 
@@ -137,20 +184,20 @@ impl Stats {
     pub fn snapshot(&self, resident_bytes: u64, budget_bytes: u64, policy: (u64, u64)) -> Snapshot {
         let page = farmem_sys::PAGE_SIZE as u64;
         Snapshot {
-            faults: self.faults.load(Relaxed),
-            wp_faults: self.wp_faults.load(Relaxed),
-            bytes_fetched: self.pages_fetched.load(Relaxed) * page,
-            pages_zero_filled: self.pages_zero_filled.load(Relaxed),
-            bytes_written_back: self.pages_written_back.load(Relaxed) * page,
-            evictions: self.evictions.load(Relaxed),
-            prefetched: self.prefetched.load(Relaxed),
-            prefetch_async: self.prefetch_async.load(Relaxed),
-            wp_ahead: self.wp_ahead.load(Relaxed),
-            prefetch_used: self.prefetch_used.load(Relaxed),
-            prefetch_wasted: self.prefetch_wasted.load(Relaxed),
-            io_pins: self.io_pins.load(Relaxed),
-            spurious_faults: self.spurious.load(Relaxed),
-            pin_waits: self.pin_waits.load(Relaxed),
+            faults: self.faults.get(),
+            wp_faults: self.wp_faults.get(),
+            bytes_fetched: self.pages_fetched.get() * page,
+            pages_zero_filled: self.pages_zero_filled.get(),
+            bytes_written_back: self.pages_written_back.get() * page,
+            evictions: self.evictions.get(),
+            prefetched: self.prefetched.get(),
+            prefetch_async: self.prefetch_async.get(),
+            wp_ahead: self.wp_ahead.get(),
+            prefetch_used: self.prefetch_used.get(),
+            prefetch_wasted: self.prefetch_wasted.get(),
+            io_pins: self.io_pins.get(),
+            spurious_faults: self.spurious.get(),
+            pin_waits: self.pin_waits.get(),
             promoted: policy.0,
             displaced: policy.1,
             resident_bytes,
