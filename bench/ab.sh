@@ -8,7 +8,8 @@
 #   --release`; this script builds its workloads from THIS tree's sources
 #   (so both sides run identical programs) and links them to its libfarmem.
 # Writes bench/results/ab-{old,new}-NAME.json and prints a summary table.
-# SIDES="new" reruns only the new side (the old side's files are kept).
+# SIDES="new" reruns only the new side of the `farmem bench` workloads (the
+# old side's files are kept); pagerank and faultlat always run both sides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$(cd "$1" && pwd)
@@ -44,7 +45,7 @@ bench chase chase --size 512M --expansion 4 --timeout 600
 
 # pagerank is newer than the old CLI's `farmem bench`: run it through
 # `farmem run` on both sides, budget = size / 2, median of RUNS.
-for side in local $SIDES; do
+for side in local old new; do
     tree=$NEW
     [ $side = old ] && tree=$OLD
     : > "$R/ab-$side-pagerank.txt"
@@ -61,7 +62,7 @@ done
 
 # Random 4 KiB far faults (no prefetch), embedded server: one thread, then
 # two at once.
-for side in $SIDES; do
+for side in old new; do
     tree=$NEW
     [ $side = old ] && tree=$OLD
     echo "== $side faultlat" >&2
