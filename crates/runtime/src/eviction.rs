@@ -2,7 +2,7 @@
 //! dirty ones written back, all of them unmapped in batches.
 
 use crate::page::{self, next, Event, PageWord, State};
-use crate::replacement::Take;
+use crate::replacement::{Aux as _, Take};
 use crate::signals::MsgBuf;
 use crate::{Runtime, MAXB};
 use farmem_sys::PAGE_SIZE;
@@ -17,7 +17,7 @@ impl Runtime {
         let mut was = [PageWord(0); MAXB];
         let k = k.min(MAXB);
         let mut taken = 0;
-        let n = self.queues.lock().evict(&mut victims[..k], self, |q| {
+        let (n, stamp) = self.queues.lock().evict(&mut victims[..k], |q| {
             let w = self.load(q as usize);
             if !w.state().is_resident() {
                 // Not resident: the queues' invariant says this cannot be.
@@ -39,6 +39,9 @@ impl Runtime {
                 _ => Take::Keep,
             }
         });
+        for &v in &victims[..n] {
+            self.set_aux(v, stamp);
+        }
         if n > 0 {
             let mut vs = [0usize; MAXB];
             let mut ws = [PageWord(0); MAXB];

@@ -227,7 +227,7 @@ impl Runtime {
             let mut queues = self.queues.lock();
             for &q in &batch[..n] {
                 let refault = (!seq).then(|| self.aux(q as u32));
-                if !queues.admit(q as u32, refault, self) {
+                if !queues.admit(q as u32, refault) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }

@@ -232,7 +232,7 @@ impl Runtime {
             let mut queues = self.queues.lock();
             for q in first..first + k {
                 let seq = self.load(q).has(page::ADV_SEQUENTIAL);
-                if !queues.admit(q as u32, (!seq).then(|| self.aux(q as u32)), self) {
+                if !queues.admit(q as u32, (!seq).then(|| self.aux(q as u32))) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }

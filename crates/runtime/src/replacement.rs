@@ -38,8 +38,7 @@ pub const TRICKLE: u32 = 256;
 /// Main entries examined for a colder one before an admission gives up.
 const LOOK: usize = 8;
 
-/// Per-page auxiliary word: the eviction stamp while the page is absent, the
-/// admission distance while it is in main. 0 means "never evicted".
+/// Per-page auxiliary word: the page's eviction stamp (0 = never evicted).
 pub trait Aux {
     fn aux(&self, p: u32) -> u32;
     fn set_aux(&self, p: u32, v: u32);
@@ -66,6 +65,22 @@ pub struct Queues {
     /// Admissions into main, displacements, trickles: for statistics.
     pub promoted: u64,
     pub displaced: u64,
+}
+
+/// A queue entry: the page, and (in main) the distance it was admitted at.
+/// Kept in the entry, not in a per-page array, so that looking at the oldest
+/// main pages reads the ring in order instead of missing the cache once per
+/// page under the lock.
+fn entry(p: u32, d: u32) -> u64 {
+    p as u64 | (d as u64) << 32
+}
+
+fn page_of(e: u64) -> u32 {
+    e as u32
+}
+
+fn dist_of(e: u64) -> u32 {
+    (e >> 32) as u32
 }
 
 /// The refault distance of a page stamped `stamp` at clock `now`.
@@ -111,54 +126,52 @@ impl Queues {
     /// A page just installed. `refault` holds its eviction stamp (0 = never
     /// evicted), or None for pages hinted SEQUENTIAL, which never enter main.
     /// Returns false if the queues are full (a broken invariant).
-    pub fn admit(&mut self, p: u32, refault: Option<u32>, aux: &impl Aux) -> bool {
+    pub fn admit(&mut self, p: u32, refault: Option<u32>) -> bool {
         let stamp = refault.unwrap_or(0);
         if stamp == 0 {
-            return self.probation.push(p);
+            return self.probation.push(entry(p, 0));
         }
         let d = distance(self.clock, stamp).max(1);
         if self.main.len() < self.main_target {
-            aux.set_aux(p, d);
             self.promoted += 1;
-            return self.main.push(p);
+            return self.main.push(entry(p, d));
         }
         // Main is full: displace a main page admitted at a clearly longer
         // distance (twice as long: the pages of one loop refault at about the
         // same distance, and small differences must not churn the set).
         for _ in 0..LOOK.min(self.main.len()) {
             let Some(old) = self.main.pop() else { break };
-            if aux.aux(old) / 2 > d {
-                return self.displace(old, p, d, aux);
+            if dist_of(old) / 2 > d {
+                return self.displace(page_of(old), p, d);
             }
             self.main.push(old);
         }
         self.failed += 1;
         if self.failed.is_multiple_of(TRICKLE) {
             if let Some(old) = self.main.pop() {
-                return self.displace(old, p, d, aux);
+                return self.displace(page_of(old), p, d);
             }
         }
-        self.probation.push(p)
+        self.probation.push(entry(p, 0))
     }
 
-    fn displace(&mut self, old: u32, p: u32, d: u32, aux: &impl Aux) -> bool {
+    fn displace(&mut self, old: u32, p: u32, d: u32) -> bool {
         self.displaced += 1;
         self.promoted += 1;
-        aux.set_aux(p, d);
         // The displaced page is the next to leave.
-        self.probation.push_front(old) && self.main.push(p)
+        self.probation.push_front(entry(old, 0)) && self.main.push(entry(p, d))
     }
 
     /// Choose up to `victims.len()` pages to evict, calling `take` on each
     /// candidate in order: probation first, main when probation is empty or
-    /// main is over its target. Stamps each taken page with the eviction clock.
-    /// Returns how many were taken.
+    /// main is over its target. Returns how many were taken, and the stamp
+    /// the caller must give each of them (see [`Aux`]) before they can
+    /// refault — outside the lock: the stamps are scattered cache misses.
     pub fn evict(
         &mut self,
         victims: &mut [u32],
-        aux: &impl Aux,
         mut take: impl FnMut(u32) -> Take,
-    ) -> usize {
+    ) -> (usize, u32) {
         let mut n = 0;
         for from_main in [false, true] {
             let mut examined = 0;
@@ -176,25 +189,23 @@ impl Queues {
                 if examined >= q.len() {
                     break;
                 }
-                let Some(p) = q.pop() else { break };
+                let Some(e) = q.pop() else { break };
                 examined += 1;
+                let p = page_of(e);
                 match take(p) {
                     Take::Taken => {
                         victims[n] = p;
                         n += 1;
                     }
                     Take::Keep => {
-                        q.push(p);
+                        q.push(e);
                     }
                     Take::Drop => {}
                 }
             }
         }
         self.clock = self.clock.wrapping_add(n as u32).max(1);
-        for &p in &victims[..n] {
-            aux.set_aux(p, self.clock);
-        }
-        n
+        (n, self.clock)
     }
 
     /// Stamp `p`, evicted outside [`Queues::evict`], with the eviction clock.
@@ -204,8 +215,8 @@ impl Queues {
 
     /// Keep only the pages for which `keep` holds (freed ranges, DONTNEED).
     pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
-        self.probation.retain(&mut keep);
-        self.main.retain(&mut keep);
+        self.probation.retain(|e| keep(page_of(e)));
+        self.main.retain(|e| keep(page_of(e)));
     }
 }
 
@@ -240,11 +251,13 @@ mod tests {
             misses += 1;
             if resident.len() == budget {
                 let mut v = [0u32; 1];
-                assert_eq!(q.evict(&mut v, &aux, |_| Take::Taken), 1);
+                let (n, stamp) = q.evict(&mut v, |_| Take::Taken);
+                assert_eq!(n, 1);
+                aux.set_aux(v[0], stamp);
                 resident.remove(&v[0]);
             }
             let stamp = if fifo { None } else { Some(aux.aux(p)) };
-            assert!(q.admit(p, stamp, &aux));
+            assert!(q.admit(p, stamp));
             resident.insert(p);
             assert_eq!(q.len(), resident.len());
         }

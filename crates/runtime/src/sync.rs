@@ -77,7 +77,7 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// Fixed-capacity FIFO of page indices (the eviction order). Allocated once;
 /// never grows, so it can be used in the signal handler.
 pub struct Ring {
-    buf: Box<[u32]>,
+    buf: Box<[u64]>,
     head: usize,
     len: usize,
 }
@@ -96,7 +96,7 @@ impl Ring {
     }
 
     /// Append; returns false when full (a broken invariant, reported by the caller).
-    pub fn push(&mut self, v: u32) -> bool {
+    pub fn push(&mut self, v: u64) -> bool {
         if self.len == self.buf.len() {
             return false;
         }
@@ -107,7 +107,7 @@ impl Ring {
     }
 
     /// Put `v` at the front (next to pop); returns false when full.
-    pub fn push_front(&mut self, v: u32) -> bool {
+    pub fn push_front(&mut self, v: u64) -> bool {
         if self.len == self.buf.len() {
             return false;
         }
@@ -117,7 +117,7 @@ impl Ring {
         true
     }
 
-    pub fn pop(&mut self) -> Option<u32> {
+    pub fn pop(&mut self) -> Option<u64> {
         if self.len == 0 {
             return None;
         }
@@ -128,7 +128,7 @@ impl Ring {
     }
 
     /// Keep only the entries for which `keep` holds, in order.
-    pub fn retain(&mut self, mut keep: impl FnMut(u32) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let n = self.len;
         let cap = self.buf.len();
         let mut w = 0;
@@ -151,7 +151,7 @@ mod tests {
     proptest! {
         /// The ring behaves as a bounded VecDeque.
         #[test]
-        fn ring_matches_vecdeque(ops in proptest::collection::vec((0u8..4, any::<u32>()), 0..300), cap in 1usize..16) {
+        fn ring_matches_vecdeque(ops in proptest::collection::vec((0u8..4, any::<u64>()), 0..300), cap in 1usize..16) {
             let mut r = Ring::with_capacity(cap);
             let mut m = std::collections::VecDeque::new();
             for (op, v) in ops {
@@ -163,7 +163,7 @@ mod tests {
                 }
                 prop_assert_eq!(r.len(), m.len());
             }
-            let rest: Vec<u32> = std::iter::from_fn(|| r.pop()).collect();
+            let rest: Vec<u64> = std::iter::from_fn(|| r.pop()).collect();
             prop_assert_eq!(rest, m.into_iter().collect::<Vec<_>>());
         }
     }
