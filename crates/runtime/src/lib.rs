@@ -133,8 +133,8 @@ pub struct Runtime {
     /// The replacement queues. Together they hold exactly the pages whose
     /// state is Clean, MakingDirty or Dirty (so never more than `budget`).
     pub(crate) queues: SpinLock<Queues>,
-    /// Per page: eviction stamp while absent, admission distance while in
-    /// the protected queue (see [`replacement`]).
+    /// Per page: the eviction stamp that refault distances are measured
+    /// from (see [`replacement`]).
     pub(crate) aux: Mapping,
     pub(crate) regions: Mutex<Regions>,
     pub(crate) slots: Slots,
