@@ -188,12 +188,15 @@ impl Uffd {
     ) -> io::Result<CopyOutcome> {
         debug_assert!(dst.is_multiple_of(PAGE_SIZE) && len.is_multiple_of(PAGE_SIZE));
         let mut done = 0usize;
+        // Bytes per ioctl: all at once, or one page at a time once the range
+        // turned out to span two VMAs (see ENOENT below).
+        let mut chunk = len;
         while done < len {
             let mut c = UffdioCopy {
                 dst: (dst + done) as u64,
                 // SAFETY (pointer arithmetic): done < len, within src's extent.
                 src: src as u64 + done as u64,
-                len: (len - done) as u64,
+                len: chunk.min(len - done) as u64,
                 mode: UFFDIO_COPY_MODE_DONTWAKE
                     | if write_protect {
                         UFFDIO_COPY_MODE_WP
@@ -205,7 +208,8 @@ impl Uffd {
             // SAFETY: `c` is a live UffdioCopy; the caller guarantees src/dst.
             let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_COPY as _, &mut c) };
             if r == 0 {
-                return Ok(CopyOutcome::Done);
+                done += c.len as usize;
+                continue;
             }
             let err = io::Error::last_os_error();
             if c.copy > 0 {
@@ -215,6 +219,11 @@ impl Uffd {
                 // Partial copy interrupted or asked to retry: go on from `done`.
                 Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
                 Some(libc::EEXIST) => return Ok(CopyOutcome::Exists { copied: done }),
+                // One ioctl must stay inside one VMA. A program can split the
+                // registered range (madvise(MADV_HUGEPAGE) on part of it does),
+                // and the kernel then answers ENOENT for a range across the
+                // split: go on one page at a time.
+                Some(libc::ENOENT) if chunk > PAGE_SIZE => chunk = PAGE_SIZE,
                 _ => return Err(err),
             }
         }

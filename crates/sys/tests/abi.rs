@@ -157,3 +157,48 @@ fn wp_async_move_and_pagemap_scan_on_this_kernel() {
          (WP_ASYNC + PAGEMAP_SCAN + MOVE) can be made race-free; see the runtime's dirty.rs"
     );
 }
+
+/// A program may split the registered range into several VMAs (numpy
+/// advises its large arrays `MADV_HUGEPAGE`); one `UFFDIO_COPY` across the
+/// split fails with ENOENT in the kernel, so `Uffd::copy` must go on page by
+/// page and install the whole range.
+#[test]
+fn copy_across_a_vma_split() {
+    use farmem_sys::mem::{madvise, Mapping};
+    use farmem_sys::PAGE_SIZE;
+    let uffd = Uffd::new(UFFD_FEATURE_SIGBUS | UFFD_FEATURE_PAGEFAULT_FLAG_WP).unwrap();
+    let len = 4 * PAGE_SIZE;
+    let m = Mapping::anonymous(len, true).unwrap();
+    let a = m.as_ptr() as usize;
+    uffd.register(
+        a,
+        len,
+        UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP,
+    )
+    .unwrap();
+    // Different flags on the second half: the kernel splits the VMA.
+    // SAFETY: the range is ours and holds no data yet.
+    unsafe {
+        madvise(
+            m.as_ptr().add(2 * PAGE_SIZE),
+            2 * PAGE_SIZE,
+            libc::MADV_NOHUGEPAGE,
+        )
+    }
+    .unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let split = maps
+        .lines()
+        .any(|l| l.starts_with(&format!("{:x}-{:x}", a, a + 2 * PAGE_SIZE)));
+    assert!(
+        split,
+        "the madvise did not split the VMA; the test proves nothing"
+    );
+    let src: Vec<u8> = (0..len).map(|i| (i / PAGE_SIZE) as u8 + 1).collect();
+    // SAFETY: src is readable for len bytes; the range is registered.
+    let r = unsafe { uffd.copy(a, src.as_ptr(), len, false) }.unwrap();
+    assert_eq!(r, CopyOutcome::Done);
+    // SAFETY: all four pages are installed now.
+    let got = unsafe { std::slice::from_raw_parts(a as *const u8, len) };
+    assert_eq!(got, &src[..]);
+}
