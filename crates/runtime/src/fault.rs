@@ -99,8 +99,9 @@ impl Runtime {
         let mut batch = [0usize; MAXB];
         batch[0] = p;
         let mut n = 1;
-        let seq = self.load(p).has(page::ADV_SEQUENTIAL);
-        let (stride, mut want, stream) = self.plan_prefetch(p, self.load(p));
+        let w0 = self.load(p);
+        let seq = w0.has(page::ADV_SEQUENTIAL);
+        let (stride, mut want, stream) = self.plan_prefetch(p, w0);
         if stride == 1 && stream.is_some() {
             // End a forward stream's window where its connection's run ends,
             // so that the pipelined windows after it start aligned and can

@@ -8,8 +8,10 @@ use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+mod common;
+use common::{Region, PAGE};
+
 const BUDGET: usize = 4 << 20;
-const PAGE: usize = 4096;
 
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();
@@ -25,45 +27,13 @@ fn rt() -> &'static Runtime {
     })
 }
 
-struct Region {
-    ptr: *mut u64,
-    words: usize,
-}
-// SAFETY: the tests coordinate access by index ranges or use atomics.
-unsafe impl Send for Region {}
-// SAFETY: as above.
-unsafe impl Sync for Region {}
-
-impl Region {
-    fn new(bytes: usize) -> Region {
-        Region {
-            ptr: rt().alloc(bytes).unwrap().cast(),
-            words: bytes / 8,
-        }
-    }
-    fn word(&self, i: usize) -> &AtomicU64 {
-        assert!(i < self.words);
-        // SAFETY: i is in bounds of the live, 8-byte aligned allocation.
-        unsafe { &*self.ptr.add(i).cast::<AtomicU64>() }
-    }
-    fn addr(&self, i: usize) -> usize {
-        self.ptr as usize + i * 8
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        rt().free(self.ptr.cast()).unwrap();
-    }
-}
-
 /// Write a page, evict it at once (its write-back is sent, not yet
 /// acknowledged), read it back: the read must queue behind the write on the
 /// server, never return the older copy. Stripe 1 spreads consecutive pages
 /// over all four connections.
 #[test]
 fn refault_right_after_write_back_sees_the_new_bytes() {
-    let r = Region::new(64 * PAGE);
+    let r = Region::new(rt(), 64 * PAGE);
     let per_page = PAGE / 8;
     for round in 1..=200u64 {
         for p in 0..64 {
@@ -84,7 +54,7 @@ fn refault_right_after_write_back_sees_the_new_bytes() {
 #[test]
 fn sixteen_threads_racing_eviction_lose_no_write() {
     let bytes = 8 * BUDGET;
-    let r = Region::new(bytes);
+    let r = Region::new(rt(), bytes);
     let words = r.words;
     let threads = 16;
     let rounds = 3;
@@ -128,7 +98,7 @@ fn concurrent_io_pins_stay_within_the_budget() {
     let chunk = rt().io_chunk();
     assert!(chunk >= BUDGET / 4 - PAGE);
     let threads = 8;
-    let r = Region::new(threads * chunk);
+    let r = Region::new(rt(), threads * chunk);
     let max_seen = AtomicUsize::new(0);
     let live = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -193,7 +163,7 @@ extern "C" fn on_alarm(_: libc::c_int) {
 /// (before the fix the process died with SIGBUS).
 #[test]
 fn signal_handler_touching_far_memory_during_faults() {
-    let r = Region::new(4 * BUDGET);
+    let r = Region::new(rt(), 4 * BUDGET);
     for i in (0..r.words).step_by(512) {
         r.word(i).store(i as u64, Ordering::Relaxed);
     }
@@ -252,7 +222,7 @@ fn signal_handler_touching_far_memory_during_faults() {
 #[test]
 fn pipelined_sweeps_and_abandoned_streams() {
     let before = rt().snapshot().prefetch_async;
-    let r = Region::new(4 * BUDGET);
+    let r = Region::new(rt(), 4 * BUDGET);
     let per_page = PAGE / 8;
     for i in (0..r.words).step_by(per_page) {
         r.word(i).store(i as u64 ^ 0xabcd, Ordering::Relaxed);
@@ -282,7 +252,7 @@ fn pipelined_sweeps_and_abandoned_streams() {
     // Everything the abandoned streams held is back: a new region sweeps
     // (and pipelines) as before.
     let again = rt().snapshot().prefetch_async;
-    let r = Region::new(4 * BUDGET);
+    let r = Region::new(rt(), 4 * BUDGET);
     for i in (0..r.words).step_by(per_page) {
         r.word(i).store(i as u64, Ordering::Relaxed);
     }

@@ -3,11 +3,13 @@
 //! absent, not clean.
 
 use farmem_runtime::{Advice, Config, Runtime};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
+mod common;
+use common::{Region, PAGE};
+
 const BUDGET: usize = 4 << 20;
-const PAGE: usize = 4096;
 
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();
@@ -17,28 +19,6 @@ fn rt() -> &'static Runtime {
     })
 }
 
-struct Region {
-    ptr: *mut u64,
-    words: usize,
-}
-
-impl Region {
-    fn new(bytes: usize) -> Region {
-        Region {
-            ptr: rt().alloc(bytes).unwrap().cast(),
-            words: bytes / 8,
-        }
-    }
-    fn word(&self, i: usize) -> &AtomicU64 {
-        assert!(i < self.words);
-        // SAFETY: i is in bounds of the live, 8-byte aligned allocation.
-        unsafe { &*self.ptr.add(i).cast::<AtomicU64>() }
-    }
-    fn addr(&self, i: usize) -> usize {
-        self.ptr as usize + i * 8
-    }
-}
-
 /// Read a region (its pages come in clean), then overwrite it in order: the
 /// write faults on clean pages run as a stream, so most pages are made
 /// writable ahead of the writer instead of faulting one by one, and every
@@ -46,7 +26,7 @@ impl Region {
 #[test]
 fn writes_over_clean_pages_run_as_a_stream() {
     // Half the budget: after the read pass every page is resident and clean.
-    let r = Region::new(BUDGET / 2);
+    let r = Region::new(rt(), BUDGET / 2);
     let per_page = PAGE / 8;
     for i in (0..r.words).step_by(per_page) {
         r.word(i).store(1, Ordering::Relaxed);

@@ -145,6 +145,28 @@ unsafe fn send_ranges(
     parts: impl ExactSizeIterator<Item = (*mut u8, usize)>,
     wait: Wait,
 ) -> io::Result<()> {
+    // SAFETY: forwarded to the caller's contract (readable ranges).
+    unsafe { transfer(fd, parts, Direction::Send, wait) }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Send,
+    Recv,
+}
+
+/// Move every byte of `parts` through `fd` (gathered or scattered, no copy),
+/// spinning then polling while the socket would block.
+///
+/// # Safety
+/// Each range must stay mapped until the call returns, readable for a send
+/// and writable (with no Rust reference into it) for a receive.
+unsafe fn transfer(
+    fd: RawFd,
+    parts: impl ExactSizeIterator<Item = (*mut u8, usize)>,
+    dir: Direction,
+    wait: Wait,
+) -> io::Result<()> {
     assert!(parts.len() <= MAX_IOV, "too many iovecs");
     let count = parts.len();
     let mut iov = [libc::iovec {
@@ -155,6 +177,14 @@ unsafe fn send_ranges(
         slot.iov_base = ptr.cast();
         slot.iov_len = len;
     }
+    let (nr, flags, event) = match dir {
+        Direction::Send => (
+            libc::SYS_sendmsg,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            libc::POLLOUT,
+        ),
+        Direction::Recv => (libc::SYS_recvmsg, libc::MSG_DONTWAIT, libc::POLLIN),
+    };
     let mut first = 0;
     let start = now_ns();
     let mut spins = 0u32;
@@ -168,19 +198,18 @@ unsafe fn send_ranges(
         msg.msg_iov = iov[first..count].as_mut_ptr();
         msg.msg_iovlen = count - first;
         // SAFETY: msg points at live iovecs describing memory the caller
-        // keeps readable (this function's contract).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_sendmsg,
-                fd,
-                &msg as *const libc::msghdr,
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
+        // keeps readable or writable (this function's contract).
+        let r = unsafe { libc::syscall(nr, fd, &mut msg as *mut libc::msghdr, flags) };
         match cvt_long(r) {
+            Ok(0) if dir == Direction::Recv => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed by peer",
+                ))
+            }
             Ok(n) => advance(&mut iov[..count], &mut first, n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_ready(fd, libc::POLLOUT, start, wait, &mut spins)?
+                wait_ready(fd, event, start, wait, &mut spins)?
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -210,54 +239,15 @@ fn advance(iov: &mut [libc::iovec], first: &mut usize, mut n: usize) {
 /// Each range must stay mapped and writable until the call returns, and
 /// nothing may hold a Rust reference into it meanwhile.
 pub unsafe fn recv_exact_vectored_raw(fd: RawFd, parts: &[RawBuf], wait: Wait) -> io::Result<()> {
-    assert!(parts.len() <= MAX_IOV, "too many iovecs");
-    let mut iov = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_IOV];
-    for (slot, p) in iov.iter_mut().zip(parts) {
-        slot.iov_base = p.ptr.cast();
-        slot.iov_len = p.len;
+    // SAFETY: forwarded to the caller's contract (writable ranges).
+    unsafe {
+        transfer(
+            fd,
+            parts.iter().map(|p| (p.ptr, p.len)),
+            Direction::Recv,
+            wait,
+        )
     }
-    let count = parts.len();
-    let mut first = 0;
-    let start = now_ns();
-    let mut spins = 0u32;
-    while first < count {
-        if iov[first].iov_len == 0 {
-            first += 1;
-            continue;
-        }
-        // SAFETY: msghdr is plain data; zero is valid.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov[first..count].as_mut_ptr();
-        msg.msg_iovlen = count - first;
-        // SAFETY: msg points at live iovecs describing memory the caller
-        // keeps writable (this function's contract).
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_recvmsg,
-                fd,
-                &mut msg as *mut libc::msghdr,
-                libc::MSG_DONTWAIT,
-            )
-        };
-        match cvt_long(r) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "connection closed by peer",
-                ))
-            }
-            Ok(n) => advance(&mut iov[..count], &mut first, n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                wait_ready(fd, libc::POLLIN, start, wait, &mut spins)?
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Ask for send and receive buffers of `bytes` each (`SO_SNDBUF`,

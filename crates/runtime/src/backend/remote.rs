@@ -312,6 +312,36 @@ impl RemoteBackend {
         Ok(())
     }
 
+    /// Take connection `c` of server `s`, receive what it owes, release it.
+    fn drain_conn(&self, s: usize, c: usize) -> Result<(), BackendError> {
+        let conn = self.acquire(s, c);
+        let r = self.drain(&self.servers[s], conn);
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Send a Read request for the pages of `pages` at positions `idx` on
+    /// `conn` (held); returns its tag.
+    fn send_read(
+        &self,
+        server: &Server,
+        conn: &Conn,
+        pages: &[u64],
+        idx: &[usize],
+    ) -> Result<u32, BackendError> {
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        let n = idx.len();
+        let list = page_list(pages, idx);
+        let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
+        send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
+            BackendError::Io {
+                server: server.name.clone(),
+                source,
+            }
+        })?;
+        Ok(tag)
+    }
+
     /// Make room for one more owed reply on `conn` (held).
     fn room(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
         if self.pending(conn).len >= MAX_PENDING {
@@ -331,16 +361,8 @@ impl RemoteBackend {
         let server = &self.servers[s];
         let conn = self.acquire(s, c);
         let r = (|| {
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let tag = self.send_read(server, conn, pages, idx)?;
             let n = idx.len();
-            let list = page_list(pages, idx);
-            let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
-            send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
-                BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                }
-            })?;
             let io_err = |source| BackendError::Io {
                 server: server.name.clone(),
                 source,
@@ -574,10 +596,7 @@ impl Backend for RemoteBackend {
         // connection makes sure the server stored them before it frees.
         for (s, server) in self.servers.iter().enumerate() {
             for c in 1..server.conns.len() {
-                let conn = self.acquire(s, c);
-                let r = self.drain(server, conn);
-                conn.busy.store(false, Ordering::Release);
-                r?;
+                self.drain_conn(s, c)?;
             }
             let conn = self.acquire(s, 0);
             let r = (|| {
@@ -624,17 +643,9 @@ impl Backend for RemoteBackend {
         let conn = self.acquire(s, c);
         let r = (|| {
             self.room(server, conn)?;
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = pages.len();
             let idx: [usize; MAX_PAGES_PER_CALL] = std::array::from_fn(|i| i);
-            let list = page_list(pages, &idx[..n]);
-            let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
-            send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
-                BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                }
-            })?;
+            let tag = self.send_read(server, conn, pages, &idx[..n])?;
             self.pending(conn).push(Owed::Read {
                 tag,
                 pages: n as u32,
@@ -649,19 +660,13 @@ impl Backend for RemoteBackend {
 
     fn progress(&self, page: u64) -> Result<(), BackendError> {
         let (s, c) = self.route(page);
-        let conn = self.acquire(s, c);
-        let r = self.drain(&self.servers[s], conn);
-        conn.busy.store(false, Ordering::Release);
-        r
+        self.drain_conn(s, c)
     }
 
     fn progress_all(&self) -> Result<(), BackendError> {
         for (s, server) in self.servers.iter().enumerate() {
             for c in 0..server.conns.len() {
-                let conn = self.acquire(s, c);
-                let r = self.drain(server, conn);
-                conn.busy.store(false, Ordering::Release);
-                r?;
+                self.drain_conn(s, c)?;
             }
         }
         Ok(())

@@ -1,0 +1,42 @@
+//! What the runtime's test programs share: a far allocation seen as words.
+
+use farmem_runtime::Runtime;
+use std::sync::atomic::AtomicU64;
+
+pub const PAGE: usize = 4096;
+
+pub struct Region {
+    rt: &'static Runtime,
+    pub ptr: *mut u64,
+    pub words: usize,
+}
+// SAFETY: the tests coordinate access by index ranges or use atomics.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    pub fn new(rt: &'static Runtime, bytes: usize) -> Region {
+        Region {
+            rt,
+            ptr: rt.alloc(bytes).unwrap().cast(),
+            words: bytes / 8,
+        }
+    }
+
+    pub fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.words);
+        // SAFETY: i is in bounds of the live, 8-byte aligned allocation.
+        unsafe { &*self.ptr.add(i).cast::<AtomicU64>() }
+    }
+
+    pub fn addr(&self, i: usize) -> usize {
+        self.ptr as usize + i * 8
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        self.rt.free(self.ptr.cast()).unwrap();
+    }
+}
