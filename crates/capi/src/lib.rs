@@ -9,7 +9,12 @@
 //! the kernel cannot be served in SIGBUS mode and would fail with EFAULT.
 //! Exports are compiled out of test builds (`cfg_attr(not(test), no_mangle)`).
 
+pub mod buffers;
+pub mod calls;
 pub mod io;
+pub mod remote;
+pub mod signals;
+pub mod sync;
 
 use farmem_runtime::{self as rt, Advice, Config, RuntimeError};
 use libc::{c_char, c_int, c_void, size_t};

@@ -13,6 +13,14 @@
 //! per-thread re-entry guard; `panic = "abort"` (workspace profile);
 //! overflow-checked size arithmetic.
 //!
+//! Programs that bring their own allocator (jemalloc linked into redis,
+//! tcmalloc, mimalloc) keep it: when the next `malloc` after this library is
+//! not the C library's, every allocator entry point here forwards to that
+//! allocator, so no pointer ever reaches another allocator's function. Its
+//! large memory still goes far, through its own `mmap` of big chunks (also
+//! when made with `syscall(SYS_mmap, ...)`), and its `madvise` purges drop
+//! far pages as they drop anonymous ones.
+//!
 //! The runtime starts lazily, at the first large allocation, so that programs
 //! that never allocate anything large pay one comparison per allocation. With
 //! no server and no file configured it starts eagerly in the constructor
@@ -25,8 +33,8 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-// Keep the I/O wrappers and the C API in this library's exports.
-pub use farmem::io;
+// Keep the system-call wrappers and the C API in this library's exports.
+pub use farmem::{calls, io, remote, signals, sync};
 pub use farmem::{fm_advise, fm_alloc, fm_free, fm_stats, fm_stats_print};
 
 extern "C" {
@@ -148,6 +156,11 @@ extern "C" fn constructor() {
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
     };
     THRESHOLD.store(cfg.threshold as usize, Ordering::Release);
+    let _ = foreign();
+    farmem::calls::MAP_HOOK.store(
+        map_hook as farmem::calls::MapHook as usize,
+        Ordering::Release,
+    );
     if cfg.servers.is_empty() && cfg.file.is_none() {
         start(cfg);
     }
@@ -198,6 +211,119 @@ fn is_far(p: *const c_void) -> bool {
     a >= FAR_LO.load(Ordering::Relaxed) && a < FAR_HI.load(Ordering::Relaxed)
 }
 
+/// Whose allocator answers `malloc`: not known yet, glibc's (large blocks
+/// go far here), or the program's own (everything forwarded to it).
+const MODE_UNKNOWN: u8 = 0;
+const MODE_OWN: u8 = 1;
+const MODE_FOREIGN: u8 = 2;
+static MODE: AtomicU8 = AtomicU8::new(MODE_UNKNOWN);
+
+/// The program's own allocator, when it has one.
+struct Foreign {
+    malloc: unsafe extern "C" fn(size_t) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void),
+    calloc: unsafe extern "C" fn(size_t, size_t) -> *mut c_void,
+    realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void,
+    posix_memalign: unsafe extern "C" fn(*mut *mut c_void, size_t, size_t) -> c_int,
+    usable_size: Option<unsafe extern "C" fn(*mut c_void) -> size_t>,
+}
+
+static FOREIGN: std::sync::OnceLock<Foreign> = std::sync::OnceLock::new();
+/// Set while `detect_mode` runs: an allocation it makes itself (if `dlsym`
+/// ever allocated) takes the C library's path instead of recursing.
+static DETECTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `f` lies in the C library (compared by the loaded object).
+fn in_libc(f: usize) -> bool {
+    let base = |a: usize| {
+        // SAFETY: dladdr fills a zeroed Dl_info; it does not allocate.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let ok = unsafe { libc::dladdr(a as *const c_void, &mut info) };
+        (ok != 0).then_some(info.dli_fbase as usize)
+    };
+    base(f).is_some() && base(f) == base(libc::getpid as *const () as usize)
+}
+
+/// The next definition of `name` (after this library).
+fn next_sym(name: &std::ffi::CStr) -> usize {
+    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+/// Decide, once, whose allocator this process uses.
+#[cold]
+#[inline(never)]
+fn detect_mode() -> u8 {
+    let m = next_sym(c"malloc");
+    let mode = if m == 0 || in_libc(m) {
+        MODE_OWN
+    } else {
+        let get = |name: &std::ffi::CStr| {
+            let f = next_sym(name);
+            (f != 0 && !in_libc(f)).then_some(f)
+        };
+        let need = |name: &std::ffi::CStr| {
+            get(name).unwrap_or_else(|| {
+                die(&format!(
+                    "the program's own allocator defines malloc but not {}; farmem cannot keep its \
+                     pointers apart from the C library's",
+                    name.to_string_lossy()
+                ))
+            })
+        };
+        // SAFETY: each address is the allocator's function of that name,
+        // with the C prototype of the field.
+        let f = unsafe {
+            Foreign {
+                malloc: std::mem::transmute::<usize, _>(m),
+                free: std::mem::transmute::<usize, _>(need(c"free")),
+                calloc: std::mem::transmute::<usize, _>(need(c"calloc")),
+                realloc: std::mem::transmute::<usize, _>(need(c"realloc")),
+                posix_memalign: std::mem::transmute::<usize, _>(need(c"posix_memalign")),
+                usable_size: get(c"malloc_usable_size").map(|f| {
+                    std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> size_t>(f)
+                }),
+            }
+        };
+        let _ = FOREIGN.set(f);
+        MODE_FOREIGN
+    };
+    MODE.store(mode, Ordering::Release);
+    mode
+}
+
+/// The program's own allocator, if it has one.
+#[inline]
+fn foreign() -> Option<&'static Foreign> {
+    match MODE.load(Ordering::Acquire) {
+        MODE_OWN => None,
+        MODE_FOREIGN => FOREIGN.get(),
+        _ => {
+            if DETECTING.swap(true, Ordering::AcqRel) {
+                return None;
+            }
+            if detect_mode() == MODE_FOREIGN {
+                FOREIGN.get()
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Aligned allocation from the program's allocator.
+fn foreign_aligned(f: &Foreign, align: usize, n: usize) -> *mut c_void {
+    let mut p = std::ptr::null_mut();
+    // SAFETY: plain call into the program's allocator.
+    let r = unsafe { (f.posix_memalign)(&mut p, align.max(8), n) };
+    if r != 0 {
+        set_errno(r);
+        return std::ptr::null_mut();
+    }
+    p
+}
+
 /// The runtime, if `p` is far memory.
 #[inline]
 fn far(p: *const c_void) -> Option<&'static rt::Runtime> {
@@ -220,6 +346,10 @@ fn set_errno(e: c_int) {
 /// `malloc(3)`.
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn malloc(n: size_t) -> *mut c_void {
+    if let Some(f) = foreign() {
+        // SAFETY: plain call into the program's allocator.
+        return unsafe { (f.malloc)(n) };
+    }
     if big(n) {
         if let Some(p) = far_alloc(n) {
             return p;
@@ -235,6 +365,10 @@ pub extern "C" fn malloc(n: size_t) -> *mut c_void {
 /// As `free(3)`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
+    if let Some(f) = foreign() {
+        // SAFETY: p came from the program's allocator (everything does).
+        return unsafe { (f.free)(p) };
+    }
     if is_far(p) {
         return free_far(p);
     }
@@ -260,6 +394,10 @@ pub extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
         set_errno(libc::ENOMEM);
         return std::ptr::null_mut();
     };
+    if let Some(f) = foreign() {
+        // SAFETY: plain call into the program's allocator.
+        return unsafe { (f.calloc)(n, m) };
+    }
     if big(total) {
         // Far memory reads as zero: nothing to clear.
         if let Some(p) = far_alloc(total) {
@@ -284,6 +422,10 @@ fn real_usable_size(p: *mut c_void) -> usize {
 /// As `realloc(3)`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
+    if let Some(f) = foreign() {
+        // SAFETY: p came from the program's allocator.
+        return unsafe { (f.realloc)(p, n) };
+    }
     if p.is_null() {
         return malloc(n);
     }
@@ -326,6 +468,9 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, n: size_t) -> *mut c_void {
 }
 
 fn aligned(align: usize, n: usize) -> *mut c_void {
+    if let Some(f) = foreign() {
+        return foreign_aligned(f, align, n);
+    }
     if big(n) && align <= farmem_sys::PAGE_SIZE {
         if let Some(p) = far_alloc(n) {
             return p;
@@ -390,6 +535,13 @@ pub extern "C" fn pvalloc(n: size_t) -> *mut c_void {
 pub extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
     if p.is_null() {
         return 0;
+    }
+    if let Some(f) = foreign() {
+        return match f.usable_size {
+            // SAFETY: p came from the program's allocator.
+            Some(u) => unsafe { u(p) },
+            None => die("the program's allocator has no malloc_usable_size"),
+        };
     }
     match far(p) {
         Some(r) => r.alloc_size(p.cast()).unwrap_or(0),
@@ -535,4 +687,110 @@ pub unsafe extern "C" fn mremap(
     let f = farmem::io::next_fn(&SLOT, c"mremap");
     // SAFETY: f is the C library's mremap; arguments forwarded unchanged.
     unsafe { std::mem::transmute::<usize, MremapFn>(f)(old, old_len, new_len, flags, new_addr) }
+}
+
+type MadviseFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int;
+type MprotectFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int;
+
+/// `madvise(2)`. On far memory: the purges allocators use (`MADV_DONTNEED`,
+/// `MADV_FREE`, `MADV_REMOVE`) drop the pages, which then read as zero;
+/// access-pattern advice goes to the runtime; the rest (huge pages, dump and
+/// fork flags, KSM, populate, cold/pageout hints) has no meaning for pages
+/// farmem manages and succeeds without effect.
+///
+/// # Safety
+/// As `madvise(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    if let Some(r) = far(addr) {
+        if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        if len == 0 {
+            return 0;
+        }
+        let _g = Guard::enter();
+        let res = match advice {
+            libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE => r.zero(addr as usize, len),
+            libc::MADV_WILLNEED => r.advise(addr as usize, len, rt::Advice::WillNeed),
+            libc::MADV_SEQUENTIAL => r.advise(addr as usize, len, rt::Advice::Sequential),
+            libc::MADV_RANDOM => r.advise(addr as usize, len, rt::Advice::Random),
+            libc::MADV_NORMAL => r.advise(addr as usize, len, rt::Advice::Normal),
+            _ => Ok(()),
+        };
+        return match res {
+            Ok(()) => 0,
+            Err(_) => {
+                set_errno(libc::ENOMEM);
+                -1
+            }
+        };
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"madvise");
+    // SAFETY: f is the C library's madvise.
+    unsafe { std::mem::transmute::<usize, MadviseFn>(f)(addr, len, advice) }
+}
+
+/// `mprotect(2)`. Far memory is always readable and writable: asking for
+/// that succeeds; anything else would break the fault path, so the program
+/// is stopped with a message instead of running on wrong assumptions.
+///
+/// # Safety
+/// As `mprotect(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    if far(addr).is_some() {
+        if prot == libc::PROT_READ | libc::PROT_WRITE {
+            return 0;
+        }
+        die(&format!(
+            "mprotect({addr:p}, {len}, {prot:#x}) on far memory is not supported; run with a \
+             FARMEM_THRESHOLD above this mapping's size to keep it local"
+        ));
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"mprotect");
+    // SAFETY: f is the C library's mprotect.
+    unsafe { std::mem::transmute::<usize, MprotectFn>(f)(addr, len, prot) }
+}
+
+/// Memory-map system calls made through `syscall(2)` (tcmalloc's own
+/// `mmap` does this) take the same path as the C library's entry points.
+fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long> {
+    let ptr = |x: usize| x as *mut c_void;
+    let ret_ptr = |p: *mut c_void| -> libc::c_long {
+        if p == libc::MAP_FAILED {
+            -1
+        } else {
+            p as libc::c_long
+        }
+    };
+    // SAFETY: the program's own arguments, forwarded as the entry points
+    // of the same names take them.
+    unsafe {
+        match nr {
+            // Only the far case: the rest goes to the kernel as it is (an
+            // allocator's own `mmap` may itself call `syscall(SYS_mmap)`).
+            libc::SYS_mmap if far_mappable(ptr(a[0]), a[1], a[2] as c_int, a[3] as c_int) => {
+                far_alloc(a[1]).map(|p| p as libc::c_long)
+            }
+            libc::SYS_munmap if is_far(ptr(a[0])) => Some(munmap(ptr(a[0]), a[1]) as libc::c_long),
+            libc::SYS_mremap if is_far(ptr(a[0])) => Some(ret_ptr(mremap(
+                ptr(a[0]),
+                a[1],
+                a[2],
+                a[3] as c_int,
+                ptr(a[4]),
+            ))),
+            libc::SYS_madvise if is_far(ptr(a[0])) => {
+                Some(madvise(ptr(a[0]), a[1], a[2] as c_int) as libc::c_long)
+            }
+            libc::SYS_mprotect if is_far(ptr(a[0])) => {
+                Some(mprotect(ptr(a[0]), a[1], a[2] as c_int) as libc::c_long)
+            }
+            _ => None,
+        }
+    }
 }

@@ -29,6 +29,7 @@ mod embedded;
 mod eviction;
 mod fault;
 pub mod page;
+mod peers;
 mod pins;
 mod prefetch;
 mod regions;
@@ -46,12 +47,13 @@ use farmem_server::ServerError;
 use farmem_sys::mem::Mapping;
 use farmem_sys::uffd::Uffd;
 use farmem_sys::PAGE_SIZE;
+pub use peers::PeerPins;
 pub use pins::IoPin;
 use prefetch::NSTREAMS;
 use regions::Regions;
 use replacement::Queues;
 pub use signals::is_forked_child;
-use signals::{after_fork_child, on_sigbus, print_stats_at_exit, PREV_SIGBUS};
+use signals::{after_fork_child, on_sigbus, print_stats_at_exit};
 use stats::{Snapshot, Stats};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -257,9 +259,18 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     rt.backend.set_completion(prefetch::complete_async);
     let old = farmem_sys::signal::install_blocking_async(libc::SIGBUS, on_sigbus)
         .map_err(RuntimeError::Signal)?;
-    let _ = PREV_SIGBUS.set(old);
+    signals::set_program_sigbus(old);
     // SAFETY: registering plain extern "C" callbacks.
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    if let Err(e) = peers::start(rt) {
+        farmem_sys::write_stderr(
+            format!(
+                "farmem: warning: cannot start the peer pin service ({e}); another process's \
+                 process_vm_readv of this process's far memory may fail\n"
+            )
+            .as_bytes(),
+        );
+    }
     if rt.cfg.stats_at_exit {
         // SAFETY: registering a plain extern "C" callback.
         unsafe { libc::atexit(print_stats_at_exit) };

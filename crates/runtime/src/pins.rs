@@ -178,6 +178,11 @@ impl Runtime {
         }
     }
 
+    /// Most bytes all system calls together may hold pinned (3/4 of the budget).
+    pub fn pin_limit_bytes(&self) -> usize {
+        self.budget * 3 / 4 * PAGE_SIZE
+    }
+
     /// Largest buffer one system call may pin at once.
     pub fn io_chunk(&self) -> usize {
         (self.budget * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)

@@ -98,6 +98,22 @@ impl Runtime {
         Ok(())
     }
 
+    /// `madvise(MADV_DONTNEED)` on far memory: the pages covering
+    /// `[addr, addr+len)` (which must lie in one allocation) drop their
+    /// content, local and far, and read as zero afterwards, as anonymous
+    /// memory does. Allocators rely on that (jemalloc counts purged pages as
+    /// zeroed).
+    pub fn zero(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
+        let (first, last) = self.range_of(addr, len)?;
+        if !is_forked_child() {
+            self.release_pages(first, last - first + 1);
+            for p in first..=last {
+                self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
     /// Free an allocation made by `alloc`.
     pub fn free(&self, ptr: *mut u8) -> Result<(), RuntimeError> {
         let addr = ptr as usize;

@@ -4,10 +4,28 @@
 
 use crate::get;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-pub(crate) static PREV_SIGBUS: OnceLock<libc::sigaction> = OnceLock::new();
+/// The program's own SIGBUS disposition: the one installed before farmem
+/// started, or one it asked for later through the `sigaction` wrapper.
+/// SIGBUSes outside far memory go to it. Each value is a leaked box, never
+/// freed, because a handler running on another thread may still read it.
+static PROGRAM_SIGBUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Record the program's SIGBUS disposition (farmem's handler stays the one
+/// the kernel calls); returns the previous one.
+pub fn set_program_sigbus(act: libc::sigaction) -> Option<libc::sigaction> {
+    let new = Box::into_raw(Box::new(act));
+    let old = PROGRAM_SIGBUS.swap(new, Ordering::AcqRel);
+    // SAFETY: non-null values are leaked boxes that live forever.
+    unsafe { old.as_ref().copied() }
+}
+
+/// The program's SIGBUS disposition, if farmem runs.
+pub fn program_sigbus() -> Option<libc::sigaction> {
+    // SAFETY: as above.
+    unsafe { PROGRAM_SIGBUS.load(Ordering::Acquire).as_ref().copied() }
+}
 static FORKED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) extern "C" fn print_stats_at_exit() {
@@ -81,10 +99,11 @@ pub(crate) extern "C" fn on_sigbus(
 /// A SIGBUS that is not ours: hand it to the previous handler, or let the
 /// default action (core dump) happen when the access is retried.
 fn chain_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let Some(prev) = PREV_SIGBUS.get() else {
+    let Some(prev) = program_sigbus() else {
         farmem_sys::signal::set_default(sig);
         return;
     };
+    let prev = &prev;
     let h = prev.sa_sigaction;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         farmem_sys::signal::set_default(sig);

@@ -84,7 +84,7 @@ pub fn write_stderr(msg: &[u8]) {
     while off < msg.len() {
         // SAFETY: the pointer and length describe the live slice `msg[off..]`.
         let r = unsafe {
-            libc::syscall(
+            crate::raw_syscall!(
                 libc::SYS_write,
                 2,
                 msg[off..].as_ptr() as usize,
@@ -113,7 +113,7 @@ pub fn fatal(msg: &[u8]) -> ! {
 /// `sched_yield(2)`.
 pub fn sched_yield() {
     // SAFETY: no preconditions.
-    unsafe { libc::syscall(libc::SYS_sched_yield) };
+    unsafe { crate::raw_syscall!(libc::SYS_sched_yield) };
 }
 
 /// The CPU relax hint for spin loops.
@@ -125,5 +125,42 @@ pub fn cpu_relax() {
 /// The kernel thread id of the caller.
 pub fn gettid() -> i32 {
     // SAFETY: no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    unsafe { crate::raw_syscall!(libc::SYS_gettid) as i32 }
+}
+
+/// The C library's `syscall(3)`, found past any interposer.
+///
+/// farmem's own system calls (socket transfers of far pages, `madvise` on
+/// the arena, the uffd ioctls' neighbours) must reach the kernel unchanged:
+/// `libfarmem` and the `farmem run` shim interpose `syscall` and the libc
+/// entry points to pin far buffers, and running farmem's own fault path
+/// through those wrappers would pin the very pages it is moving.
+/// `dlsym(RTLD_NEXT)` from the object this crate is linked into skips that
+/// object's own definitions.
+pub fn raw_syscall_fn() -> RawSyscall {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let mut f = SLOT.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
+        if f == 0 {
+            f = libc::syscall as *const () as usize;
+        }
+        SLOT.store(f, Ordering::Relaxed);
+    }
+    // SAFETY: `f` is the address of a function with the C prototype of
+    // `syscall(3)`.
+    unsafe { std::mem::transmute::<usize, RawSyscall>(f) }
+}
+
+/// The prototype of `syscall(3)`.
+pub type RawSyscall = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
+
+/// `syscall(3)` through [`raw_syscall_fn`]: never through farmem's wrappers.
+#[macro_export]
+macro_rules! raw_syscall {
+    ($nr:expr $(, $arg:expr)* $(,)?) => {
+        ($crate::raw_syscall_fn())($nr as libc::c_long $(, $arg)*)
+    };
 }

@@ -34,16 +34,19 @@ impl Mapping {
         }
         // SAFETY: a fresh anonymous mapping at a kernel-chosen address touches
         // no existing memory.
+        // Through the raw path: the `farmem run` shim's `mmap` would make a
+        // large mapping far memory.
         let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
+            crate::raw_syscall!(
+                libc::SYS_mmap,
+                0usize,
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 flags,
                 -1,
-                0,
+                0usize,
             )
-        };
+        } as *mut libc::c_void;
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -74,7 +77,7 @@ impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the
         // mapping once its owner is dropped.
-        let r = unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        let r = unsafe { crate::raw_syscall!(libc::SYS_munmap, self.ptr.as_ptr(), self.len) };
         debug_assert_eq!(r, 0, "munmap failed: {}", io::Error::last_os_error());
     }
 }
@@ -86,7 +89,9 @@ impl Drop for Mapping {
 /// contents are discarded, so no live reference may point into it.
 pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Result<()> {
     // SAFETY: forwarded to the caller's contract.
-    cvt(unsafe { libc::madvise(addr.cast(), len, advice) }).map(|_| ())
+    // Raw: the shim's `madvise` treats far memory as the program's.
+    cvt(unsafe { crate::raw_syscall!(libc::SYS_madvise, addr, len, advice) } as libc::c_int)
+        .map(|_| ())
 }
 
 /// `mprotect(addr, len, prot)`.
@@ -96,7 +101,8 @@ pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Res
 /// later accesses fault.
 pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: libc::c_int) -> io::Result<()> {
     // SAFETY: forwarded to the caller's contract.
-    cvt(unsafe { libc::mprotect(addr.cast(), len, prot) }).map(|_| ())
+    cvt(unsafe { crate::raw_syscall!(libc::SYS_mprotect, addr, len, prot) } as libc::c_int)
+        .map(|_| ())
 }
 
 /// Field `name` (in kB) of `/proc/meminfo`, in bytes.

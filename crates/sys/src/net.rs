@@ -49,7 +49,8 @@ fn wait_ready(fd: RawFd, events: i16, start: u64, wait: Wait, spins: &mut u32) -
         revents: 0,
     };
     // SAFETY: pfd is one live pollfd.
-    let r = unsafe { libc::syscall(libc::SYS_poll, &mut pfd as *mut libc::pollfd, 1, left_ms) };
+    let r =
+        unsafe { crate::raw_syscall!(libc::SYS_poll, &mut pfd as *mut libc::pollfd, 1, left_ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -67,7 +68,7 @@ pub fn recv_exact(fd: RawFd, buf: &mut [u8], wait: Wait) -> io::Result<()> {
     while got < buf.len() {
         // SAFETY: the pointer/length describe the live slice buf[got..].
         let r = unsafe {
-            libc::syscall(
+            crate::raw_syscall!(
                 libc::SYS_recvfrom,
                 fd,
                 buf[got..].as_mut_ptr() as usize,
@@ -199,7 +200,7 @@ unsafe fn transfer(
         msg.msg_iovlen = count - first;
         // SAFETY: msg points at live iovecs describing memory the caller
         // keeps readable or writable (this function's contract).
-        let r = unsafe { libc::syscall(nr, fd, &mut msg as *mut libc::msghdr, flags) };
+        let r = unsafe { crate::raw_syscall!(nr, fd, &mut msg as *mut libc::msghdr, flags) };
         match cvt_long(r) {
             Ok(0) if dir == Direction::Recv => {
                 return Err(io::Error::new(
@@ -305,7 +306,7 @@ pub fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     while got < buf.len() {
         // SAFETY: pointer/length describe the live slice buf[got..].
         let r = unsafe {
-            libc::syscall(
+            crate::raw_syscall!(
                 libc::SYS_pread64,
                 fd,
                 buf[got..].as_mut_ptr() as usize,
@@ -329,7 +330,7 @@ pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
     while done < buf.len() {
         // SAFETY: pointer/length describe the live slice buf[done..].
         let r = unsafe {
-            libc::syscall(
+            crate::raw_syscall!(
                 libc::SYS_pwrite64,
                 fd,
                 buf[done..].as_ptr() as usize,
@@ -381,7 +382,7 @@ pub fn recv_some_vectored(fd: RawFd, bufs: &mut [&mut [u8]], wait: Wait) -> io::
         msg.msg_iovlen = k;
         // SAFETY: msg points at iovecs describing live, writable slices.
         let r = unsafe {
-            libc::syscall(
+            crate::raw_syscall!(
                 libc::SYS_recvmsg,
                 fd,
                 &mut msg as *mut libc::msghdr,

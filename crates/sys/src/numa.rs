@@ -32,7 +32,7 @@ pub fn set_mempolicy(mode: i32, nodes: &[usize]) -> io::Result<()> {
         (mask.as_ptr(), MAX_NODES + 1)
     };
     // SAFETY: mask is a live array of MAX_NODES bits (or no mask at all).
-    let r = unsafe { libc::syscall(libc::SYS_set_mempolicy, mode, ptr, maxnode) };
+    let r = unsafe { crate::raw_syscall!(libc::SYS_set_mempolicy, mode, ptr, maxnode) };
     cvt_long(r).map(|_| ())
 }
 
@@ -52,7 +52,7 @@ pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
     }
     // SAFETY: set is a live cpu_set_t of the size passed.
     let r = unsafe {
-        libc::syscall(
+        crate::raw_syscall!(
             libc::SYS_sched_setaffinity,
             0,
             std::mem::size_of::<libc::cpu_set_t>(),
@@ -70,7 +70,7 @@ pub fn page_nodes(pages: &[usize]) -> io::Result<Vec<i32>> {
     let mut status = vec![0i32; pages.len()];
     // SAFETY: ptrs and status hold pages.len() entries; nodes NULL = query.
     let r = unsafe {
-        libc::syscall(
+        crate::raw_syscall!(
             libc::SYS_move_pages,
             0,
             pages.len(),

@@ -45,7 +45,7 @@ fn install_with_mask(
     // SAFETY: as above.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers refer to live sigaction structs.
-    cvt(unsafe { libc::sigaction(sig, &sa, &mut old) })?;
+    cvt(unsafe { real_sigaction()(sig, &sa, &mut old) })?;
     Ok(old)
 }
 
@@ -53,7 +53,7 @@ fn install_with_mask(
 /// outside farmem's memory).
 pub fn restore(sig: libc::c_int, act: &libc::sigaction) -> io::Result<()> {
     // SAFETY: `act` is a live sigaction; old action not requested.
-    cvt(unsafe { libc::sigaction(sig, act, std::ptr::null_mut()) }).map(|_| ())
+    cvt(unsafe { real_sigaction()(sig, act, std::ptr::null_mut()) }).map(|_| ())
 }
 
 /// Reset `sig` to its default disposition.
@@ -132,4 +132,25 @@ pub unsafe fn fault_is_write(ctx: *const libc::c_void) -> bool {
     // SAFETY: per the contract `uc` points to the live signal frame.
     let err = unsafe { (*uc).uc_mcontext.gregs[libc::REG_ERR as usize] };
     err & 2 != 0
+}
+
+type SigactionFn =
+    unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+
+/// The C library's `sigaction`, past farmem's own wrapper (which keeps
+/// SIGBUS for farmem once it runs, and would swallow farmem's own calls).
+fn real_sigaction() -> SigactionFn {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let mut f = SLOT.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
+        if f == 0 {
+            f = libc::sigaction as *const () as usize;
+        }
+        SLOT.store(f, Ordering::Relaxed);
+    }
+    // SAFETY: `f` is a function with sigaction's C prototype.
+    unsafe { std::mem::transmute::<usize, SigactionFn>(f) }
 }

@@ -116,7 +116,7 @@ impl Uffd {
     pub fn new(features: u64) -> io::Result<Uffd> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: userfaultfd(2) takes only flags.
-        let mut raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) } as RawFd;
+        let mut raw = unsafe { crate::raw_syscall!(libc::SYS_userfaultfd, flags) } as RawFd;
         if raw < 0 {
             let sys_err = io::Error::last_os_error();
             raw = Self::open_dev(flags).map_err(|_| sys_err)?;

@@ -1,0 +1,200 @@
+//! `process_vm_readv`/`process_vm_writev` on another farmem process's far
+//! memory.
+//!
+//! The local iovecs are pinned like any other buffer. The remote ones live
+//! in the target process: if the copy comes up short there (in SIGBUS mode a
+//! non-resident far page of the target fails the copy), ask the target's pin
+//! service ([`farmem_runtime::PeerPins`]) to pin the next remote range, and
+//! copy it. A target that runs no service is not a farmem process: its
+//! EFAULT is real and is returned as it is.
+
+use crate::calls::pinned_with;
+use crate::io::next_fn;
+use farmem_runtime::PeerPins;
+use libc::{c_long, c_ulong, iovec, pid_t, ssize_t};
+use std::sync::atomic::AtomicUsize;
+
+type VmFn =
+    unsafe extern "C" fn(pid_t, *const iovec, c_ulong, *const iovec, c_ulong, c_ulong) -> ssize_t;
+
+fn real(write: bool) -> VmFn {
+    static READ: AtomicUsize = AtomicUsize::new(0);
+    static WRITE: AtomicUsize = AtomicUsize::new(0);
+    let f = if write {
+        next_fn(&WRITE, c"process_vm_writev")
+    } else {
+        next_fn(&READ, c"process_vm_readv")
+    };
+    // SAFETY: `f` is the C library's function of that name, prototype VmFn.
+    unsafe { std::mem::transmute::<usize, VmFn>(f) }
+}
+
+fn set_errno(e: libc::c_int) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The iovecs of `v` after skipping `skip` bytes, at most `max` bytes long.
+fn tail(v: &[iovec], mut skip: usize, mut max: usize) -> Vec<iovec> {
+    let mut out = Vec::new();
+    for e in v {
+        if max == 0 {
+            break;
+        }
+        if skip >= e.iov_len {
+            skip -= e.iov_len;
+            continue;
+        }
+        let n = (e.iov_len - skip).min(max);
+        out.push(iovec {
+            // SAFETY: skip < iov_len, so the pointer stays in the element.
+            iov_base: unsafe { e.iov_base.cast::<u8>().add(skip) }.cast(),
+            iov_len: n,
+        });
+        max -= n;
+        skip = 0;
+    }
+    out
+}
+
+/// Shared body of the two calls.
+///
+/// # Safety
+/// As `process_vm_readv(2)`.
+pub unsafe fn vm_copy(
+    write: bool,
+    pid: pid_t,
+    local: *const iovec,
+    ln: c_ulong,
+    remote: *const iovec,
+    rn: c_ulong,
+    flags: c_ulong,
+) -> ssize_t {
+    let f = real(write);
+    let nr = if write {
+        libc::SYS_process_vm_writev
+    } else {
+        libc::SYS_process_vm_readv
+    };
+    let call = |l: *const iovec, ln: c_ulong, r: *const iovec, rn: c_ulong| {
+        let a = [
+            pid as usize,
+            l as usize,
+            ln as usize,
+            r as usize,
+            rn as usize,
+            flags as usize,
+        ];
+        // SAFETY: forwarded with the local far buffers pinned. An EFAULT
+        // may come from the other process's memory: not checked here.
+        unsafe { pinned_with(nr, a, false, || f(pid, l, ln, r, rn, flags)) }
+    };
+    let res = call(local, ln, remote, rn);
+    if local.is_null() || remote.is_null() || ln > 1024 || rn > 1024 {
+        return res;
+    }
+    // SAFETY: the caller passes ln and rn valid iovecs (checked by the
+    // kernel above: it would have failed with EFAULT or EINVAL otherwise,
+    // and then we read them as the kernel did).
+    let (lv, rv) = unsafe {
+        (
+            std::slice::from_raw_parts(local, ln as usize),
+            std::slice::from_raw_parts(remote, rn as usize),
+        )
+    };
+    let sum = |v: &[iovec]| {
+        v.iter()
+            .map(|e| e.iov_len)
+            .fold(0usize, usize::saturating_add)
+    };
+    let total = sum(lv).min(sum(rv));
+    let efault = res < 0 && errno() == libc::EFAULT;
+    if (res >= 0 && res as usize >= total) || (res < 0 && !efault) {
+        return res;
+    }
+    let mut done = res.max(0) as usize;
+    let Some(mut peer) = PeerPins::connect(pid) else {
+        return res;
+    };
+    while done < total {
+        let next = tail(rv, done, usize::MAX);
+        let Some(seg) = next.first() else { break };
+        let granted = match peer.pin(seg.iov_base as usize, seg.iov_len, write) {
+            Ok(n) => n,
+            Err(_) => 0,
+        };
+        if granted == 0 {
+            break; // not far memory there: a real fault
+        }
+        let r = [iovec {
+            iov_base: seg.iov_base,
+            iov_len: granted,
+        }];
+        let l = tail(lv, done, granted);
+        let got = call(l.as_ptr(), l.len() as c_ulong, r.as_ptr(), 1);
+        if got <= 0 {
+            break;
+        }
+        done += got as usize;
+    }
+    if done == 0 {
+        set_errno(libc::EFAULT);
+        return -1;
+    }
+    done as ssize_t
+}
+
+fn errno() -> libc::c_int {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() }
+}
+
+/// `syscall(SYS_process_vm_readv, ...)` and `..._writev`: the same path.
+pub fn intercept(nr: c_long, a: &[usize; 6]) -> Option<c_long> {
+    if nr != libc::SYS_process_vm_readv && nr != libc::SYS_process_vm_writev {
+        return None;
+    }
+    // SAFETY: the caller's arguments, forwarded as `process_vm_*(2)` takes them.
+    let r = unsafe {
+        vm_copy(
+            nr == libc::SYS_process_vm_writev,
+            a[0] as pid_t,
+            a[1] as *const iovec,
+            a[2] as c_ulong,
+            a[3] as *const iovec,
+            a[4] as c_ulong,
+            a[5] as c_ulong,
+        )
+    };
+    Some(r as c_long)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_skips_and_limits_across_elements() {
+        let mut a = [0u8; 10];
+        let mut b = [0u8; 20];
+        let v = [
+            iovec {
+                iov_base: a.as_mut_ptr().cast(),
+                iov_len: 10,
+            },
+            iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: 20,
+            },
+        ];
+        let t = tail(&v, 4, 12);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].iov_base as usize, a.as_ptr() as usize + 4);
+        assert_eq!(t[0].iov_len, 6);
+        assert_eq!(t[1].iov_base as usize, b.as_ptr() as usize);
+        assert_eq!(t[1].iov_len, 6);
+        let t = tail(&v, 15, usize::MAX);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].iov_len, 15);
+    }
+}
