@@ -161,6 +161,9 @@ pub unsafe fn pinned_with<R: Ret>(
     let Some((pins, first)) = (unsafe { pin_buffers(r, nr, &a) }) else {
         return call();
     };
+    // A thread that hands far memory to the kernel gets the raw-call net
+    // too (threads that existed before farmem started are armed here).
+    crate::dispatch::arm_this_thread();
     let ret = call();
     let efault = check_efault && ret.failed() && errno() == libc::EFAULT;
     drop(pins);
@@ -481,6 +484,26 @@ pub unsafe extern "C" fn syscall(
     }
     if let Some(r) = crate::remote::intercept(nr, &a) {
         return r;
+    }
+    // Plain transfers take the chunked path of the libc wrappers, so a
+    // buffer larger than the pin limit still works (in parts, as the kernel
+    // may return short anyway).
+    // SAFETY: the program's arguments, as the wrappers take them.
+    unsafe {
+        let (fd, p, n) = (a0 as c_int, a1 as *mut c_void, a2 as size_t);
+        match nr {
+            libc::SYS_read => return crate::io::read(fd, p, n) as c_long,
+            libc::SYS_write => return crate::io::write(fd, p, n) as c_long,
+            libc::SYS_pread64 => return crate::io::pread(fd, p, n, a3 as off_t) as c_long,
+            libc::SYS_pwrite64 => return crate::io::pwrite(fd, p, n, a3 as off_t) as c_long,
+            libc::SYS_readv => {
+                return crate::io::readv(fd, p as *const iovec, a2 as c_int) as c_long
+            }
+            libc::SYS_writev => {
+                return crate::io::writev(fd, p as *const iovec, a2 as c_int) as c_long
+            }
+            _ => {}
+        }
     }
     let f = real_syscall();
     // SAFETY: forwarded unchanged, with the table's far buffers pinned.

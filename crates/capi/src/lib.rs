@@ -11,6 +11,7 @@
 
 pub mod buffers;
 pub mod calls;
+pub mod dispatch;
 pub mod io;
 pub mod remote;
 pub mod signals;
@@ -95,7 +96,10 @@ fn runtime_or_init() -> Result<&'static rt::Runtime, RuntimeError> {
         return Ok(r);
     }
     match rt::init(Config::from_env()?) {
-        Ok(r) => Ok(r),
+        Ok(r) => {
+            dispatch::start();
+            Ok(r)
+        }
         // Another thread won the race.
         Err(RuntimeError::AlreadyInitialized) => rt::get().ok_or(RuntimeError::NotInitialized),
         Err(e) => Err(e),
@@ -116,7 +120,10 @@ pub unsafe extern "C" fn fm_init(config: *const c_char) -> c_int {
         Config::from_str_config(&s)
     };
     match cfg.map_err(RuntimeError::from).and_then(rt::init) {
-        Ok(_) => FM_OK,
+        Ok(_) => {
+            dispatch::start();
+            FM_OK
+        }
         Err(e) => fail(e),
     }
 }

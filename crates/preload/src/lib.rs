@@ -34,7 +34,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 // Keep the system-call wrappers and the C API in this library's exports.
-pub use farmem::{calls, io, remote, signals, sync};
+pub use farmem::{calls, dispatch, io, remote, signals, sync};
 pub use farmem::{fm_advise, fm_alloc, fm_free, fm_stats, fm_stats_print};
 
 extern "C" {
@@ -174,6 +174,7 @@ fn start(cfg: Config) {
                 FAR_LO.store(lo, Ordering::Release);
                 FAR_HI.store(hi, Ordering::Release);
             }
+            farmem::dispatch::start();
             STATE.store(READY, Ordering::Release)
         }
         Err(e) => die(&format!("cannot start far memory: {e}")),

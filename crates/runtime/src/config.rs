@@ -36,7 +36,17 @@ pub const KNOWN: &[&str] = &[
     "STRIPE",
     "EMBEDDED_CAPACITY",
     "THRESHOLD",
+    "RAW_SYSCALLS",
 ];
+
+/// What happens to system calls a program makes without the C library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawSyscalls {
+    /// Syscall user dispatch sends them through farmem's table (default).
+    Dispatch,
+    /// They run unchecked (a far buffer among them fails with EFAULT).
+    Allow,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileDirect {
@@ -74,6 +84,8 @@ pub struct Config {
     pub embedded_capacity: u64,
     /// Allocations at least this large go to far memory (used by `farmem run`).
     pub threshold: u64,
+    /// System calls made without the C library (`FARMEM_RAW_SYSCALLS`).
+    pub raw_syscalls: RawSyscalls,
 }
 
 pub const MAX_BATCH: u32 = 64;
@@ -101,6 +113,7 @@ impl Default for Config {
             stripe_pages: 64,
             embedded_capacity: phys / 4 * 3,
             threshold: 1 << 20,
+            raw_syscalls: RawSyscalls::Dispatch,
         }
     }
 }
@@ -294,6 +307,19 @@ impl Config {
                 }
                 self.threshold = b;
             }
+            "RAW_SYSCALLS" => {
+                self.raw_syscalls =
+                    match v {
+                        "dispatch" => RawSyscalls::Dispatch,
+                        "allow" => RawSyscalls::Allow,
+                        _ => return Err(invalid(
+                            "RAW_SYSCALLS",
+                            v,
+                            "use \"dispatch\" (system calls made without the C library go through \
+                             farmem's table; the default) or \"allow\" (they run unchecked)",
+                        )),
+                    }
+            }
             _ => return Err(ConfigError::Unknown(format!("FARMEM_{key}"))),
         }
         Ok(())
@@ -401,6 +427,13 @@ mod tests {
             .to_string()
             .contains("unknown"));
         assert!(Config::from_vars([("FARMEM_THRESHOLD", "0")]).is_err());
+        assert!(Config::from_vars([("FARMEM_RAW_SYSCALLS", "sometimes")]).is_err());
+        assert_eq!(
+            Config::from_vars([("FARMEM_RAW_SYSCALLS", "allow")])
+                .unwrap()
+                .raw_syscalls,
+            RawSyscalls::Allow
+        );
         assert!(Config::from_vars([("FARMEM_PREFETCH", "65")]).is_err());
         assert_eq!(
             Config::from_vars([("FARMEM_SERVERS", "h:1"), ("FARMEM_FILE", "/tmp/x")]),
