@@ -67,7 +67,8 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
         }
     };
     use libc::*;
-    // SAFETY (for the helpers below): see the function's contract.
+    // SAFETY: the helpers below read the argument structures as the kernel
+    // would; see the function's contract.
     unsafe {
         match nr {
             SYS_read | SYS_pread64 => out(a[1], a[2], true),

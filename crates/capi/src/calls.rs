@@ -506,6 +506,10 @@ pub unsafe extern "C" fn syscall(
         }
     }
     let f = real_syscall();
+    // SAFETY: the program's arguments for nr, forwarded unchanged.
+    if let Some(r) = unsafe { crate::aio::intercept(nr, &a, &|| f(nr, a0, a1, a2, a3, a4, a5)) } {
+        return r;
+    }
     // SAFETY: forwarded unchanged, with the table's far buffers pinned.
     unsafe { pinned(nr, a, || f(nr, a0, a1, a2, a3, a4, a5)) }
 }

@@ -111,6 +111,7 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             let r = unsafe { crate::calls::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
             // SAFETY: errno is thread-local.
             let r = if r == -1 {
+                // SAFETY: errno is thread-local.
                 -(unsafe { *libc::__errno_location() }) as libc::c_long
             } else {
                 r

@@ -9,6 +9,7 @@
 //! the kernel cannot be served in SIGBUS mode and would fail with EFAULT.
 //! Exports are compiled out of test builds (`cfg_attr(not(test), no_mangle)`).
 
+pub mod aio;
 pub mod buffers;
 pub mod calls;
 pub mod dispatch;

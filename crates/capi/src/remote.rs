@@ -119,10 +119,9 @@ pub unsafe fn vm_copy(
     while done < total {
         let next = tail(rv, done, usize::MAX);
         let Some(seg) = next.first() else { break };
-        let granted = match peer.pin(seg.iov_base as usize, seg.iov_len, write) {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        let granted: usize = peer
+            .pin(seg.iov_base as usize, seg.iov_len, write)
+            .unwrap_or_default();
         if granted == 0 {
             break; // not far memory there: a real fault
         }

@@ -219,14 +219,21 @@ const MODE_OWN: u8 = 1;
 const MODE_FOREIGN: u8 = 2;
 static MODE: AtomicU8 = AtomicU8::new(MODE_UNKNOWN);
 
+type MallocFn = unsafe extern "C" fn(size_t) -> *mut c_void;
+type FreeFn = unsafe extern "C" fn(*mut c_void);
+type CallocFn = unsafe extern "C" fn(size_t, size_t) -> *mut c_void;
+type ReallocFn = unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void;
+type PosixMemalignFn = unsafe extern "C" fn(*mut *mut c_void, size_t, size_t) -> c_int;
+type UsableSizeFn = unsafe extern "C" fn(*mut c_void) -> size_t;
+
 /// The program's own allocator, when it has one.
 struct Foreign {
-    malloc: unsafe extern "C" fn(size_t) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void),
-    calloc: unsafe extern "C" fn(size_t, size_t) -> *mut c_void,
-    realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void,
-    posix_memalign: unsafe extern "C" fn(*mut *mut c_void, size_t, size_t) -> c_int,
-    usable_size: Option<unsafe extern "C" fn(*mut c_void) -> size_t>,
+    malloc: MallocFn,
+    free: FreeFn,
+    calloc: CallocFn,
+    realloc: ReallocFn,
+    posix_memalign: PosixMemalignFn,
+    usable_size: Option<UsableSizeFn>,
 }
 
 static FOREIGN: std::sync::OnceLock<Foreign> = std::sync::OnceLock::new();
@@ -277,14 +284,15 @@ fn detect_mode() -> u8 {
         // with the C prototype of the field.
         let f = unsafe {
             Foreign {
-                malloc: std::mem::transmute::<usize, _>(m),
-                free: std::mem::transmute::<usize, _>(need(c"free")),
-                calloc: std::mem::transmute::<usize, _>(need(c"calloc")),
-                realloc: std::mem::transmute::<usize, _>(need(c"realloc")),
-                posix_memalign: std::mem::transmute::<usize, _>(need(c"posix_memalign")),
-                usable_size: get(c"malloc_usable_size").map(|f| {
-                    std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void) -> size_t>(f)
-                }),
+                malloc: std::mem::transmute::<usize, MallocFn>(m),
+                free: std::mem::transmute::<usize, FreeFn>(need(c"free")),
+                calloc: std::mem::transmute::<usize, CallocFn>(need(c"calloc")),
+                realloc: std::mem::transmute::<usize, ReallocFn>(need(c"realloc")),
+                posix_memalign: std::mem::transmute::<usize, PosixMemalignFn>(need(
+                    c"posix_memalign",
+                )),
+                usable_size: get(c"malloc_usable_size")
+                    .map(|f| std::mem::transmute::<usize, UsableSizeFn>(f)),
             }
         };
         let _ = FOREIGN.set(f);
@@ -532,8 +540,11 @@ pub extern "C" fn pvalloc(n: size_t) -> *mut c_void {
 }
 
 /// `malloc_usable_size(3)`.
+///
+/// # Safety
+/// `p` is NULL or a live allocation.
 #[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> size_t {
     if p.is_null() {
         return 0;
     }

@@ -111,9 +111,7 @@ pub unsafe fn stopped_call(ctx: *mut libc::c_void) -> (libc::c_long, [usize; 6])
 /// As [`stopped_call`].
 pub unsafe fn set_result(ctx: *mut libc::c_void, ret: libc::c_long) {
     // SAFETY: per the contract.
-    unsafe {
-        (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RAX as usize] = ret as i64
-    };
+    unsafe { (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RAX as usize] = ret };
 }
 
 /// Make the thread run the stopped `syscall` instruction again on return
@@ -125,5 +123,5 @@ pub unsafe fn rerun(ctx: *mut libc::c_void, nr: libc::c_long) {
     // SAFETY: per the contract.
     let g = unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs };
     g[libc::REG_RIP as usize] -= 2;
-    g[libc::REG_RAX as usize] = nr as i64;
+    g[libc::REG_RAX as usize] = nr;
 }
