@@ -199,3 +199,43 @@ fn advice_pin_dontneed_and_free_reuse() {
         assert_eq!(r2.get(i), 0);
     }
 }
+
+/// `zero` (what the shim's `madvise(MADV_DONTNEED)` does on far memory):
+/// the pages covering the range read as zero afterwards, resident or
+/// evicted to the server, and the pages around it keep their content.
+#[test]
+fn zeroed_range_reads_zero_resident_or_evicted() {
+    let words = (32 << 20) / 8; // 4× the budget: most pages are on the server
+    let r = Region::new(words * 8);
+    for i in 0..words {
+        r.set(i, val(7, i as u64) | 1);
+    }
+    let page_words = 4096 / 8;
+    // One range at the start (evicted by now), one at the end (resident).
+    for first_page in [3usize, words / page_words - 40] {
+        let a = r.ptr as usize + first_page * 4096;
+        rt().zero(a, 20 * 4096).unwrap();
+        for i in first_page * page_words..(first_page + 20) * page_words {
+            assert_eq!(r.get(i), 0, "word {i} after zero");
+        }
+        let before = (first_page - 1) * page_words;
+        let after = (first_page + 20) * page_words;
+        assert_eq!(r.get(before), val(7, before as u64) | 1);
+        assert_eq!(r.get(after), val(7, after as u64) | 1);
+        // Written again, the zeroed pages hold the new data through eviction.
+        for i in first_page * page_words..(first_page + 20) * page_words {
+            r.set(i, val(8, i as u64));
+        }
+    }
+    for i in (0..words).step_by(97) {
+        let p = i / page_words;
+        let zeroed =
+            (3..23).contains(&p) || (words / page_words - 40..words / page_words - 20).contains(&p);
+        let want = if zeroed {
+            val(8, i as u64)
+        } else {
+            val(7, i as u64) | 1
+        };
+        assert_eq!(r.get(i), want, "word {i}");
+    }
+}
