@@ -5,9 +5,16 @@
 //! PI operations write it). In SIGBUS mode a non-resident word would make
 //! the call fail with EFAULT, which glibc treats as fatal, and a word
 //! evicted while a thread sleeps on it would be fetched back stale. So while
-//! a thread is inside one of these calls on a far object, the object's pages
-//! stay pinned: never evicted, never non-resident. Objects in ordinary memory
-//! cost one range check.
+//! a thread *waits* in one of these calls on a far object, the object's
+//! pages stay pinned: never evicted, never non-resident.
+//!
+//! Only the waiting calls are wrapped. Unlock, signal, broadcast and post
+//! reach the kernel only to wake a waiter (`FUTEX_WAKE` on a private futex
+//! reads no user memory), and a waiter holds the object's pages pinned for
+//! as long as it waits, so the page a waker touches is resident. Locks try
+//! the non-blocking form first: taken in user mode (where a far fault is an
+//! ordinary one), they need no pin; only a call that may sleep pins. An
+//! object in ordinary memory costs one range check.
 
 use crate::io::next_fn;
 use farmem_runtime as rt;
@@ -16,27 +23,23 @@ use libc::{
 };
 use std::sync::atomic::AtomicUsize;
 
-/// Run `call` with `[obj, obj+size)` (and a second object) pinned if far.
+/// Whether any of `objs` lies in far memory.
 #[inline]
-fn with_pinned<R>(objs: &[(*const c_void, usize)], call: impl FnOnce() -> R) -> R {
-    let Some(r) = rt::get() else {
-        return call();
-    };
-    let mut pins: [Option<rt::IoPin>; 2] = [None, None];
-    for (slot, &(p, n)) in pins.iter_mut().zip(objs) {
-        if r.overlaps(p as usize, n) {
-            *slot = r.pin_for_io(p as usize, n, true);
-        }
-    }
-    let ret = call();
-    drop(pins);
-    ret
+fn any_far(objs: &[(*const c_void, usize)]) -> Option<&'static rt::Runtime> {
+    let r = rt::get()?;
+    objs.iter()
+        .any(|&(p, n)| r.overlaps(p as usize, n))
+        .then_some(r)
 }
 
-/// `name(args) -> ret [pinned objects as (arg, type)]`.
+/// `name(args) -> ret [pinned objects] try(fast path)`: the fast path (a
+/// non-blocking attempt returning `Some(result)` when it settled the call)
+/// runs first for far objects; otherwise the call runs with the objects
+/// pinned.
 macro_rules! sync_wrap {
-    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty [ $($obj:ident : $oty:ty),* ] ; )*) => { $(
-        #[doc = concat!("`", stringify!($name), "`, with its far object pinned.")]
+    ($( $name:ident ( $($arg:ident : $ty:ty),* ) -> $ret:ty [ $($obj:ident : $oty:ty),* ]
+        $(try $fast:expr)? ; )*) => { $(
+        #[doc = concat!("`", stringify!($name), "`, with its far object pinned while it waits.")]
         ///
         /// # Safety
         /// As the C library function of this name.
@@ -51,41 +54,90 @@ macro_rules! sync_wrap {
                 };
             // SAFETY: the next definition of this symbol has prototype F.
             let f = unsafe { std::mem::transmute::<usize, F>(next_fn(&SLOT, NAME)) };
-            with_pinned(
-                &[$(($obj as *const c_void, std::mem::size_of::<$oty>())),*],
+            let objs = [$(($obj as *const c_void, std::mem::size_of::<$oty>())),*];
+            let Some(r) = any_far(&objs) else {
                 // SAFETY: forwarded unchanged.
-                || unsafe { f($($arg),*) },
-            )
+                return unsafe { f($($arg),*) };
+            };
+            $(
+                // SAFETY: the non-blocking form of the same call, on the
+                // caller's object.
+                if let Some(done) = unsafe { $fast } {
+                    return done;
+                }
+            )?
+            let pins: [Option<rt::IoPin>; 2] = std::array::from_fn(|i| {
+                objs.get(i).and_then(|&(p, n)| r.pin_for_io(p as usize, n, true))
+            });
+            // SAFETY: forwarded unchanged, the objects pinned.
+            let ret = unsafe { f($($arg),*) };
+            drop(pins);
+            ret
         }
     )* };
 }
 
+type TryFn<T> = unsafe extern "C" fn(*mut T) -> c_int;
+
+/// The C library's non-blocking form `name` on `obj`: `Some(result)` unless
+/// it returned `busy` (then the blocking call must run).
+///
+/// # Safety
+/// `obj` is a valid object for `name`.
+unsafe fn attempt<T>(
+    slot: &AtomicUsize,
+    name: &std::ffi::CStr,
+    obj: *mut T,
+    busy: c_int,
+) -> Option<c_int> {
+    // SAFETY: `name` is a function taking the object and returning int.
+    let f = unsafe { std::mem::transmute::<usize, TryFn<T>>(next_fn(slot, name)) };
+    // SAFETY: per the contract.
+    let r = unsafe { f(obj) };
+    (r != busy).then_some(r)
+}
+
+static MUTEX_TRY: AtomicUsize = AtomicUsize::new(0);
+static RD_TRY: AtomicUsize = AtomicUsize::new(0);
+static WR_TRY: AtomicUsize = AtomicUsize::new(0);
+static SEM_TRY: AtomicUsize = AtomicUsize::new(0);
+
+/// `sem_trywait` reports "would block" as -1 with errno EAGAIN.
+///
+/// # Safety
+/// `s` is a valid semaphore.
+unsafe fn sem_attempt(s: *mut sem_t) -> Option<c_int> {
+    // SAFETY: per the contract.
+    let r = unsafe { attempt(&SEM_TRY, c"sem_trywait", s, c_int::MIN) }?;
+    // SAFETY: errno is thread-local.
+    let again = r == -1 && unsafe { *libc::__errno_location() } == libc::EAGAIN;
+    (!again).then_some(r)
+}
+
 sync_wrap! {
-    pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int [m: pthread_mutex_t];
-    pthread_mutex_trylock(m: *mut pthread_mutex_t) -> c_int [m: pthread_mutex_t];
+    pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int [m: pthread_mutex_t]
+        try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
     pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int
-        [m: pthread_mutex_t];
+        [m: pthread_mutex_t] try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
     pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int
-        [m: pthread_mutex_t];
-    pthread_mutex_unlock(m: *mut pthread_mutex_t) -> c_int [m: pthread_mutex_t];
+        [m: pthread_mutex_t] try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
     pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int
         [c: pthread_cond_t, m: pthread_mutex_t];
     pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec)
         -> c_int [c: pthread_cond_t, m: pthread_mutex_t];
     pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t,
         t: *const timespec) -> c_int [c: pthread_cond_t, m: pthread_mutex_t];
-    pthread_cond_signal(c: *mut pthread_cond_t) -> c_int [c: pthread_cond_t];
-    pthread_cond_broadcast(c: *mut pthread_cond_t) -> c_int [c: pthread_cond_t];
-    pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t];
-    pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t];
+    pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t]
+        try attempt(&RD_TRY, c"pthread_rwlock_tryrdlock", l, libc::EBUSY);
+    pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t]
+        try attempt(&WR_TRY, c"pthread_rwlock_trywrlock", l, libc::EBUSY);
     pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int
-        [l: pthread_rwlock_t];
+        [l: pthread_rwlock_t] try attempt(&RD_TRY, c"pthread_rwlock_tryrdlock", l, libc::EBUSY);
     pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int
-        [l: pthread_rwlock_t];
-    pthread_rwlock_unlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t];
-    sem_wait(s: *mut sem_t) -> c_int [s: sem_t];
-    sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int [s: sem_t];
-    sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int [s: sem_t];
-    sem_post(s: *mut sem_t) -> c_int [s: sem_t];
+        [l: pthread_rwlock_t] try attempt(&WR_TRY, c"pthread_rwlock_trywrlock", l, libc::EBUSY);
+    sem_wait(s: *mut sem_t) -> c_int [s: sem_t] try sem_attempt(s);
+    sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int [s: sem_t] try sem_attempt(s);
+    sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int [s: sem_t]
+        try sem_attempt(s);
     pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -> c_int [b: libc::pthread_barrier_t];
 }
