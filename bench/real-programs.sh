@@ -33,27 +33,31 @@ wait_port() {
 
 # run_mc NAME PREFIX...: memcached under PREFIX (empty: all-local)
 run_mc() {
-    local name=$1; shift
+    local label=$1; shift
+    local name
+    name=$(printf %s "$label" | tr -c 'a-zA-Z0-9' '_')
     local port=$((21000 + RANDOM % 2000))
     "$@" memcached -u root -l 127.0.0.1 -p $port -U 0 -t 2 -m 2048 >"$OUT/mc-$name.server" 2>&1 &
     local pid=$!
     wait_port $port
     $PY tests/clients/memcache_check.py --port $port load-verify --total-mib 1024 >"$OUT/mc-$name.client"
     timeout 120 memcslap --servers=127.0.0.1:$port --concurrency=4 --execute-number=20000 \
-        --test=get >"$OUT/mc-$name.slap" 2>&1
+        --test=get >"$OUT/mc-$name.slap" 2>&1 || true
     kill -TERM $pid; wait $pid || true
     local store verify slap
-    store=$(grep -o '([0-9.]* MiB/s)' "$OUT/mc-$name.client" | head -1 | tr -d '()')
-    verify=$(grep -o '([0-9.]* MiB/s)' "$OUT/mc-$name.client" | tail -1 | tr -d '()')
-    slap=$(grep -Eo 'Took [0-9.]+ seconds to read data' "$OUT/mc-$name.slap" | grep -Eo '[0-9.]+' | head -1)
+    store=$(grep -o '([0-9.]* MiB/s)' "$OUT/mc-$name.client" | head -1 | tr -d '()' || true)
+    verify=$(grep -o '([0-9.]* MiB/s)' "$OUT/mc-$name.client" | tail -1 | tr -d '()' || true)
+    slap=$(awk '/Time to get/ {print $(NF-1)}' "$OUT/mc-$name.slap" | head -1)
     local fetched
-    fetched=$(grep -E 'fetched from backend' "$OUT/mc-$name.server" | awk '{print $NF}' || true)
-    printf "%-26s store %-14s verify %-14s memcslap get %6s s  fetched %s\n" \
-        "memcached $name" "$store" "$verify" "${slap:-?}" "${fetched:--}"
+    fetched=$(awk '/fetched from backend/ {print $NF}' "$OUT/mc-$name.server")
+    printf "%-30s store %-14s verify %-14s memcslap get %6s s  fetched %s\n" \
+        "memcached $label" "$store" "$verify" "${slap:-?}" "${fetched:--}"
 }
 
 run_redis() {
-    local name=$1; shift
+    local label=$1; shift
+    local name
+    name=$(printf %s "$label" | tr -c 'a-zA-Z0-9' '_')
     local port=$((23000 + RANDOM % 2000))
     local dir
     dir=$(mktemp -d)
@@ -68,14 +72,14 @@ run_redis() {
     wait $pid || true
     rm -rf "$dir"
     local w v s g
-    w=$(grep -o '([0-9.]* MiB/s)' "$OUT/redis-$name.client" | head -1 | tr -d '()')
-    v=$(grep -o '([0-9.]* MiB/s)' "$OUT/redis-$name.client" | tail -1 | tr -d '()')
-    s=$(tr '\r' '\n' <"$OUT/redis-$name.bench-small" | grep -E '^SET:' | awk '{print $2}' | tail -1)
-    g=$(tr '\r' '\n' <"$OUT/redis-$name.bench-small" | grep -E '^GET:' | awk '{print $2}' | tail -1)
+    w=$(grep -o '([0-9.]* MiB/s)' "$OUT/redis-$name.client" | head -1 | tr -d '()' || true)
+    v=$(grep -o '([0-9.]* MiB/s)' "$OUT/redis-$name.client" | tail -1 | tr -d '()' || true)
+    s=$(tr '\r' '\n' <"$OUT/redis-$name.bench-small" | awk '/^SET:/ {print $2}' | tail -1)
+    g=$(tr '\r' '\n' <"$OUT/redis-$name.bench-small" | awk '/^GET:/ {print $2}' | tail -1)
     local fetched
-    fetched=$(grep -E 'fetched from backend' "$OUT/redis-$name.server" | awk '{print $NF}' || true)
-    printf "%-26s write %-14s verify %-14s 64B SET %9s GET %9s rps  fetched %s\n" \
-        "redis $name" "$w" "$v" "${s:-?}" "${g:-?}" "${fetched:--}"
+    fetched=$(awk '/fetched from backend/ {print $NF}' "$OUT/redis-$name.server")
+    printf "%-30s write %-14s verify %-14s 64B SET %9s GET %9s rps  fetched %s\n" \
+        "redis $label" "$w" "$v" "${s:-?}" "${g:-?}" "${fetched:--}"
 }
 
 {

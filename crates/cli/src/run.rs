@@ -127,10 +127,17 @@ pub fn run(a: Args) -> Result<()> {
             Ok(())
         });
     }
-    let status = match cmd.status() {
-        Ok(s) => s,
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
         Err(e) => bail!("cannot run {}: {e}", a.cmd[0]),
     };
+    // Termination signals sent to farmem (by `kill`, a batch system, a
+    // supervisor) go to the program, which then exits and is reported.
+    farmem_sys::process::forward_signals(
+        child.id() as libc::pid_t,
+        &[libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2],
+    );
+    let status = child.wait().context("waiting for the program")?;
     drop(_server);
     if let Some(code) = status.code() {
         std::process::exit(code);

@@ -57,3 +57,25 @@ pub fn try_reap(pid: libc::pid_t) -> bool {
     // SAFETY: status is a live int.
     unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) == pid }
 }
+
+/// The child that [`forward_signals`] passes signals on to (0: none yet).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Pass `sigs` on to process `pid` instead of acting on them: a launcher
+/// (`farmem run`) that is sent SIGTERM must stop its program, not leave it
+/// running.
+pub fn forward_signals(pid: libc::pid_t, sigs: &[libc::c_int]) {
+    FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
+    for &s in sigs {
+        // SAFETY: installing a handler that only calls kill().
+        unsafe { libc::signal(s, forward as *const () as libc::sighandler_t) };
+    }
+}
