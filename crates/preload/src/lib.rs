@@ -302,22 +302,30 @@ fn detect_mode() -> u8 {
     mode
 }
 
-/// The program's own allocator, if it has one.
-#[inline]
+/// The program's own allocator, if it has one. On the fast path (glibc's
+/// allocator, decided) this is one relaxed load and a compare.
+#[inline(always)]
 fn foreign() -> Option<&'static Foreign> {
-    match MODE.load(Ordering::Acquire) {
-        MODE_OWN => None,
-        MODE_FOREIGN => FOREIGN.get(),
-        _ => {
-            if DETECTING.swap(true, Ordering::AcqRel) {
-                return None;
-            }
-            if detect_mode() == MODE_FOREIGN {
-                FOREIGN.get()
-            } else {
-                None
-            }
-        }
+    let m = MODE.load(Ordering::Relaxed);
+    if m == MODE_OWN {
+        return None;
+    }
+    foreign_slow(m)
+}
+
+#[cold]
+#[inline(never)]
+fn foreign_slow(m: u8) -> Option<&'static Foreign> {
+    if m == MODE_FOREIGN {
+        return FOREIGN.get();
+    }
+    if DETECTING.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    if detect_mode() == MODE_FOREIGN {
+        FOREIGN.get()
+    } else {
+        None
     }
 }
 
