@@ -101,6 +101,12 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
 
+    // tcmalloc grows its heap with sbrk first, and the brk heap cannot be
+    // far memory; told to skip it, tcmalloc maps its heap with mmap, which
+    // goes far. Other programs ignore the variable; a user's own setting wins.
+    if std::env::var_os("TCMALLOC_SKIP_SBRK").is_none() {
+        set_var(&mut vars, "TCMALLOC_SKIP_SBRK", "true".to_string());
+    }
     let mut cmd = Command::new(&a.cmd[0]);
     cmd.args(&a.cmd[1..]);
     for (k, v) in &vars {

@@ -45,7 +45,70 @@ extern "C" {
     fn __libc_memalign(align: size_t, n: size_t) -> *mut c_void;
 }
 
-/// The shim's own allocator: glibc's, bypassing the interposed symbols.
+/// glibc's allocator entry points, looked up in `libc.so.6` itself. The
+/// extern `__libc_*` symbols are not enough: tcmalloc defines its own
+/// `__libc_malloc`, and the shim's code must never allocate from the
+/// program's allocator, which may hold its lock while it calls `mmap` (and
+/// so the shim, and the runtime's start-up) or while it faults on far memory.
+struct Glibc {
+    malloc: unsafe extern "C" fn(size_t) -> *mut c_void,
+    calloc: unsafe extern "C" fn(size_t, size_t) -> *mut c_void,
+    realloc: unsafe extern "C" fn(*mut c_void, size_t) -> *mut c_void,
+    free: unsafe extern "C" fn(*mut c_void),
+    memalign: unsafe extern "C" fn(size_t, size_t) -> *mut c_void,
+}
+
+static GLIBC: std::sync::OnceLock<Glibc> = std::sync::OnceLock::new();
+
+fn glibc() -> &'static Glibc {
+    GLIBC.get_or_init(|| {
+        // SAFETY: dlopen of the already-loaded C library (NOLOAD).
+        let h = unsafe { libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+        let sym = |name: &std::ffi::CStr, fallback: usize| {
+            if h.is_null() {
+                return fallback;
+            }
+            // SAFETY: lookup of a NUL-terminated name in the C library.
+            let f = unsafe { libc::dlsym(h, name.as_ptr()) } as usize;
+            if f == 0 {
+                fallback
+            } else {
+                f
+            }
+        };
+        // SAFETY: each address is glibc's function of that name, whose C
+        // prototype is the field's.
+        unsafe {
+            Glibc {
+                malloc: std::mem::transmute::<usize, MallocFn>(sym(
+                    c"__libc_malloc",
+                    __libc_malloc as *const () as usize,
+                )),
+                calloc: std::mem::transmute::<usize, CallocFn>(sym(
+                    c"__libc_calloc",
+                    __libc_calloc as *const () as usize,
+                )),
+                realloc: std::mem::transmute::<usize, ReallocFn>(sym(
+                    c"__libc_realloc",
+                    __libc_realloc as *const () as usize,
+                )),
+                free: std::mem::transmute::<usize, FreeFn>(sym(
+                    c"__libc_free",
+                    __libc_free as *const () as usize,
+                )),
+                memalign: std::mem::transmute::<usize, MemalignFn>(sym(
+                    c"__libc_memalign",
+                    __libc_memalign as *const () as usize,
+                )),
+            }
+        }
+    })
+}
+
+type MemalignFn = unsafe extern "C" fn(size_t, size_t) -> *mut c_void;
+
+/// The shim's own allocator: glibc's, bypassing the interposed symbols and
+/// any allocator the program brings.
 #[cfg_attr(test, allow(dead_code))]
 struct LibcAlloc;
 
@@ -53,26 +116,28 @@ struct LibcAlloc;
 // layouts: malloc aligns to 16, memalign to any power of two.
 unsafe impl GlobalAlloc for LibcAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let g = glibc();
         // SAFETY: plain calls into the C library.
         unsafe {
             if l.align() <= 16 {
-                __libc_malloc(l.size()).cast()
+                (g.malloc)(l.size()).cast()
             } else {
-                __libc_memalign(l.align(), l.size()).cast()
+                (g.memalign)(l.align(), l.size()).cast()
             }
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, _: Layout) {
         // SAFETY: p came from alloc above.
-        unsafe { __libc_free(p.cast()) }
+        unsafe { (glibc().free)(p.cast()) }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        let g = glibc();
         // SAFETY: plain calls into the C library.
         unsafe {
             if l.align() <= 16 {
-                __libc_calloc(1, l.size()).cast()
+                (g.calloc)(1, l.size()).cast()
             } else {
-                let p: *mut u8 = __libc_memalign(l.align(), l.size()).cast();
+                let p: *mut u8 = (g.memalign)(l.align(), l.size()).cast();
                 if !p.is_null() {
                     std::ptr::write_bytes(p, 0, l.size());
                 }
@@ -83,7 +148,7 @@ unsafe impl GlobalAlloc for LibcAlloc {
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         if l.align() <= 16 {
             // SAFETY: p came from this allocator with the same alignment class.
-            unsafe { __libc_realloc(p.cast(), n).cast() }
+            unsafe { (glibc().realloc)(p.cast(), n).cast() }
         } else {
             // SAFETY: fresh block, then copy and free the old one.
             unsafe {
@@ -151,6 +216,7 @@ static CONSTRUCTOR: extern "C" fn() = constructor;
 
 extern "C" fn constructor() {
     let Some(_g) = Guard::enter() else { return };
+    let _ = glibc();
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
