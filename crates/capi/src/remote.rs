@@ -89,13 +89,12 @@ pub unsafe fn vm_copy(
         // may come from the other process's memory: not checked here.
         unsafe { pinned_with(nr, a, false, || f(pid, l, ln, r, rn, flags)) }
     };
-    let res = call(local, ln, remote, rn);
     if local.is_null() || remote.is_null() || ln > 1024 || rn > 1024 {
-        return res;
+        // The kernel reports the error.
+        return call(local, ln, remote, rn);
     }
-    // SAFETY: the caller passes ln and rn valid iovecs (checked by the
-    // kernel above: it would have failed with EFAULT or EINVAL otherwise,
-    // and then we read them as the kernel did).
+    // SAFETY: the caller passes ln and rn valid iovecs (at most IOV_MAX,
+    // checked above).
     let (lv, rv) = unsafe {
         (
             std::slice::from_raw_parts(local, ln as usize),
@@ -108,18 +107,46 @@ pub unsafe fn vm_copy(
             .fold(0usize, usize::saturating_add)
     };
     let total = sum(lv).min(sum(rv));
-    let efault = res < 0 && errno() == libc::EFAULT;
-    if (res >= 0 && res as usize >= total) || (res < 0 && !efault) {
-        return res;
+    // Pieces small enough for this process to pin their local far pages.
+    let chunk = farmem_runtime::get().map_or(usize::MAX, |r| r.io_chunk());
+    if total <= chunk {
+        let res = call(local, ln, remote, rn);
+        let short = res >= 0 && (res as usize) < total;
+        if !short && !(res < 0 && errno() == libc::EFAULT) {
+            return res;
+        }
     }
-    let mut done = res.max(0) as usize;
-    let Some(mut peer) = PeerPins::connect(pid) else {
-        return res;
-    };
+    let mut done = 0usize;
+    let mut peer: Option<PeerPins> = None;
+    let mut last = 0 as ssize_t;
     while done < total {
-        let next = tail(rv, done, usize::MAX);
-        let Some(seg) = next.first() else { break };
-        let granted: usize = peer
+        let n = chunk.min(total - done);
+        let (l, r) = (tail(lv, done, n), tail(rv, done, n));
+        let got = call(
+            l.as_ptr(),
+            l.len() as c_ulong,
+            r.as_ptr(),
+            r.len() as c_ulong,
+        );
+        last = got;
+        if got > 0 {
+            done += got as usize;
+            if got as usize == n {
+                continue;
+            }
+        } else if got < 0 && errno() != libc::EFAULT {
+            break;
+        }
+        // Short or EFAULT: the rest may be the other process's far memory,
+        // not resident there. Ask its pin service for the next range.
+        if peer.is_none() {
+            peer = PeerPins::connect(pid);
+        }
+        let Some(p) = peer.as_mut() else { break };
+        let Some(seg) = tail(rv, done, n).first().copied() else {
+            break;
+        };
+        let granted: usize = p
             .pin(seg.iov_base as usize, seg.iov_len, write)
             .unwrap_or_default();
         if granted == 0 {
@@ -131,16 +158,19 @@ pub unsafe fn vm_copy(
         }];
         let l = tail(lv, done, granted);
         let got = call(l.as_ptr(), l.len() as c_ulong, r.as_ptr(), 1);
+        last = got;
         if got <= 0 {
             break;
         }
         done += got as usize;
     }
-    if done == 0 {
-        set_errno(libc::EFAULT);
-        return -1;
+    if done > 0 {
+        return done as ssize_t;
     }
-    done as ssize_t
+    if last >= 0 {
+        set_errno(libc::EFAULT);
+    }
+    -1
 }
 
 fn errno() -> libc::c_int {
