@@ -112,7 +112,8 @@ pub unsafe fn vm_copy(
     if total <= chunk {
         let res = call(local, ln, remote, rn);
         let short = res >= 0 && (res as usize) < total;
-        if !short && !(res < 0 && errno() == libc::EFAULT) {
+        let efault = res < 0 && errno() == libc::EFAULT;
+        if !short && !efault {
             return res;
         }
     }
