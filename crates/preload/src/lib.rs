@@ -50,6 +50,7 @@ extern "C" {
 /// `__libc_malloc`, and the shim's code must never allocate from the
 /// program's allocator, which may hold its lock while it calls `mmap` (and
 /// so the shim, and the runtime's start-up) or while it faults on far memory.
+#[cfg_attr(test, allow(dead_code))]
 struct Glibc {
     malloc: unsafe extern "C" fn(size_t) -> *mut c_void,
     calloc: unsafe extern "C" fn(size_t, size_t) -> *mut c_void,
