@@ -39,6 +39,9 @@ const UTSNAME_BYTES: usize = 390;
 const SYSINFO_BYTES: usize = 112;
 const IOCB_BYTES: usize = 64;
 const FUTEX_WAITV_BYTES: usize = 24;
+const FLOCK_BYTES: usize = 32;
+const STATFS_BYTES: usize = 120;
+const SIGACTION_BYTES: usize = 32;
 /// Longest string or argv/envp list the table follows; longer ones are
 /// listed up to here (the kernel itself stops at PATH_MAX or ARG_MAX).
 const STR_MAX: usize = 1 << 20;
@@ -53,8 +56,7 @@ const VEC_MAX: usize = 1 << 17;
 /// table follows (iovec arrays, msghdr, strings) are read as the kernel
 /// would read them, so they must be valid wherever the call itself would
 /// succeed. An invalid pointer the kernel would reject with EFAULT is read
-/// here too, so callers skip the table for pointers outside far memory
-/// ([`follows_pointers`] tells which calls dereference).
+/// here too.
 #[allow(non_upper_case_globals)] // libc's SYS_* names
 pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
     let mut out = |addr: usize, len: usize, w: bool| {
@@ -95,7 +97,8 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
                     msg(a[1] + i * size, w, &mut out);
                 }
                 if w {
-                    out(a[4], TIMESPEC_BYTES, false);
+                    // The kernel writes the time left back.
+                    out(a[4], TIMESPEC_BYTES, true);
                 }
             }
             SYS_getrandom => out(a[0], a[1], true),
@@ -144,7 +147,7 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
             SYS_poll | SYS_ppoll => {
                 out(a[0], a[1] * POLLFD_BYTES, true);
                 if nr == SYS_ppoll {
-                    out(a[2], TIMESPEC_BYTES, false);
+                    out(a[2], TIMESPEC_BYTES, true);
                 }
             }
             SYS_select | SYS_pselect6 => {
@@ -180,7 +183,8 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
                 out(a[4], STATX_BYTES, true);
             }
             SYS_open | SYS_access | SYS_chdir | SYS_mkdir | SYS_rmdir | SYS_unlink
-            | SYS_truncate | SYS_chmod | SYS_chown | SYS_creat => string(a[0], &mut out),
+            | SYS_truncate | SYS_chmod | SYS_chown | SYS_creat | SYS_chroot | SYS_acct
+            | SYS_swapon | SYS_swapoff | SYS_uselib => string(a[0], &mut out),
             SYS_openat | SYS_faccessat | SYS_faccessat2 | SYS_mkdirat | SYS_unlinkat
             | SYS_fchmodat | SYS_fchownat => string(a[1], &mut out),
             SYS_rename | SYS_link | SYS_symlink => {
@@ -279,39 +283,98 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
                 out(a[3], a[2] * 32, true);
                 out(a[4], TIMESPEC_BYTES, false);
             }
+            SYS_fcntl => {
+                const F_GETLK: usize = 5;
+                const F_SETLK: usize = 6;
+                const F_SETLKW: usize = 7;
+                const F_GETOWN_EX: usize = 16;
+                const F_SETOWN_EX: usize = 15;
+                const F_OFD_GETLK: usize = 36;
+                const F_OFD_SETLK: usize = 37;
+                const F_OFD_SETLKW: usize = 38;
+                match a[1] {
+                    F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW => {
+                        out(a[2], FLOCK_BYTES, true)
+                    }
+                    F_GETOWN_EX | F_SETOWN_EX => out(a[2], 8, true),
+                    _ => {}
+                }
+            }
+            // ioctl's argument depends on the device; these are the generic
+            // ones (an int, a window size). Others are listed in design.md.
+            SYS_ioctl => match a[1] as libc::c_ulong {
+                libc::FIONREAD | libc::TIOCOUTQ | libc::FIONBIO | libc::FIOASYNC => {
+                    out(a[2], 4, true)
+                }
+                libc::TIOCGWINSZ | libc::TIOCSWINSZ => out(a[2], 8, true),
+                _ => {}
+            },
+            SYS_statfs => {
+                string(a[0], &mut out);
+                out(a[1], STATFS_BYTES, true);
+            }
+            SYS_fstatfs => out(a[1], STATFS_BYTES, true),
+            SYS_getrlimit => out(a[1], 16, true),
+            SYS_setrlimit => out(a[1], 16, false),
+            SYS_prlimit64 => {
+                out(a[2], 16, false);
+                out(a[3], 16, true);
+            }
+            SYS_semop => out(a[1], a[2] * 6, false),
+            SYS_semtimedop => {
+                out(a[1], a[2] * 6, false);
+                out(a[3], TIMESPEC_BYTES, false);
+            }
+            SYS_timerfd_settime | SYS_timer_settime => {
+                out(a[2], 32, false);
+                out(a[3], 32, true);
+            }
+            SYS_timerfd_gettime | SYS_timer_gettime => out(a[1], 32, true),
+            SYS_getresuid | SYS_getresgid => {
+                out(a[0], 4, true);
+                out(a[1], 4, true);
+                out(a[2], 4, true);
+            }
+            SYS_sigaltstack => {
+                out(a[0], 24, false);
+                out(a[1], 24, true);
+            }
+            SYS_getitimer => out(a[1], 32, true),
+            SYS_setitimer => {
+                out(a[1], 32, false);
+                out(a[2], 32, true);
+            }
+            SYS_rt_sigpending => out(a[0], a[1], true),
+            SYS_rt_sigprocmask => {
+                out(a[1], a[3], false);
+                out(a[2], a[3], true);
+            }
+            SYS_rt_sigaction => {
+                out(a[1], SIGACTION_BYTES, false);
+                out(a[2], SIGACTION_BYTES, true);
+            }
+            SYS_sched_getparam => out(a[1], 4, true),
+            SYS_sched_setparam | SYS_sched_setscheduler => out(a[1], 4, false),
+            SYS_utimensat => {
+                string(a[1], &mut out);
+                out(a[2], 2 * TIMESPEC_BYTES, false);
+            }
+            SYS_inotify_add_watch => string(a[1], &mut out),
+            SYS_mknod | SYS_memfd_create | SYS_lchown => string(a[0], &mut out),
+            SYS_mknodat => string(a[1], &mut out),
+            SYS_symlinkat => {
+                string(a[0], &mut out);
+                string(a[2], &mut out);
+            }
+            SYS_listxattr | SYS_llistxattr => {
+                string(a[0], &mut out);
+                out(a[1], a[2], true);
+            }
+            SYS_flistxattr => out(a[1], a[2], true),
+            SYS_times => out(a[0], 32, true),
             _ => {}
         }
     }
-}
-
-/// Whether the table reads through one of `nr`'s pointer arguments (an
-/// iovec array, a `msghdr`, a string or a pointer list). For such calls a
-/// wrapper must look at the argument structures even when the first-level
-/// pointer is local, because the buffers they name may be far.
-#[allow(non_upper_case_globals)]
-pub fn follows_pointers(nr: c_long) -> bool {
-    use libc::*;
-    matches!(
-        nr,
-        SYS_readv
-            | SYS_preadv
-            | SYS_preadv2
-            | SYS_writev
-            | SYS_pwritev
-            | SYS_pwritev2
-            | SYS_recvmsg
-            | SYS_sendmsg
-            | SYS_recvmmsg
-            | SYS_sendmmsg
-            | SYS_process_vm_readv
-            | SYS_process_vm_writev
-            | SYS_vmsplice
-            | SYS_futex_waitv
-            | SYS_getsockopt
-            | SYS_io_submit
-            | SYS_execve
-            | SYS_execveat
-    )
 }
 
 type Out<'a> = dyn FnMut(usize, usize, bool) + 'a;

@@ -48,8 +48,9 @@ impl Ret for *mut c_char {
     }
 }
 
-/// The pins one call holds; most calls need a few, so they start inline.
-struct Pins {
+/// The pins one call holds (released on drop); most calls need a few, so
+/// they start inline.
+pub struct Pins {
     inline: [Option<IoPin>; 6],
     n: usize,
     spill: Vec<IoPin>,
@@ -129,6 +130,18 @@ unsafe fn pin_buffers(
         }
     }
     Some((pins, first))
+}
+
+/// Pin the far ranges the table lists for `nr` with arguments `a` (pass 0
+/// for the arguments a caller pins itself, such as a chunked data buffer);
+/// released on drop.
+///
+/// # Safety
+/// As [`pinned`].
+pub unsafe fn pin_args(nr: c_long, a: &[usize; 6]) -> Option<Pins> {
+    let r = rt::get()?;
+    // SAFETY: per the contract.
+    unsafe { pin_buffers(r, nr, a) }.map(|(pins, _)| pins)
 }
 
 /// Run `call` (system call `nr`'s libc entry point, or the system call
@@ -397,6 +410,80 @@ wrap! {
         = SYS_setxattr(p, k, v, n, fl);
     fsetxattr(fd: c_int, k: *const c_char, v: *const c_void, n: size_t, fl: c_int) -> c_int
         = SYS_fsetxattr(fd, k, v, n, fl);
+    rmdir(p: *const c_char) -> c_int = SYS_rmdir(p);
+    chdir(p: *const c_char) -> c_int = SYS_chdir(p);
+    truncate(p: *const c_char, n: off_t) -> c_int = SYS_truncate(p, n);
+    truncate64(p: *const c_char, n: off_t) -> c_int = SYS_truncate(p, n);
+    chmod(p: *const c_char, m: mode_t) -> c_int = SYS_chmod(p, m);
+    chown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int = SYS_chown(p, u, g);
+    lchown(p: *const c_char, u: libc::uid_t, g: libc::gid_t) -> c_int = SYS_lchown(p, u, g);
+    link(a: *const c_char, b: *const c_char) -> c_int = SYS_link(a, b);
+    symlink(a: *const c_char, b: *const c_char) -> c_int = SYS_symlink(a, b);
+    symlinkat(a: *const c_char, d: c_int, b: *const c_char) -> c_int = SYS_symlinkat(a, d, b);
+    linkat(d1: c_int, a: *const c_char, d2: c_int, b: *const c_char, fl: c_int) -> c_int
+        = SYS_linkat(d1, a, d2, b, fl);
+    renameat(d1: c_int, a: *const c_char, d2: c_int, b: *const c_char) -> c_int
+        = SYS_renameat(d1, a, d2, b);
+    renameat2(d1: c_int, a: *const c_char, d2: c_int, b: *const c_char, fl: c_uint) -> c_int
+        = SYS_renameat2(d1, a, d2, b, fl);
+    unlinkat(d: c_int, p: *const c_char, fl: c_int) -> c_int = SYS_unlinkat(d, p, fl);
+    mkdirat(d: c_int, p: *const c_char, m: mode_t) -> c_int = SYS_mkdirat(d, p, m);
+    faccessat(d: c_int, p: *const c_char, m: c_int, fl: c_int) -> c_int
+        = SYS_faccessat(d, p, m, fl);
+    fchmodat(d: c_int, p: *const c_char, m: mode_t, fl: c_int) -> c_int = SYS_fchmodat(d, p, m);
+    fchownat(d: c_int, p: *const c_char, u: libc::uid_t, g: libc::gid_t, fl: c_int) -> c_int
+        = SYS_fchownat(d, p, u, g, fl);
+    mknod(p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int = SYS_mknod(p, m, dev);
+    mknodat(d: c_int, p: *const c_char, m: mode_t, dev: libc::dev_t) -> c_int
+        = SYS_mknodat(d, p, m, dev);
+    mkfifo(p: *const c_char, m: mode_t) -> c_int = SYS_mknod(p, m);
+    readlinkat(d: c_int, p: *const c_char, b: *mut c_char, n: size_t) -> ssize_t
+        = SYS_readlinkat(d, p, b, n);
+    utimensat(d: c_int, p: *const c_char, t: *const timespec, fl: c_int) -> c_int
+        = SYS_utimensat(d, p, t, fl);
+    futimens(fd: c_int, t: *const timespec) -> c_int = SYS_utimensat(fd, 0usize, t);
+    inotify_add_watch(fd: c_int, p: *const c_char, m: u32) -> c_int
+        = SYS_inotify_add_watch(fd, p, m);
+    memfd_create(p: *const c_char, fl: c_uint) -> c_int = SYS_memfd_create(p, fl);
+    listxattr(p: *const c_char, l: *mut c_char, n: size_t) -> ssize_t = SYS_listxattr(p, l, n);
+    llistxattr(p: *const c_char, l: *mut c_char, n: size_t) -> ssize_t = SYS_llistxattr(p, l, n);
+    flistxattr(fd: c_int, l: *mut c_char, n: size_t) -> ssize_t = SYS_flistxattr(fd, l, n);
+    /// `fcntl(2)`; the optional argument is passed in the same register.
+    fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int = SYS_fcntl(fd, cmd, arg);
+    fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int = SYS_fcntl(fd, cmd, arg);
+    /// `ioctl(2)`: the generic requests the table knows (see design.md).
+    ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int = SYS_ioctl(fd, req, arg);
+    statfs(p: *const c_char, b: *mut libc::statfs) -> c_int = SYS_statfs(p, b);
+    statfs64(p: *const c_char, b: *mut libc::statfs) -> c_int = SYS_statfs(p, b);
+    fstatfs(fd: c_int, b: *mut libc::statfs) -> c_int = SYS_fstatfs(fd, b);
+    fstatfs64(fd: c_int, b: *mut libc::statfs) -> c_int = SYS_fstatfs(fd, b);
+    getrlimit(r: c_int, l: *mut libc::rlimit) -> c_int = SYS_getrlimit(r, l);
+    getrlimit64(r: c_int, l: *mut libc::rlimit) -> c_int = SYS_getrlimit(r, l);
+    setrlimit(r: c_int, l: *const libc::rlimit) -> c_int = SYS_setrlimit(r, l);
+    setrlimit64(r: c_int, l: *const libc::rlimit) -> c_int = SYS_setrlimit(r, l);
+    prlimit(pid: pid_t, r: c_int, n: *const libc::rlimit, o: *mut libc::rlimit) -> c_int
+        = SYS_prlimit64(pid, r, n, o);
+    prlimit64(pid: pid_t, r: c_int, n: *const libc::rlimit, o: *mut libc::rlimit) -> c_int
+        = SYS_prlimit64(pid, r, n, o);
+    semop(id: c_int, ops: *mut libc::sembuf, n: size_t) -> c_int = SYS_semop(id, ops, n);
+    semtimedop(id: c_int, ops: *mut libc::sembuf, n: size_t, t: *const timespec) -> c_int
+        = SYS_semtimedop(id, ops, n, t);
+    timerfd_settime(fd: c_int, fl: c_int, n: *const libc::itimerspec, o: *mut libc::itimerspec)
+        -> c_int = SYS_timerfd_settime(fd, fl, n, o);
+    timerfd_gettime(fd: c_int, c: *mut libc::itimerspec) -> c_int = SYS_timerfd_gettime(fd, c);
+    getresuid(r: *mut libc::uid_t, e: *mut libc::uid_t, s: *mut libc::uid_t) -> c_int
+        = SYS_getresuid(r, e, s);
+    getresgid(r: *mut libc::gid_t, e: *mut libc::gid_t, s: *mut libc::gid_t) -> c_int
+        = SYS_getresgid(r, e, s);
+    sigaltstack(n: *const libc::stack_t, o: *mut libc::stack_t) -> c_int = SYS_sigaltstack(n, o);
+    getitimer(w: c_int, v: *mut libc::itimerval) -> c_int = SYS_getitimer(w, v);
+    setitimer(w: c_int, n: *const libc::itimerval, o: *mut libc::itimerval) -> c_int
+        = SYS_setitimer(w, n, o);
+    sigpending(s: *mut sigset_t) -> c_int = SYS_rt_sigpending(s, 8usize);
+    sched_getparam(pid: pid_t, p: *mut libc::sched_param) -> c_int = SYS_sched_getparam(pid, p);
+    sched_setparam(pid: pid_t, p: *const libc::sched_param) -> c_int
+        = SYS_sched_setparam(pid, p);
+    times(b: *mut libc::tms) -> libc::clock_t = SYS_times(b);
 }
 
 /// `process_vm_readv(2)`: the local side is pinned here; a far remote side

@@ -238,6 +238,9 @@ unsafe fn vectored(
     }
     // SAFETY: the caller passes cnt valid iovecs.
     let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    // The kernel reads the array itself too, which may be far.
+    let _array_pin =
+        rt::get().and_then(|r| r.pin_for_io(iov as usize, std::mem::size_of_val(v), false));
     let Some(r) = v.iter().find_map(|e| far(e.iov_base, e.iov_len)) else {
         // SAFETY: forwarded unchanged.
         return unsafe { f(fd, iov, cnt) };
@@ -353,6 +356,17 @@ pub unsafe extern "C" fn recvfrom(
     alen: *mut socklen_t,
 ) -> ssize_t {
     let f = real!(c"recvfrom", RecvFromFn);
+    // The address and its length are kernel-written too.
+    let a = [
+        fd as usize,
+        0,
+        0,
+        flags as usize,
+        addr as usize,
+        alen as usize,
+    ];
+    // SAFETY: the caller's address arguments, as the kernel reads them.
+    let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_recvfrom, &a) };
     match far(buf, n) {
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, flags, addr, alen) },
@@ -379,6 +393,16 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let f = real!(c"sendto", SendToFn);
+    let a = [
+        fd as usize,
+        0,
+        0,
+        flags as usize,
+        addr as usize,
+        alen as usize,
+    ];
+    // SAFETY: the caller's address arguments, as the kernel reads them.
+    let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_sendto, &a) };
     match far(buf, n) {
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, flags, addr, alen) },

@@ -116,24 +116,64 @@ impl Runtime {
         let want = last - first + 1;
         self.reserve_pins(want);
         let mut pinned_to = first;
+        let mut waits = 0u32;
         for p in first..=last {
-            if self.transition(p, Event::Pin).is_err() {
-                break; // unallocated: the kernel will report EFAULT itself
+            // A page another thread owns for the moment (being evicted or
+            // fetched) refuses the pin; wait for it to settle. Only an
+            // unallocated page ends the range: the kernel reports EFAULT
+            // for it itself, as for any unmapped address.
+            // Hazard: giving up on a busy page instead would let the call
+            // run on a page that is mid-eviction, and the kernel would see
+            // it missing (a silent EFAULT, seen under a thread that evicted
+            // while another called writev).
+            let mut pinned = false;
+            while !pinned {
+                pinned = self.transition(p, Event::Pin).is_ok();
+                if !pinned {
+                    if !self.load(p).has(crate::page::ALLOCATED) {
+                        break;
+                    }
+                    // Touching it runs the fault path, which completes a
+                    // pipelined fetch in flight or waits out an eviction.
+                    // SAFETY: p is an allocated far page.
+                    unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
+                    wait(&mut waits);
+                }
+            }
+            if !pinned {
+                break;
             }
             pinned_to = p + 1;
         }
         for p in first..pinned_to {
             let a = self.addr_of(p).max(lo);
-            if for_write {
-                // SAFETY: `a` is inside an allocated far page. `lock or 0`
-                // is an atomic write that leaves the byte's value unchanged
-                // (also against concurrent writers), forcing a write fault.
-                unsafe {
-                    core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
-                };
-            } else {
-                // SAFETY: `a` is inside an allocated far page.
-                unsafe { std::ptr::read_volatile(a as *const u8) };
+            // Touch until the page is resident and (for a write) dirty.
+            // Hazard: a pin does not stop an eviction that already started
+            // (the evictor owns the page in Evicting while it still is
+            // mapped). A touch then succeeds without a fault, and the unmap
+            // that follows would leave the kernel a missing page:
+            //   evictor: EvictStart (pins 0)     caller: Pin (pins 1), touch ok
+            //   evictor: MADV_DONTNEED / MOVE    caller: readv -> EFAULT
+            // So wait out the eviction, and touch again: the pin keeps the
+            // page from being chosen again once it is back.
+            loop {
+                if for_write {
+                    // SAFETY: `a` is inside an allocated far page. `lock or
+                    // 0` is an atomic write that leaves the byte's value
+                    // unchanged (also against concurrent writers), forcing
+                    // a write fault.
+                    unsafe {
+                        core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
+                    };
+                } else {
+                    // SAFETY: `a` is inside an allocated far page.
+                    unsafe { std::ptr::read_volatile(a as *const u8) };
+                }
+                let st = self.load(p).state();
+                if st == State::Dirty || (!for_write && st == State::Clean) {
+                    break;
+                }
+                wait(&mut waits);
             }
         }
         self.stats.io_pins.add(1);
