@@ -14,6 +14,14 @@ command -v python3 >/dev/null || need_apt+=(python3)
 command -v hackbench >/dev/null || need_apt+=(rt-tests)
 command -v memcached >/dev/null || need_apt+=(memcached)
 command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
+# Real programs nobody here wrote, run under `farmem run` by the tests of
+# every kernel access to far memory (crates/cli/tests/{real_programs,kernel_access}.rs).
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v redis-benchmark >/dev/null || need_apt+=(redis-tools)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
+[ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
+/usr/bin/python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 [ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)
 # libgomp ships with gcc; make sure the OpenMP runtime is there.
 gcc -fopenmp -x c -o /dev/null - <<<'int main(void){return 0;}' 2>/dev/null || need_apt+=(libgomp1 libgcc-12-dev)
