@@ -558,19 +558,39 @@ pub unsafe extern "C" fn syscall(
     a5: c_long,
 ) -> c_long {
     let a = [a0, a1, a2, a3, a4, a5].map(|x| x as usize);
-    let hook = MAP_HOOK.load(std::sync::atomic::Ordering::Acquire);
-    if hook != 0 {
-        // SAFETY: MAP_HOOK only ever holds a `MapHook`.
-        let hook = unsafe { std::mem::transmute::<usize, MapHook>(hook) };
-        if let Some(r) = hook(nr, &a) {
-            return r;
+    let f = real_syscall();
+    match nr {
+        // Before and after the runtime starts: an allocator's own mmap may
+        // be what starts it, and SIGBUS must never be blocked.
+        libc::SYS_mmap
+        | libc::SYS_munmap
+        | libc::SYS_mremap
+        | libc::SYS_madvise
+        | libc::SYS_mprotect => {
+            let hook = MAP_HOOK.load(std::sync::atomic::Ordering::Acquire);
+            if hook != 0 {
+                // SAFETY: MAP_HOOK only ever holds a `MapHook`.
+                let hook = unsafe { std::mem::transmute::<usize, MapHook>(hook) };
+                if let Some(r) = hook(nr, &a) {
+                    return r;
+                }
+            }
         }
+        libc::SYS_rt_sigprocmask => {
+            if let Some(r) = crate::signals::intercept(nr, &a) {
+                return r;
+            }
+        }
+        // The other process may have far memory even if this one has none.
+        libc::SYS_process_vm_readv | libc::SYS_process_vm_writev => {
+            return crate::remote::intercept(nr, &a).unwrap_or(-1);
+        }
+        _ => {}
     }
-    if let Some(r) = crate::signals::intercept(nr, &a) {
-        return r;
-    }
-    if let Some(r) = crate::remote::intercept(nr, &a) {
-        return r;
+    if rt::get().is_none() {
+        // No far memory: nothing else to look at.
+        // SAFETY: forwarded unchanged.
+        return unsafe { f(nr, a0, a1, a2, a3, a4, a5) };
     }
     // Plain transfers take the chunked path of the libc wrappers, so a
     // buffer larger than the pin limit still works (in parts, as the kernel
@@ -592,7 +612,6 @@ pub unsafe extern "C" fn syscall(
             _ => {}
         }
     }
-    let f = real_syscall();
     // SAFETY: the program's arguments for nr, forwarded unchanged.
     if let Some(r) = unsafe { crate::aio::intercept(nr, &a, &|| f(nr, a0, a1, a2, a3, a4, a5)) } {
         return r;
