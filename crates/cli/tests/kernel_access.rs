@@ -125,13 +125,19 @@ fn env_is_1(k: &str) -> bool {
     std::env::var(k).is_ok_and(|v| v == "1")
 }
 
+/// Built once per test process: tests run in parallel, and one rebuilding
+/// the binary while another executes it fails with ETXTBSY.
 fn kernel_access_exe() -> PathBuf {
-    build_plain(
-        "gcc",
-        "tests/programs/kernel_access.c",
-        "kernel_access",
-        &["-Wextra", "-pthread"],
-    )
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        build_plain(
+            "gcc",
+            "tests/programs/kernel_access.c",
+            "kernel_access",
+            &["-Wextra", "-pthread"],
+        )
+    })
+    .clone()
 }
 
 /// The checks kernel_access knows, as (name, kind).
