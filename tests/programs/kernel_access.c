@@ -457,6 +457,46 @@ static int t_tee(void) {
 /* ------------------------------------------------------------------ */
 /* Kernel fills a far buffer.                                           */
 
+/* stdio: fputs and puts of a far string longer than the FILE buffer, which
+ * glibc would write straight from the string with an internal write. Longer
+ * than the budget, so the strlen glibc runs first cannot leave it resident. */
+static int t_fputs_puts(void) {
+    size_t n = 12 * MB;
+    unsigned char *s = B + 6 * MB + 11;
+    for (size_t i = 0; i < n; i++)
+        s[i] = (unsigned char)('a' + i % 26);
+    s[n] = 0;
+    for (int which = 0; which < 2; which++) {
+        int fd = tmpfile_fd(which ? "ka-puts" : "ka-fputs");
+        FILE *f = fdopen(fd, "w+");
+        if (!f)
+            FAIL("fdopen: %s", ERR);
+        evict();
+        int r;
+        if (which) {
+            /* puts writes to stdout: point stdout at the file for the call. */
+            fflush(stdout);
+            int saved = dup(1);
+            dup2(fd, 1);
+            r = puts((const char *)s);
+            fflush(stdout);
+            dup2(saved, 1);
+            close(saved);
+        } else {
+            r = fputs((const char *)s, f);
+            fflush(f);
+        }
+        if (r < 0)
+            FAIL("%s returned %d: %s", which ? "puts" : "fputs", r, ERR);
+        struct stat st;
+        if (fstat(fd, &st) != 0 || (size_t)st.st_size != n + (size_t)which)
+            FAIL("%s wrote %lld bytes, want %zu", which ? "puts" : "fputs", (long long)st.st_size,
+                 n + (size_t)which);
+        fclose(f);
+    }
+    return 1;
+}
+
 static int t_getrandom(void) {
     size_t n = 256 * 1024;
     unsigned char *p = B + 4 * MB + 3;
@@ -1656,6 +1696,7 @@ static const struct check checks[] = {
     {"vmsplice", t_vmsplice, REQUIRED},
     {"tee", t_tee, REQUIRED},
     {"getrandom", t_getrandom, REQUIRED},
+    {"fputs-puts", t_fputs_puts, REQUIRED},
     {"getdents64", t_getdents64, REQUIRED},
     {"process_vm_readv", t_pvm_read, REQUIRED},
     {"process_vm_writev", t_pvm_write, REQUIRED},

@@ -475,6 +475,66 @@ pub unsafe extern "C" fn fwrite(
     })
 }
 
+type FputsFn = unsafe extern "C" fn(*const libc::c_char, *mut FILE) -> c_int;
+
+extern "C" {
+    static stdout: *mut FILE;
+}
+
+/// Shared body of fputs/puts: a far string longer than the stream's buffer
+/// would be written by the C library straight from the string, with an
+/// internal `write` no wrapper sees; so a far string goes out through
+/// [`fwrite`] (pinned chunks) instead.
+///
+/// # Safety
+/// `s` is a NUL-terminated string and `f` an open stream.
+unsafe fn put_string(s: *const libc::c_char, f: *mut FILE, real: FputsFn) -> c_int {
+    // SAFETY: per the contract; reading the string faults far pages in.
+    let n = unsafe { libc::strlen(s) };
+    if far(s.cast(), n + 1).is_none() {
+        // SAFETY: forwarded unchanged.
+        return unsafe { real(s, f) };
+    }
+    // SAFETY: the string's n bytes, to the caller's stream.
+    if unsafe { fwrite(s.cast(), 1, n, f) } == n {
+        1
+    } else {
+        libc::EOF
+    }
+}
+
+/// `fputs(3)`.
+///
+/// # Safety
+/// As `fputs(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fputs(s: *const libc::c_char, f: *mut FILE) -> c_int {
+    let real = real!(c"fputs", FputsFn);
+    // SAFETY: same contract.
+    unsafe { put_string(s, f, real) }
+}
+
+/// `puts(3)`: the string, then a newline, on stdout.
+///
+/// # Safety
+/// As `puts(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn puts(s: *const libc::c_char) -> c_int {
+    let real = real!(c"fputs", FputsFn);
+    // SAFETY: glibc's stdout is initialised before main.
+    let out = unsafe { stdout };
+    // SAFETY: same contract; then one newline, as puts writes.
+    unsafe {
+        if put_string(s, out, real) == libc::EOF {
+            return libc::EOF;
+        }
+        if libc::fputc(b'\n' as c_int, out) == libc::EOF {
+            return libc::EOF;
+        }
+    }
+    1
+}
+
 // _FORTIFY_SOURCE builds call these instead; glibc's versions call its
 // internal read, bypassing the wrappers above.
 
