@@ -78,12 +78,52 @@ pub fn arm_this_thread() {
     }
 }
 
+/// The program's own SIGSYS disposition (a seccomp supervisor's handler),
+/// recorded by the `sigaction` wrapper while the net is on; leaked boxes,
+/// never freed, because a handler on another thread may read one.
+static PROGRAM_SIGSYS: std::sync::atomic::AtomicPtr<libc::sigaction> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Whether the net is on (farmem's SIGSYS handler is installed).
+pub fn active() -> bool {
+    LO.load(Ordering::Acquire) != 0
+}
+
+/// Record the program's SIGSYS disposition; returns the previous one.
+pub fn set_program_sigsys(act: libc::sigaction) -> Option<libc::sigaction> {
+    let old = PROGRAM_SIGSYS.swap(Box::into_raw(Box::new(act)), Ordering::AcqRel);
+    // SAFETY: non-null values are leaked boxes that live forever.
+    unsafe { old.as_ref().copied() }
+}
+
+/// The program's SIGSYS disposition, if it set one while the net was on.
+pub fn program_sigsys() -> Option<libc::sigaction> {
+    // SAFETY: as above.
+    unsafe { PROGRAM_SIGSYS.load(Ordering::Acquire).as_ref().copied() }
+}
+
 extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo.
     let code = unsafe { (*info).si_code };
     if code != dispatch::SYS_USER_DISPATCH {
-        // A seccomp SIGSYS or one sent by kill: not ours.
-        farmem_sys::signal::set_default(sig);
+        // A seccomp SIGSYS or one sent by kill: the program's.
+        match program_sigsys() {
+            Some(a) if a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN => {
+                if a.sa_flags & libc::SA_SIGINFO != 0 {
+                    // SAFETY: installed by the program as an SA_SIGINFO handler.
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        unsafe { std::mem::transmute(a.sa_sigaction) };
+                    f(sig, info, ctx);
+                } else {
+                    // SAFETY: installed by the program as a plain handler.
+                    let f: extern "C" fn(libc::c_int) =
+                        unsafe { std::mem::transmute(a.sa_sigaction) };
+                    f(sig);
+                }
+            }
+            Some(a) if a.sa_sigaction == libc::SIG_IGN => {}
+            _ => farmem_sys::signal::set_default(sig),
+        }
         return;
     }
     // SAFETY: errno is thread-local; the handler leaves it as it found it.

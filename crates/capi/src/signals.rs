@@ -13,7 +13,9 @@
 //! - *replace the handler*: once farmem runs, a program's `sigaction` or
 //!   `signal` for SIGBUS is recorded as the handler SIGBUSes outside far
 //!   memory go to (redis installs a crash reporter there), and farmem's
-//!   handler stays installed.
+//!   handler stays installed. The same holds for SIGSYS while the raw-call
+//!   net ([`crate::dispatch`]) is on: a seccomp supervisor's handler gets
+//!   every SIGSYS that is not the net's.
 
 use crate::io::next_fn;
 use farmem_runtime as rt;
@@ -105,6 +107,27 @@ pub unsafe extern "C" fn sigaction(
         if !old.is_null() {
             // SAFETY: the caller passes a writable sigaction. A program that
             // never set one sees the default disposition.
+            unsafe {
+                *old = prev.unwrap_or_else(|| {
+                    let mut d: libc::sigaction = std::mem::zeroed();
+                    d.sa_sigaction = libc::SIG_DFL;
+                    d
+                })
+            };
+        }
+        return 0;
+    }
+    if sig == libc::SIGSYS && crate::dispatch::active() {
+        // The raw-call net's handler stays; the program's is chained to for
+        // SIGSYSes that are not the net's (seccomp's, kill's).
+        let prev = if act.is_null() {
+            crate::dispatch::program_sigsys()
+        } else {
+            // SAFETY: the caller passes a valid sigaction.
+            crate::dispatch::set_program_sigsys(unsafe { *act })
+        };
+        if !old.is_null() {
+            // SAFETY: the caller passes a writable sigaction.
             unsafe {
                 *old = prev.unwrap_or_else(|| {
                     let mut d: libc::sigaction = std::mem::zeroed();

@@ -74,8 +74,7 @@ impl Runtime {
                     while self.transition(p, Event::Pin).is_err() {
                         farmem_sys::sched_yield();
                     }
-                    // SAFETY: p is an allocated far page; touching it faults it in.
-                    unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
+                    self.touch_pinned(p, self.addr_of(p), false);
                 }
             }
             Advice::Unpin => {
@@ -146,35 +145,7 @@ impl Runtime {
             pinned_to = p + 1;
         }
         for p in first..pinned_to {
-            let a = self.addr_of(p).max(lo);
-            // Touch until the page is resident and (for a write) dirty.
-            // Hazard: a pin does not stop an eviction that already started
-            // (the evictor owns the page in Evicting while it still is
-            // mapped). A touch then succeeds without a fault, and the unmap
-            // that follows would leave the kernel a missing page:
-            //   evictor: EvictStart (pins 0)     caller: Pin (pins 1), touch ok
-            //   evictor: MADV_DONTNEED / MOVE    caller: readv -> EFAULT
-            // So wait out the eviction, and touch again: the pin keeps the
-            // page from being chosen again once it is back.
-            loop {
-                if for_write {
-                    // SAFETY: `a` is inside an allocated far page. `lock or
-                    // 0` is an atomic write that leaves the byte's value
-                    // unchanged (also against concurrent writers), forcing
-                    // a write fault.
-                    unsafe {
-                        core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
-                    };
-                } else {
-                    // SAFETY: `a` is inside an allocated far page.
-                    unsafe { std::ptr::read_volatile(a as *const u8) };
-                }
-                let st = self.load(p).state();
-                if st == State::Dirty || (!for_write && st == State::Clean) {
-                    break;
-                }
-                wait(&mut waits);
-            }
+            self.touch_pinned(p, self.addr_of(p).max(lo), for_write);
         }
         self.stats.io_pins.add(1);
         self.pinned
@@ -187,6 +158,39 @@ impl Runtime {
             first,
             last: pinned_to - 1,
         })
+    }
+
+    /// Bring pinned page `p` in through `a` (an address in it), and make it
+    /// writable and dirty for `for_write`: touch until the page is resident.
+    ///
+    /// Hazard: a pin does not stop an eviction that already started (the
+    /// evictor owns the page in Evicting while it is still mapped). A touch
+    /// then succeeds without a fault, and the unmap that follows would leave
+    /// the kernel a missing page:
+    ///   evictor: EvictStart (pins 0)     caller: Pin (pins 1), touch ok
+    ///   evictor: MADV_DONTNEED / MOVE    caller: readv -> EFAULT
+    /// So wait out the eviction, and touch again: the pin keeps the page from
+    /// being chosen again once it is back.
+    fn touch_pinned(&self, p: usize, a: usize, for_write: bool) {
+        let mut waits = 0u32;
+        loop {
+            if for_write {
+                // SAFETY: `a` is inside an allocated far page. `lock or 0` is
+                // an atomic write that leaves the byte's value unchanged (also
+                // against concurrent writers), forcing a write fault.
+                unsafe {
+                    core::arch::asm!("lock or byte ptr [{0}], 0", in(reg) a, options(nostack))
+                };
+            } else {
+                // SAFETY: `a` is inside an allocated far page.
+                unsafe { std::ptr::read_volatile(a as *const u8) };
+            }
+            let st = self.load(p).state();
+            if st == State::Dirty || (!for_write && st == State::Clean) {
+                return;
+            }
+            wait(&mut waits);
+        }
     }
 
     /// Count `n` pages against the pin limit (3/4 of the budget, shared with
