@@ -170,13 +170,14 @@ pub unsafe fn pinned_with<R: Ret>(
     let Some(r) = rt::get() else {
         return call();
     };
+    // Every thread that makes system calls while far memory exists gets the
+    // raw-call net (threads that existed before farmem started are armed
+    // here), and one the net let run a call natively is blocked again.
+    crate::dispatch::arm_this_thread();
     // SAFETY: per the contract.
     let Some((pins, first)) = (unsafe { pin_buffers(r, nr, &a) }) else {
         return call();
     };
-    // A thread that hands far memory to the kernel gets the raw-call net
-    // too (threads that existed before farmem started are armed here).
-    crate::dispatch::arm_this_thread();
     let ret = call();
     let efault = check_efault && ret.failed() && errno() == libc::EFAULT;
     drop(pins);

@@ -13,8 +13,8 @@
 //! A few calls cannot be re-made from inside a signal handler: `clone`,
 //! `clone3`, `fork`, `vfork` (the child would start inside the handler) and
 //! `rt_sigreturn`. For those the handler lets the instruction run again
-//! natively, with the thread's selector set to allow; the next farmem
-//! wrapper the thread enters blocks again. `io_uring_setup` fails with
+//! natively, with the thread's selector set to allow; the next system call
+//! the thread makes through a farmem wrapper blocks again. `io_uring_setup` fails with
 //! ENOSYS, as on a kernel built without io_uring: the ring's buffers are
 //! read by kernel threads long after any call returns, which pinning
 //! around a call cannot cover, and programs fall back to ordinary calls.
