@@ -1,13 +1,19 @@
-//! `libfarmem.so`: the C API declared in `include/farmem.h`.
+//! `libfarmem.so`: the C API declared in `include/farmem.h`, and every
+//! kernel access to far memory.
 //!
-//! Besides `fm_*`, the library exports wrappers for the system calls and
-//! stdio functions that move data in and out of user buffers (`read`, `write`,
-//! `pread`, `pwrite`, `readv`, `writev`, `recv`, `send`, `recvfrom`, `sendto`,
-//! `fread`, `fwrite` and their `_chk` forms). A program linked with
-//! `-lfarmem` gets them by ordinary symbol interposition; they pin and fault in
-//! the far pages of the buffer first (see [`io`]), because a fault taken inside
-//! the kernel cannot be served in SIGBUS mode and would fail with EFAULT.
-//! Exports are compiled out of test builds (`cfg_attr(not(test), no_mangle)`).
+//! In SIGBUS mode a fault the kernel takes on a user's behalf cannot be
+//! served: the system call fails with EFAULT. So besides `fm_*` the library
+//! exports wrappers that pin and fault in the far pages a call hands the
+//! kernel, from one table of system-call buffers ([`buffers`]): the I/O
+//! calls with chunking ([`io`]), every other libc entry point that takes a
+//! buffer ([`calls`], also `syscall(2)`), waiting pthread calls ([`sync`]),
+//! AIO ([`aio`]), other processes' `process_vm_*` ([`remote`]), signal masks
+//! and handlers ([`signals`]), and a syscall-user-dispatch net for system
+//! calls made without libc ([`dispatch`]). A program linked with `-lfarmem`
+//! gets them by ordinary symbol interposition, as does one run under
+//! `farmem run`. Design and gaps: docs/design.md, "System calls on far
+//! memory". Exports are compiled out of test builds
+//! (`cfg_attr(not(test), no_mangle)`).
 
 pub mod aio;
 pub mod buffers;
