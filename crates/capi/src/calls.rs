@@ -14,7 +14,6 @@
 //! into chunks the budget can hold.
 
 use crate::buffers::{self, Buf};
-use crate::io::next_fn;
 use farmem_runtime::{self as rt, IoPin};
 use libc::{
     c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, mmsghdr,
@@ -273,16 +272,7 @@ macro_rules! wrap {
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             type F = unsafe extern "C" fn($($ty),*) -> $ret;
-            static SLOT: AtomicUsize = AtomicUsize::new(0);
-            const NAME: &std::ffi::CStr =
-                match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                    Ok(c) => c,
-                    Err(_) => panic!("bad symbol name"),
-                };
-            let f = next_fn(&SLOT, NAME);
-            // SAFETY: `f` is the next definition of this symbol, whose
-            // prototype is `F`.
-            let f = unsafe { std::mem::transmute::<usize, F>(f) };
+            let f = crate::io::real!(crate::io::c_name!($name), F);
             let mut a = [0usize; 6];
             let given = [$($sa as usize),*];
             a[..given.len()].copy_from_slice(&given);
@@ -527,10 +517,7 @@ type SyscallFn =
 
 /// The C library's `syscall(2)`.
 pub fn real_syscall() -> SyscallFn {
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = next_fn(&SLOT, c"syscall");
-    // SAFETY: `f` is the C library's `syscall`.
-    unsafe { std::mem::transmute::<usize, SyscallFn>(f) }
+    crate::io::real!(c"syscall", SyscallFn)
 }
 
 /// Hook for the `farmem run` shim: memory-map calls made through

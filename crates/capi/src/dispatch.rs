@@ -195,11 +195,7 @@ pub unsafe extern "C" fn pthread_create(
     f: StartFn,
     arg: *mut libc::c_void,
 ) -> libc::c_int {
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    // SAFETY: the C library's pthread_create has prototype CreateFn.
-    let real = unsafe {
-        std::mem::transmute::<usize, CreateFn>(crate::io::next_fn(&SLOT, c"pthread_create"))
-    };
+    let real = crate::io::real!(c"pthread_create", CreateFn);
     if LO.load(Ordering::Acquire) == 0 {
         // SAFETY: forwarded unchanged.
         return unsafe { real(t, attr, f, arg) };

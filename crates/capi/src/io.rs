@@ -32,15 +32,35 @@ pub fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     f
 }
 
+/// The next definition of the C function named `$name` (a `&CStr`), as
+/// function type `$ty`, resolved once per call site.
 macro_rules! real {
-    ($name:literal, $ty:ty) => {{
-        static SLOT: AtomicUsize = AtomicUsize::new(0);
-        let f = next_fn(&SLOT, $name);
+    ($name:expr, $ty:ty) => {{
+        static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let f = $crate::io::next_fn(&SLOT, $name);
+        // The expansion may sit inside an unsafe block of its caller.
+        #[allow(unused_unsafe)]
         // SAFETY: `f` is the address of the C library's function of this name,
         // whose prototype is `$ty`.
-        unsafe { std::mem::transmute::<usize, $ty>(f) }
+        let g = unsafe { std::mem::transmute::<usize, $ty>(f) };
+        g
     }};
 }
+pub(crate) use real;
+
+/// The C name of Rust identifier `$name`, as a `&'static CStr`.
+macro_rules! c_name {
+    ($name:ident) => {{
+        const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+            concat!(stringify!($name), "\0").as_bytes(),
+        ) {
+            Ok(c) => c,
+            Err(_) => panic!("bad symbol name"),
+        };
+        NAME
+    }};
+}
+pub(crate) use c_name;
 
 /// The runtime, if `[buf, buf+n)` overlaps far memory.
 fn far(buf: *const c_void, n: usize) -> Option<&'static rt::Runtime> {

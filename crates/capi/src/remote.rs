@@ -9,24 +9,18 @@
 //! EFAULT is real and is returned as it is.
 
 use crate::calls::pinned_with;
-use crate::io::next_fn;
 use farmem_runtime::PeerPins;
 use libc::{c_long, c_ulong, iovec, pid_t, ssize_t};
-use std::sync::atomic::AtomicUsize;
 
 type VmFn =
     unsafe extern "C" fn(pid_t, *const iovec, c_ulong, *const iovec, c_ulong, c_ulong) -> ssize_t;
 
 fn real(write: bool) -> VmFn {
-    static READ: AtomicUsize = AtomicUsize::new(0);
-    static WRITE: AtomicUsize = AtomicUsize::new(0);
-    let f = if write {
-        next_fn(&WRITE, c"process_vm_writev")
+    if write {
+        crate::io::real!(c"process_vm_writev", VmFn)
     } else {
-        next_fn(&READ, c"process_vm_readv")
-    };
-    // SAFETY: `f` is the C library's function of that name, prototype VmFn.
-    unsafe { std::mem::transmute::<usize, VmFn>(f) }
+        crate::io::real!(c"process_vm_readv", VmFn)
+    }
 }
 
 fn set_errno(e: libc::c_int) {

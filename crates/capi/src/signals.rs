@@ -17,10 +17,8 @@
 //!   net ([`crate::dispatch`]) is on: a seccomp supervisor's handler gets
 //!   every SIGSYS that is not the net's.
 
-use crate::io::next_fn;
 use farmem_runtime as rt;
 use libc::{c_int, sigset_t};
-use std::sync::atomic::AtomicUsize;
 
 /// `set` without SIGBUS, when it would block SIGBUS.
 fn strip(how: c_int, set: *const sigset_t) -> Option<sigset_t> {
@@ -50,9 +48,7 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const sigset_t,
     old: *mut sigset_t,
 ) -> c_int {
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    // SAFETY: the C library's pthread_sigmask has prototype MaskFn.
-    let f = unsafe { std::mem::transmute::<usize, MaskFn>(next_fn(&SLOT, c"pthread_sigmask")) };
+    let f = crate::io::real!(c"pthread_sigmask", MaskFn);
     let copy = strip(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const sigset_t);
     // SAFETY: forwarded, with SIGBUS left out of the new mask.
@@ -69,9 +65,7 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const sigset_t,
     old: *mut sigset_t,
 ) -> c_int {
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    // SAFETY: the C library's sigprocmask has prototype MaskFn.
-    let f = unsafe { std::mem::transmute::<usize, MaskFn>(next_fn(&SLOT, c"sigprocmask")) };
+    let f = crate::io::real!(c"sigprocmask", MaskFn);
     let copy = strip(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const sigset_t);
     // SAFETY: forwarded, with SIGBUS left out of the new mask.
@@ -91,9 +85,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    // SAFETY: the C library's sigaction has prototype ActionFn.
-    let f = unsafe { std::mem::transmute::<usize, ActionFn>(next_fn(&SLOT, c"sigaction")) };
+    let f = crate::io::real!(c"sigaction", ActionFn);
     if sig == libc::SIGBUS && rt::get().is_some() {
         let prev = if act.is_null() {
             rt::signals::program_sigbus()

@@ -16,12 +16,11 @@
 //! ordinary one), they need no pin; only a call that may sleep pins. An
 //! object in ordinary memory costs one range check.
 
-use crate::io::next_fn;
+use crate::io::real;
 use farmem_runtime as rt;
 use libc::{
     c_int, c_void, clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, sem_t, timespec,
 };
-use std::sync::atomic::AtomicUsize;
 
 /// Whether any of `objs` lies in far memory.
 #[inline]
@@ -46,14 +45,7 @@ macro_rules! sync_wrap {
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             type F = unsafe extern "C" fn($($ty),*) -> $ret;
-            static SLOT: AtomicUsize = AtomicUsize::new(0);
-            const NAME: &std::ffi::CStr =
-                match std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                    Ok(c) => c,
-                    Err(_) => panic!("bad symbol name"),
-                };
-            // SAFETY: the next definition of this symbol has prototype F.
-            let f = unsafe { std::mem::transmute::<usize, F>(next_fn(&SLOT, NAME)) };
+            let f = crate::io::real!(crate::io::c_name!($name), F);
             let objs = [$(($obj as *const c_void, std::mem::size_of::<$oty>())),*];
             let Some(r) = any_far(&objs) else {
                 // SAFETY: forwarded unchanged.
@@ -79,28 +71,16 @@ macro_rules! sync_wrap {
 
 type TryFn<T> = unsafe extern "C" fn(*mut T) -> c_int;
 
-/// The C library's non-blocking form `name` on `obj`: `Some(result)` unless
-/// it returned `busy` (then the blocking call must run).
+/// The non-blocking form `f` on `obj`: `Some(result)` unless it returned
+/// `busy` (then the blocking call must run).
 ///
 /// # Safety
-/// `obj` is a valid object for `name`.
-unsafe fn attempt<T>(
-    slot: &AtomicUsize,
-    name: &std::ffi::CStr,
-    obj: *mut T,
-    busy: c_int,
-) -> Option<c_int> {
-    // SAFETY: `name` is a function taking the object and returning int.
-    let f = unsafe { std::mem::transmute::<usize, TryFn<T>>(next_fn(slot, name)) };
+/// `obj` is a valid object for `f`.
+unsafe fn attempt<T>(f: TryFn<T>, obj: *mut T, busy: c_int) -> Option<c_int> {
     // SAFETY: per the contract.
     let r = unsafe { f(obj) };
     (r != busy).then_some(r)
 }
-
-static MUTEX_TRY: AtomicUsize = AtomicUsize::new(0);
-static RD_TRY: AtomicUsize = AtomicUsize::new(0);
-static WR_TRY: AtomicUsize = AtomicUsize::new(0);
-static SEM_TRY: AtomicUsize = AtomicUsize::new(0);
 
 /// `sem_trywait` reports "would block" as -1 with errno EAGAIN.
 ///
@@ -108,7 +88,7 @@ static SEM_TRY: AtomicUsize = AtomicUsize::new(0);
 /// `s` is a valid semaphore.
 unsafe fn sem_attempt(s: *mut sem_t) -> Option<c_int> {
     // SAFETY: per the contract.
-    let r = unsafe { attempt(&SEM_TRY, c"sem_trywait", s, c_int::MIN) }?;
+    let r = unsafe { attempt(real!(c"sem_trywait", TryFn<sem_t>), s, c_int::MIN) }?;
     // SAFETY: errno is thread-local.
     let again = r == -1 && unsafe { *libc::__errno_location() } == libc::EAGAIN;
     (!again).then_some(r)
@@ -116,11 +96,11 @@ unsafe fn sem_attempt(s: *mut sem_t) -> Option<c_int> {
 
 sync_wrap! {
     pthread_mutex_lock(m: *mut pthread_mutex_t) -> c_int [m: pthread_mutex_t]
-        try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
+        try attempt(real!(c"pthread_mutex_trylock", TryFn<pthread_mutex_t>), m, libc::EBUSY);
     pthread_mutex_timedlock(m: *mut pthread_mutex_t, t: *const timespec) -> c_int
-        [m: pthread_mutex_t] try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
+        [m: pthread_mutex_t] try attempt(real!(c"pthread_mutex_trylock", TryFn<pthread_mutex_t>), m, libc::EBUSY);
     pthread_mutex_clocklock(m: *mut pthread_mutex_t, c: clockid_t, t: *const timespec) -> c_int
-        [m: pthread_mutex_t] try attempt(&MUTEX_TRY, c"pthread_mutex_trylock", m, libc::EBUSY);
+        [m: pthread_mutex_t] try attempt(real!(c"pthread_mutex_trylock", TryFn<pthread_mutex_t>), m, libc::EBUSY);
     pthread_cond_wait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t) -> c_int
         [c: pthread_cond_t, m: pthread_mutex_t];
     pthread_cond_timedwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, t: *const timespec)
@@ -128,13 +108,13 @@ sync_wrap! {
     pthread_cond_clockwait(c: *mut pthread_cond_t, m: *mut pthread_mutex_t, k: clockid_t,
         t: *const timespec) -> c_int [c: pthread_cond_t, m: pthread_mutex_t];
     pthread_rwlock_rdlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t]
-        try attempt(&RD_TRY, c"pthread_rwlock_tryrdlock", l, libc::EBUSY);
+        try attempt(real!(c"pthread_rwlock_tryrdlock", TryFn<pthread_rwlock_t>), l, libc::EBUSY);
     pthread_rwlock_wrlock(l: *mut pthread_rwlock_t) -> c_int [l: pthread_rwlock_t]
-        try attempt(&WR_TRY, c"pthread_rwlock_trywrlock", l, libc::EBUSY);
+        try attempt(real!(c"pthread_rwlock_trywrlock", TryFn<pthread_rwlock_t>), l, libc::EBUSY);
     pthread_rwlock_timedrdlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int
-        [l: pthread_rwlock_t] try attempt(&RD_TRY, c"pthread_rwlock_tryrdlock", l, libc::EBUSY);
+        [l: pthread_rwlock_t] try attempt(real!(c"pthread_rwlock_tryrdlock", TryFn<pthread_rwlock_t>), l, libc::EBUSY);
     pthread_rwlock_timedwrlock(l: *mut pthread_rwlock_t, t: *const timespec) -> c_int
-        [l: pthread_rwlock_t] try attempt(&WR_TRY, c"pthread_rwlock_trywrlock", l, libc::EBUSY);
+        [l: pthread_rwlock_t] try attempt(real!(c"pthread_rwlock_trywrlock", TryFn<pthread_rwlock_t>), l, libc::EBUSY);
     sem_wait(s: *mut sem_t) -> c_int [s: sem_t] try sem_attempt(s);
     sem_timedwait(s: *mut sem_t, t: *const timespec) -> c_int [s: sem_t] try sem_attempt(s);
     sem_clockwait(s: *mut sem_t, c: clockid_t, t: *const timespec) -> c_int [s: sem_t]

@@ -77,31 +77,21 @@ fn glibc() -> &'static Glibc {
                 f
             }
         };
-        // SAFETY: each address is glibc's function of that name, whose C
-        // prototype is the field's.
-        unsafe {
-            Glibc {
-                malloc: std::mem::transmute::<usize, MallocFn>(sym(
-                    c"__libc_malloc",
-                    __libc_malloc as *const () as usize,
-                )),
-                calloc: std::mem::transmute::<usize, CallocFn>(sym(
-                    c"__libc_calloc",
-                    __libc_calloc as *const () as usize,
-                )),
-                realloc: std::mem::transmute::<usize, ReallocFn>(sym(
-                    c"__libc_realloc",
-                    __libc_realloc as *const () as usize,
-                )),
-                free: std::mem::transmute::<usize, FreeFn>(sym(
-                    c"__libc_free",
-                    __libc_free as *const () as usize,
-                )),
-                memalign: std::mem::transmute::<usize, MemalignFn>(sym(
-                    c"__libc_memalign",
-                    __libc_memalign as *const () as usize,
-                )),
-            }
+        // glibc's entry point `$c`, or the extern symbol `$name` if the
+        // lookup fails.
+        macro_rules! glibc_fn {
+            ($c:literal, $name:ident, $ty:ty) => {
+                // SAFETY: the address is glibc's function of that name, whose
+                // C prototype is `$ty`.
+                unsafe { std::mem::transmute::<usize, $ty>(sym($c, $name as *const () as usize)) }
+            };
+        }
+        Glibc {
+            malloc: glibc_fn!(c"__libc_malloc", __libc_malloc, MallocFn),
+            calloc: glibc_fn!(c"__libc_calloc", __libc_calloc, CallocFn),
+            realloc: glibc_fn!(c"__libc_realloc", __libc_realloc, ReallocFn),
+            free: glibc_fn!(c"__libc_free", __libc_free, FreeFn),
+            memalign: glibc_fn!(c"__libc_memalign", __libc_memalign, MemalignFn),
         }
     })
 }
