@@ -227,6 +227,7 @@ int main(int argc, char **argv) {
     }
     double first = 0, last = 0;
     int ok = 1;
+    wl_timed_begin();
     double t = wl_now();
     for (int it = 0; it < iters; it++) {
         double gosa = 0;
@@ -259,6 +260,7 @@ int main(int argc, char **argv) {
         last = gosa;
     }
     t = wl_now() - t;
+    wl_timed_end();
     int nboxes;
     double maxdiff = check_boxes(p, iters, &nboxes);
     if (maxdiff != 0)

@@ -21,9 +21,11 @@ int main(int argc, char **argv) {
         k[i] = (uint32_t)(s >> 17);
         sum += k[i];
     }
+    wl_timed_begin();
     double t = wl_now();
     qsort(k, n, 4, cmp);
     t = wl_now() - t;
+    wl_timed_end();
     int ok = 1;
     uint64_t sum2 = k[0];
     for (size_t i = 1; i < n; i++) {

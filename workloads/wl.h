@@ -9,6 +9,7 @@
 #ifndef FARMEM_WL_H
 #define FARMEM_WL_H
 #define _GNU_SOURCE
+#include "farmem.h"
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,6 +78,27 @@ static inline void *wl_alloc(size_t n) {
         exit(2);
     }
     return p;
+}
+
+/* Far-memory traffic of the timed region alone (not set-up, not the result
+ * check), when the program runs on farmem: wl_timed_begin() before it,
+ * wl_timed_end() after, which prints one line
+ *   timed fetched_bytes=B written_back_bytes=B faults=N wp_faults=N
+ * Without a farmem runtime fm_stats fails and nothing is printed. */
+static struct fm_stats wl_fm_start;
+static int wl_fm_on;
+
+static inline void wl_timed_begin(void) { wl_fm_on = fm_stats(&wl_fm_start) == 0; }
+
+static inline void wl_timed_end(void) {
+    struct fm_stats s;
+    if (!wl_fm_on || fm_stats(&s) != 0)
+        return;
+    printf("timed fetched_bytes=%llu written_back_bytes=%llu faults=%llu wp_faults=%llu\n",
+           (unsigned long long)(s.bytes_fetched - wl_fm_start.bytes_fetched),
+           (unsigned long long)(s.bytes_written_back - wl_fm_start.bytes_written_back),
+           (unsigned long long)(s.faults - wl_fm_start.faults), (unsigned long long)(s.wp_faults - wl_fm_start.wp_faults));
+    fflush(stdout);
 }
 
 static inline void wl_result(const char *name, double secs, double metric, const char *unit, int ok, const char *extra) {

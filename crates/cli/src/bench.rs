@@ -130,9 +130,16 @@ pub struct RunResult {
     /// Why a system could not run, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
-    /// farmem's statistics table for the last run (farmem only).
+    /// farmem's statistics table for the last run (farmem only), for the
+    /// whole process: set-up and result check included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub farmem_stats: Option<String>,
+    /// Bytes fetched and written back during the workload's timed region
+    /// alone (last run; farmem only; from the workload's `timed` line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_fetched_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_written_back_bytes: Option<u64>,
     pub result_line: String,
 }
 
@@ -317,6 +324,8 @@ impl Drop for DataFile {
 
 struct Outcome {
     line: String,
+    /// The workload's `timed ...` line: far traffic of its timed region.
+    timed: Option<String>,
     stderr: String,
 }
 
@@ -398,8 +407,16 @@ fn run_once(
         .lines()
         .find(|l| l.starts_with("result "))
         .map(String::from);
+    let timed = stdout
+        .lines()
+        .find(|l| l.starts_with("timed "))
+        .map(String::from);
     match line {
-        Some(line) if status.success() => Ok(Outcome { line, stderr }),
+        Some(line) if status.success() => Ok(Outcome {
+            line,
+            timed,
+            stderr,
+        }),
         _ if cg.is_some()
             && std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) =>
         {
@@ -414,6 +431,11 @@ fn run_once(
 }
 
 /// key=value fields of a result line.
+/// A number from the last run's `timed` line.
+fn timed_field(last: &Option<Outcome>, key: &str) -> Option<u64> {
+    field(last.as_ref()?.timed.as_deref()?, key)?.parse().ok()
+}
+
 fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
@@ -608,6 +630,8 @@ pub fn run(a: Args) -> Result<()> {
                         })
                     })
                     .flatten(),
+                timed_fetched_bytes: timed_field(&last, "fetched_bytes"),
+                timed_written_back_bytes: timed_field(&last, "written_back_bytes"),
                 result_line: line,
             });
         }
@@ -647,10 +671,11 @@ pub fn run(a: Args) -> Result<()> {
         return Ok(());
     }
     if a.csv {
-        println!("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check");
+        println!("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes");
         for r in &results {
+            let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
             println!(
-                "{},{},{},{:.4},{:.4},{},{:.4},{}",
+                "{},{},{},{:.4},{:.4},{},{:.4},{},{},{}",
                 r.system,
                 r.expansion,
                 r.local_budget_bytes,
@@ -658,7 +683,9 @@ pub fn run(a: Args) -> Result<()> {
                 r.metric,
                 r.unit,
                 r.relative_runtime,
-                r.check
+                r.check,
+                opt(r.timed_fetched_bytes),
+                opt(r.timed_written_back_bytes)
             );
         }
         return Ok(());
@@ -714,6 +741,16 @@ pub fn run(a: Args) -> Result<()> {
             r.expansion,
             r.unavailable.as_deref().unwrap_or("")
         );
+    }
+    for r in &results {
+        if let (Some(f), Some(w)) = (r.timed_fetched_bytes, r.timed_written_back_bytes) {
+            println!(
+                "farmem at {}x, timed region only: fetched {}, written back {}",
+                r.expansion,
+                format_size(f),
+                format_size(w)
+            );
+        }
     }
     Ok(())
 }

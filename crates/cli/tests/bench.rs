@@ -99,16 +99,24 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
     assert!(ok, "{err}");
     assert_eq!(
         out.lines().next(),
-        Some("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check")
+        Some("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes")
     );
     // local and farmem must run and check out; a kernel baseline may also
     // be unavailable in a small budget (OOM-killed: check "-").
     for l in out.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 10, "{l}");
         let baseline = !(l.starts_with("local,") || l.starts_with("farmem,"));
-        assert!(
-            l.ends_with(",ok") || (baseline && l.ends_with(",-")),
-            "{l}\n{err}"
-        );
+        assert!(f[7] == "ok" || (baseline && f[7] == "-"), "{l}\n{err}");
+        // Only farmem reports the timed region's far traffic: the grids do
+        // not fit the budget, so some pages must have moved both ways.
+        if l.starts_with("farmem,") {
+            let fetched: u64 = f[8].parse().expect(l);
+            let written: u64 = f[9].parse().expect(l);
+            assert!(fetched > 0 && written > 0, "{l}");
+        } else {
+            assert!(f[8].is_empty() && f[9].is_empty(), "{l}");
+        }
     }
     assert!(
         out.lines().filter(|l| l.starts_with("farmem,")).count() == 3,
