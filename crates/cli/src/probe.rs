@@ -191,9 +191,7 @@ pub fn run(a: Args) -> Result<()> {
         let rtt_n = if a.quick { 300 } else { 3000 };
         let mut tiers = Vec::new();
         let servers = if cfg.servers.is_empty() {
-            vec![farmem_runtime::spawn_embedded_server(
-                cfg.embedded_capacity,
-            )?]
+            vec![farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?.addr]
         } else {
             cfg.servers.clone()
         };

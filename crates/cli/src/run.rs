@@ -3,7 +3,6 @@
 
 use anyhow::{bail, Context, Result};
 use farmem_runtime::config::Config;
-use farmem_server::{ListenAddr, Server, ServerConfig};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::Command;
@@ -75,19 +74,12 @@ pub fn run(a: Args) -> Result<()> {
     let mut _server = None;
     if cfg.file.is_none() {
         if cfg.servers.is_empty() {
-            // The embedded server, in this (the farmem) process: the program
-            // runs in a process of its own, so this server's spinning threads
-            // never share its page tables.
-            let name = format!(
-                "@farmem-run-{}-{:x}",
-                std::process::id(),
-                farmem_sys::now_ns()
-            );
-            let mut sc = ServerConfig::new(ListenAddr::Unix(name), cfg.embedded_capacity);
-            sc.spin_ns = 2_000_000;
-            let h = Server::bind(sc)?.spawn()?;
-            set_var(&mut vars, "FARMEM_SERVERS", h.addr().to_string());
-            _server = Some(h);
+            // The embedded server: `farmem serve` in a child process of its
+            // own, started the way the runtime starts it for C API programs
+            // (it exits when this process does).
+            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+            set_var(&mut vars, "FARMEM_SERVERS", server.addr.clone());
+            _server = Some(server);
         } else {
             farmem_runtime::backend::RemoteBackend::connect(
                 &Config {
@@ -144,7 +136,9 @@ pub fn run(a: Args) -> Result<()> {
         &[libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2],
     );
     let status = child.wait().context("waiting for the program")?;
-    drop(_server);
+    if let Some(s) = _server {
+        s.stop();
+    }
     if let Some(code) = status.code() {
         std::process::exit(code);
     }

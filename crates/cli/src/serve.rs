@@ -25,6 +25,14 @@ pub struct Args {
     /// Print a line for every client error.
     #[arg(long)]
     verbose: bool,
+    /// Serve on this inherited descriptor, a socket already bound and
+    /// listening, instead of --listen (how farmem starts its embedded server:
+    /// the parent binds, so the address is known before this process runs).
+    #[arg(long, value_name = "FD", conflicts_with = "listen")]
+    listen_fd: Option<i32>,
+    /// Shut down when process PID, this server's parent, is gone.
+    #[arg(long, value_name = "PID")]
+    parent: Option<i32>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -54,19 +62,48 @@ pub fn run(a: Args) -> Result<()> {
     if a.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    if let Some(p) = a.parent {
+        if p <= 1 {
+            bail!("--parent {p} is not a parent process id; give the pid of the process this server belongs to");
+        }
+        if farmem_sys::process::getppid() != p {
+            bail!("--parent {p}: this server's parent is not process {p} (it has exited, or the pid is wrong)");
+        }
+    }
     let mut cfg = ServerConfig::new(a.listen, a.capacity);
     cfg.spin_ns = a.spin_us * 1000;
     cfg.max_connections = a.max_connections;
     cfg.verbose = a.verbose;
-    let server = Server::bind(cfg)?;
+    let server = match a.listen_fd {
+        Some(fd) => {
+            if fd < 0 {
+                bail!("--listen-fd {fd} is not a descriptor; give an inherited listening socket's number");
+            }
+            if let Err(e) = farmem_sys::net::listening_family(fd) {
+                bail!(
+                    "--listen-fd {fd}: {e}; give an inherited socket that is bound and listening"
+                );
+            }
+            // SAFETY: the descriptor is open (checked just above), inherited
+            // for this purpose, and nothing else in this process uses it.
+            let owned =
+                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            Server::from_listening_fd(owned, cfg)?
+        }
+        None => Server::bind(cfg)?,
+    };
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     let stop = server.shutdown_flag();
+    let parent = a.parent;
     std::thread::spawn(move || {
-        while !STOP.load(Ordering::Acquire) {
+        // Reparenting changes getppid: the parent has exited.
+        while !STOP.load(Ordering::Acquire)
+            && parent.is_none_or(|p| farmem_sys::process::getppid() == p)
+        {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         stop.stop();

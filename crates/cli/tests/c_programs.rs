@@ -192,3 +192,81 @@ fn workloads_check_their_results() {
         "{out}"
     );
 }
+
+/// The embedded server is the `farmem` program in a child process: a C API
+/// program whose libfarmem has no `farmem` beside it finds one on PATH, or
+/// stops with a message saying what to do; never a silent failure.
+#[test]
+fn embedded_server_is_the_farmem_program_found_beside_or_on_path() {
+    let dir = std::env::temp_dir().join(format!("farmem-lonely-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(target_dir().join("libfarmem.so"), dir.join("libfarmem.so")).unwrap();
+    let exe = dir.join("memwrite");
+    let st = Command::new("gcc")
+        .args(["-O2", "-fopenmp", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("workloads/memwrite.c"))
+        .arg("-L")
+        .arg(&dir)
+        .args(["-lfarmem", "-lm"])
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let run = |path: String| {
+        Command::new(&exe)
+            .args(["--size", "32", "--passes", "1", "--alloc", "farmem"])
+            .env("FARMEM_LOCAL", "8M")
+            .env("PATH", path)
+            // cargo's test environment points this at target/release, which
+            // would load the libfarmem there (beside `farmem`) instead.
+            .env_remove("LD_LIBRARY_PATH")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run("/usr/bin:/bin".into());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("`farmem` program was not found") && stderr.contains("FARMEM_SERVERS"),
+        "{stderr}"
+    );
+    let out = run(format!("{}:/usr/bin:/bin", target_dir().display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("check=ok"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn serve_checks_an_inherited_socket_and_its_parent() {
+    for (args, want) in [
+        (
+            &["--listen-fd", "9"][..],
+            "--listen-fd 9: Bad file descriptor",
+        ),
+        (&["--listen-fd", "0"][..], "--listen-fd 0: not a socket"),
+        (
+            &["--listen-fd=-3"][..],
+            "--listen-fd -3 is not a descriptor",
+        ),
+        (&["--parent", "1"][..], "--parent 1 is not a parent"),
+        (&["--parent", "999999"][..], "is not process 999999"),
+    ] {
+        let out = farmem()
+            .args(["serve", "--capacity", "64M"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

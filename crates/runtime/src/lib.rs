@@ -42,8 +42,7 @@ mod table;
 use backend::{Backend, BackendError, FileBackend, RemoteBackend};
 use config::MAX_BATCH;
 pub use config::{Config, ConfigError};
-pub use embedded::spawn_embedded_server;
-use farmem_server::ServerError;
+pub use embedded::{spawn_embedded_server, EmbeddedServer};
 use farmem_sys::mem::Mapping;
 use farmem_sys::uffd::Uffd;
 use farmem_sys::PAGE_SIZE;
@@ -79,7 +78,7 @@ pub enum RuntimeError {
     #[error("cannot install the SIGBUS handler: {0}")]
     Signal(io::Error),
     #[error("cannot start the embedded memory server: {0}")]
-    Server(#[from] ServerError),
+    Server(String),
     #[error("farmem is already initialised")]
     AlreadyInitialized,
     #[error("farmem is not initialised (call fm_init first)")]
@@ -320,7 +319,7 @@ impl Runtime {
             let servers = if cfg.servers.is_empty() {
                 // The embedded default: a real memory server on loopback, in a
                 // child process of its own (see `spawn_embedded_server`).
-                let addr = spawn_embedded_server(cfg.embedded_capacity)?;
+                let addr = spawn_embedded_server(cfg.embedded_capacity)?.addr;
                 server = Some(addr.clone());
                 vec![addr]
             } else {

@@ -46,6 +46,11 @@ pub enum ServerError {
     Bind { addr: ListenAddr, source: io::Error },
     #[error("{0:?} is not an address to listen on; use IP:PORT (e.g. 0.0.0.0:7070), unix:/PATH or unix:@NAME")]
     BadAddr(String),
+    #[error("descriptor {fd} is not a listening socket to serve on: {source}")]
+    ListenFd {
+        fd: std::os::fd::RawFd,
+        source: io::Error,
+    },
     #[error("accept failed: {0}")]
     Accept(io::Error),
     #[error("cannot start a server thread: {0}")]
@@ -211,7 +216,11 @@ impl Server {
         };
         let listener = Listener::bind(&cfg.listen).map_err(bind_err)?;
         listener.set_nonblocking().map_err(bind_err)?;
-        Ok(Server {
+        Ok(Server::with_listener(listener, cfg))
+    }
+
+    fn with_listener(listener: Listener, cfg: ServerConfig) -> Server {
+        Server {
             listener,
             shared: Arc::new(Shared {
                 cfg,
@@ -221,7 +230,48 @@ impl Server {
                 next_conn: AtomicU64::new(1),
                 shutdown: AtomicBool::new(false),
             }),
-        })
+        }
+    }
+
+    /// Serve on `fd`, a socket already bound and listening (inherited from a
+    /// parent that chose the address: the runtime's embedded server). The
+    /// address in `cfg.listen` is replaced by the socket's own.
+    pub fn from_listening_fd(fd: OwnedFd, mut cfg: ServerConfig) -> Result<Server, ServerError> {
+        let raw = fd.as_raw_fd();
+        let err = |source: io::Error| ServerError::ListenFd { fd: raw, source };
+        let listener = match farmem_sys::net::listening_family(raw).map_err(err)? {
+            libc::AF_UNIX => {
+                let l = UnixListener::from(fd);
+                let a = l.local_addr().map_err(err)?;
+                use std::os::linux::net::SocketAddrExt;
+                cfg.listen = match (a.as_abstract_name(), a.as_pathname()) {
+                    (Some(name), _) => {
+                        ListenAddr::Unix(format!("@{}", String::from_utf8_lossy(name)))
+                    }
+                    (None, Some(path)) => ListenAddr::Unix(path.display().to_string()),
+                    (None, None) => {
+                        return Err(err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "an unnamed Unix socket",
+                        )))
+                    }
+                };
+                Listener::Unix(l)
+            }
+            libc::AF_INET | libc::AF_INET6 => {
+                let l = TcpListener::from(fd);
+                cfg.listen = ListenAddr::Tcp(l.local_addr().map_err(err)?);
+                Listener::Tcp(l)
+            }
+            other => {
+                return Err(err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("a socket of address family {other}, not TCP or Unix"),
+                )))
+            }
+        };
+        listener.set_nonblocking().map_err(err)?;
+        Ok(Server::with_listener(listener, cfg))
     }
 
     /// The address clients connect to (with the real port when bound to port 0).

@@ -411,10 +411,60 @@ pub fn shutdown(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
+/// The address family (`AF_UNIX`, `AF_INET`, `AF_INET6`) of `fd` if it is a
+/// listening socket; an error naming what it is not otherwise.
+pub fn listening_family(fd: RawFd) -> io::Result<libc::c_int> {
+    let get = |opt| {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: v and len are live and len holds v's size.
+        cvt(unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        })
+        .map(|_| v)
+    };
+    let family = get(libc::SO_DOMAIN).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOTSOCK) {
+            io::Error::new(io::ErrorKind::InvalidInput, "not a socket")
+        } else {
+            e
+        }
+    })?;
+    if get(libc::SO_ACCEPTCONN)? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a socket, but not listening",
+        ));
+    }
+    Ok(family)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    #[test]
+    fn listening_family_tells_sockets_apart() {
+        let dir = std::env::temp_dir().join(format!("farmem-lf-{}", std::process::id()));
+        let u = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        assert_eq!(listening_family(u.as_raw_fd()).unwrap(), libc::AF_UNIX);
+        let t = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert_eq!(listening_family(t.as_raw_fd()).unwrap(), libc::AF_INET);
+        let c = std::net::TcpStream::connect(t.local_addr().unwrap()).unwrap();
+        let e = listening_family(c.as_raw_fd()).unwrap_err();
+        assert!(e.to_string().contains("not listening"), "{e}");
+        let f = std::fs::File::open("/dev/null").unwrap();
+        let e = listening_family(f.as_raw_fd()).unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        std::fs::remove_file(&dir).ok();
+    }
 
     #[test]
     fn socket_buffers_grow_to_the_request() {

@@ -79,3 +79,129 @@ pub fn forward_signals(pid: libc::pid_t, sigs: &[libc::c_int]) {
         unsafe { libc::signal(s, forward as *const () as libc::sighandler_t) };
     }
 }
+
+/// Start `argv[0]` (a path) with `argv` and environment `env` (`KEY=VALUE`
+/// strings), its stdout on /dev/null, no signals blocked, and
+/// `pass` duplicated onto descriptor `as_fd` in the child (every other
+/// descriptor of this process is close-on-exec or inherited as usual).
+/// Returns the child's pid once `execve` has succeeded; if it fails, the
+/// child's errno comes back as the error.
+///
+/// Everything the child needs is prepared before the fork: between fork and
+/// exec it makes only async-signal-safe calls, so this is safe to call from
+/// a multi-threaded process (and from a library constructor).
+pub fn spawn_passing_fd(
+    argv: &[std::ffi::CString],
+    env: &[std::ffi::CString],
+    pass: std::os::fd::BorrowedFd<'_>,
+    as_fd: std::os::fd::RawFd,
+) -> io::Result<libc::pid_t> {
+    use std::os::fd::AsRawFd;
+    assert!(!argv.is_empty(), "argv needs the program");
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut none: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `none` is a live sigset_t.
+    unsafe { libc::sigemptyset(&mut none) };
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    // Reports the child's exec failure; close-on-exec, so a successful exec
+    // shows as end of file.
+    let (rd, wr) = pipe()?;
+    let (null_fd, wr_fd, pass_fd) = (null.as_raw_fd(), wr.as_raw_fd(), pass.as_raw_fd());
+    // SAFETY: the child below makes only async-signal-safe calls (dup2,
+    // fcntl, sigprocmask, execve, write, _exit) on memory prepared before
+    // the fork.
+    match unsafe { fork() }? {
+        Forked::Child => {
+            // SAFETY: plain descriptor calls; the pointers in `ptrs` point
+            // at the caller's live CStrings (copied into the child).
+            unsafe {
+                let ok = libc::dup2(null_fd, 1) >= 0
+                    && if pass_fd == as_fd {
+                        // dup2 onto itself keeps close-on-exec: clear it.
+                        libc::fcntl(as_fd, libc::F_SETFD, 0) == 0
+                    } else {
+                        libc::dup2(pass_fd, as_fd) >= 0
+                    };
+                // A mask blocked by the caller (a signal handler, a library
+                // constructor) would outlive the exec: start clean.
+                if ok && libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) == 0 {
+                    libc::execve(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
+                }
+                let e = *libc::__errno_location();
+                libc::write(wr_fd, (&e as *const libc::c_int).cast(), 4);
+                libc::_exit(127)
+            }
+        }
+        Forked::Parent(pid) => {
+            drop(wr);
+            let mut buf = [0u8; 4];
+            let mut f = std::fs::File::from(rd);
+            let n = std::io::Read::read(&mut f, &mut buf).unwrap_or(0);
+            if n == 4 {
+                // SAFETY: status is a live int; the child has exited or will.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+            }
+            Ok(pid)
+        }
+    }
+}
+
+/// The file of the loaded object (executable or shared library) whose code
+/// contains `addr`, as the dynamic loader names it.
+pub fn object_path_of(addr: usize) -> Option<std::path::PathBuf> {
+    // SAFETY: dladdr fills a zeroed Dl_info.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) } == 0
+        || info.dli_fname.is_null()
+    {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated string owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    use std::os::unix::ffi::OsStrExt;
+    Some(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(
+        name.to_bytes(),
+    )))
+}
+
+/// Ask child `pid` to stop (SIGTERM) and wait for it to exit.
+pub fn stop_child(pid: libc::pid_t) {
+    // SAFETY: kill and waitpid on our own child; a null status is allowed.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+        while libc::waitpid(pid, std::ptr::null_mut(), 0) < 0
+            && *libc::__errno_location() == libc::EINTR
+        {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn spawn_passes_the_descriptor_and_reports_exec_failure() {
+        let (rd, wr) = pipe().unwrap();
+        // The child writes into the passed descriptor as its fd 5.
+        let argv = ["/bin/sh", "-c", "echo passed >&5"].map(|a| CString::new(a).unwrap());
+        let pid = spawn_passing_fd(&argv, &[], wr.as_fd(), 5).unwrap();
+        drop(wr);
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut std::fs::File::from(rd), &mut got).unwrap();
+        assert_eq!(got, "passed\n");
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        let (_, wr) = pipe().unwrap();
+        let argv = [CString::new("/nonexistent/farmem").unwrap()];
+        let e = spawn_passing_fd(&argv, &[], wr.as_fd(), 3).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    }
+}
