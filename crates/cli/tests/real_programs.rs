@@ -260,6 +260,7 @@ impl Proc {
     }
 
     /// The program `farmem run` started: its child process.
+    /// The program farmem runs: its child other than the embedded server.
     fn program_pid(&self) -> Option<i32> {
         let me = self.pid();
         for e in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -277,7 +278,9 @@ impl Proc {
                 .split_whitespace()
                 .nth(1)
                 .and_then(|s| s.parse::<i32>().ok());
-            if ppid == Some(me) {
+            // farmem's other child is its embedded server, `farmem serve`.
+            let comm = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(')'));
+            if ppid == Some(me) && comm.is_none_or(|(c, _)| c != "farmem") {
                 return Some(pid);
             }
         }
