@@ -18,7 +18,8 @@ mod store;
 
 use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
 use farmem_wire::{
-    self as wire, ErrorCode, Header, Op, Request, WireError, HEADER_LEN, MAX_BATCH, PAGE_SIZE,
+    self as wire, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
+    MAX_BATCH, PAGE_SIZE,
 };
 use std::collections::HashMap;
 use std::io;
@@ -300,13 +301,11 @@ impl Server {
                     let sh = shared.clone();
                     let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
                     if full {
-                        let mut out = Vec::new();
-                        wire::encode_error(
-                            0,
-                            ErrorCode::Capacity,
-                            "server has too many connections",
-                            &mut out,
-                        );
+                        let out = Frame::Error {
+                            code: ErrorCode::Capacity,
+                            message: "server has too many connections",
+                        }
+                        .encode(0);
                         let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
                         drop(stream);
                         continue;
@@ -465,9 +464,12 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
         let h = match Header::decode(&hb) {
             Ok(h) => h,
             Err(e) => {
-                out.clear();
-                wire::encode_error(0, e.code(), &e.to_string(), &mut out);
-                let _ = send_vectored(fd, &[&out], reply_wait);
+                let msg = e.to_string();
+                let reply = Frame::Error {
+                    code: e.code(),
+                    message: &msg,
+                };
+                let _ = send_vectored(fd, &[&reply.encode(0)], reply_wait);
                 break Err(e.into());
             }
         };
@@ -485,7 +487,7 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
                 let keep = match wire::decode_request(&h, payload) {
                     Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
                     Err(e) => {
-                        wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
+                        error_reply(&mut out, h.tag, e.code(), &e.to_string());
                         Ok(e.code().keeps_connection())
                     }
                 };
@@ -499,7 +501,7 @@ fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
                 input.consume(HEADER_LEN);
                 input.skip(fd, h.len as usize, reply_wait).map(|()| {
                     let e = WireError::UnknownOp(h.op as u16);
-                    wire::encode_error(h.tag, e.code(), &e.to_string(), &mut out);
+                    error_reply(&mut out, h.tag, e.code(), &e.to_string());
                     false
                 })
             }
@@ -615,6 +617,11 @@ const SMALL_REQUEST: usize = HEADER_LEN + MAX_BATCH as usize * 8;
 const INPUT_BUFFER: usize = 8192;
 const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
 
+/// Put an Error reply into `out`.
+fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
+    out.extend_from_slice(&Frame::Error { code, message }.encode(tag));
+}
+
 /// Handle one decoded request. The reply goes into `out`, except for page
 /// data, which is sent straight from the store (and `out` left empty).
 /// Returns whether the connection stays open.
@@ -628,7 +635,7 @@ fn handle(
     wait: Wait,
 ) -> io::Result<bool> {
     let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
-        wire::encode_error(h.tag, code, msg, out);
+        error_reply(out, h.tag, code, msg);
         Ok(code.keeps_connection())
     };
     match req {
@@ -663,26 +670,23 @@ fn handle(
                 entry.store.clone()
             };
             *session = Some((token, s));
-            let mut p = [0u8; 24];
-            p[0..8].copy_from_slice(&sh.cfg.capacity_pages.to_le_bytes());
-            p[8..16].copy_from_slice(&sh.used_pages.load(Ordering::Relaxed).to_le_bytes());
-            p[16..24].copy_from_slice(&(PAGE_SIZE as u64).to_le_bytes());
-            out.extend_from_slice(&Header::new(Op::HelloOk, h.tag, 0, 24).encode());
-            out.extend_from_slice(&p);
+            let reply = Frame::HelloOk {
+                capacity_pages: sh.cfg.capacity_pages,
+                used_pages: sh.used_pages.load(Ordering::Relaxed),
+            };
+            out.extend_from_slice(&reply.encode(h.tag));
             Ok(true)
         }
         Request::Stats => {
             let sessions = lock(&sh.sessions).len() as u64;
             let conns = lock(&sh.conns).len() as u64;
-            out.extend_from_slice(&Header::new(Op::StatsOk, h.tag, 0, 32).encode());
-            for v in [
-                sh.cfg.capacity_pages,
-                sh.used_pages.load(Ordering::Relaxed),
+            let reply = Frame::StatsOk(ServerStats {
+                capacity_pages: sh.cfg.capacity_pages,
+                used_pages: sh.used_pages.load(Ordering::Relaxed),
                 sessions,
-                conns,
-            ] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
+                connections: conns,
+            });
+            out.extend_from_slice(&reply.encode(h.tag));
             Ok(true)
         }
         Request::Read { pages } => {
@@ -702,7 +706,7 @@ fn handle(
             }
             // Gather the pages straight from the store into the socket, in
             // groups that fit one sendmsg.
-            let hdr = Header::new(Op::ReadOk, h.tag, h.count, h.count * PAGE_SIZE as u32).encode();
+            let hdr = Frame::ReadOk { count: h.count }.encode(h.tag);
             let mut parts = [RawBuf::EMPTY; MAX_IOV];
             parts[0] = RawBuf::of(&hdr);
             let mut k = 1;
@@ -736,9 +740,8 @@ fn handle(
             }
             let freed = s.exclusive().remove_range(start, pages);
             sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
-            out.extend_from_slice(
-                &Header::new(Op::FreeOk, h.tag, freed.min(u32::MAX as u64) as u32, 0).encode(),
-            );
+            let released = u32::try_from(freed).unwrap_or(u32::MAX);
+            out.extend_from_slice(&Frame::FreeOk { released }.encode(h.tag));
             Ok(true)
         }
     }
@@ -770,7 +773,7 @@ fn serve_write(
     // A refused Write's data is still on the wire: read past it, then reply.
     let mut refuse = |code: ErrorCode, msg: &str| {
         input.skip(fd, n * PAGE_SIZE, wait)?;
-        wire::encode_error(h.tag, code, msg, out);
+        error_reply(out, h.tag, code, msg);
         Ok(code.keeps_connection())
     };
     let s = match checked_session(session, pages.iter().copied(), "Write") {
@@ -827,7 +830,7 @@ fn serve_write(
     sh.used_pages
         .fetch_sub(new.saturating_sub(added), Ordering::AcqRel);
     drop(access);
-    out.extend_from_slice(&Header::new(Op::WriteOk, h.tag, h.count, 0).encode());
+    out.extend_from_slice(&Frame::WriteOk { count: h.count }.encode(h.tag));
     Ok(true)
 }
 

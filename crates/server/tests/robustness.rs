@@ -1,92 +1,13 @@
 //! A real server on loopback fed bad input: it answers with an error or closes
 //! that connection, and keeps serving every other client correctly.
 
+mod common;
+
+use common::*;
 use farmem_server::{Server, ServerConfig, ServerHandle};
 use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN, PAGE_SIZE};
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
-
-fn server(capacity_pages: u64) -> ServerHandle {
-    let mut cfg = ServerConfig::new(
-        "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(),
-        capacity_pages * PAGE_SIZE as u64,
-    );
-    cfg.spin_ns = 10_000;
-    Server::bind(cfg).unwrap().spawn().unwrap()
-}
-
-struct Client {
-    s: TcpStream,
-    tag: u32,
-}
-
-impl Client {
-    fn connect(h: &ServerHandle) -> Client {
-        let s = TcpStream::connect(h.addr().to_string()).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Client { s, tag: 1 }
-    }
-
-    fn hello(h: &ServerHandle, token: u8) -> Client {
-        let mut c = Client::connect(h);
-        let mut p = vec![token; wire::TOKEN_LEN];
-        p.extend_from_slice(&1000u64.to_le_bytes());
-        let (rh, _) = c.call(Op::Hello, 0, &p);
-        assert_eq!(rh.op, Op::HelloOk);
-        c
-    }
-
-    fn send_raw(&mut self, b: &[u8]) {
-        self.s.write_all(b).unwrap();
-    }
-
-    /// Read one reply; None if the server closed the connection.
-    fn reply(&mut self) -> Option<(Header, Vec<u8>)> {
-        let mut hb = [0u8; HEADER_LEN];
-        self.s.read_exact(&mut hb).ok()?;
-        let h = Header::decode(&hb).expect("server sent a valid header");
-        let mut p = vec![0u8; h.len as usize];
-        self.s.read_exact(&mut p).ok()?;
-        Some((h, p))
-    }
-
-    fn call(&mut self, op: Op, count: u32, payload: &[u8]) -> (Header, Vec<u8>) {
-        self.tag += 1;
-        let h = Header::new(op, self.tag, count, payload.len() as u32);
-        self.send_raw(&h.encode());
-        self.send_raw(payload);
-        let r = self.reply().expect("connection closed");
-        assert_eq!(
-            r.0.tag,
-            if r.0.op == Op::Error && r.0.tag == 0 {
-                0
-            } else {
-                self.tag
-            }
-        );
-        r
-    }
-
-    fn write_pages(&mut self, pages: &[u64], fill: u8) -> (Header, Vec<u8>) {
-        let mut p = Vec::new();
-        for pg in pages {
-            p.extend_from_slice(&pg.to_le_bytes());
-        }
-        p.extend(std::iter::repeat_n(fill, pages.len() * PAGE_SIZE));
-        self.call(Op::Write, pages.len() as u32, &p)
-    }
-
-    fn read_pages(&mut self, pages: &[u64]) -> (Header, Vec<u8>) {
-        let p: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
-        self.call(Op::Read, pages.len() as u32, &p)
-    }
-
-    fn closed(&mut self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.s.read(&mut b), Ok(0) | Err(_))
-    }
-}
 
 fn error_code(r: &(Header, Vec<u8>)) -> Option<ErrorCode> {
     (r.0.op == Op::Error).then(|| ErrorCode::from_u32(r.0.status).unwrap())
@@ -94,9 +15,9 @@ fn error_code(r: &(Header, Vec<u8>)) -> Option<ErrorCode> {
 
 /// A well-behaved client that must keep working throughout.
 fn healthy_roundtrip(h: &ServerHandle, token: u8) {
-    let mut c = Client::hello(h, token);
-    assert_eq!(c.write_pages(&[1, 2, 3], 0x5A).0.op, Op::WriteOk);
-    let (rh, data) = c.read_pages(&[3, 1]);
+    let mut c = Client::session(h, token as u64, 1000);
+    assert_eq!(c.write_fill(&[1, 2, 3], 0x5A).0.op, Op::WriteOk);
+    let (rh, data) = c.read(&[3, 1]);
     assert_eq!(rh.op, Op::ReadOk);
     assert!(data.iter().all(|&b| b == 0x5A));
 }
@@ -143,7 +64,7 @@ fn garbage_and_bad_frames_close_only_that_connection() {
     assert!(u.closed());
 
     // Truncated frame: header promises a payload, then the client vanishes.
-    let mut t = Client::hello(&h, 9);
+    let mut t = Client::session(&h, 9, 1000);
     t.send_raw(&Header::new(Op::Write, 5, 1, (8 + PAGE_SIZE) as u32).encode());
     t.send_raw(&[0u8; 100]);
     drop(t);
@@ -161,19 +82,16 @@ fn requests_are_validated_and_the_connection_survives() {
     let h = server(1000);
     let mut c = Client::connect(&h);
     // No Hello yet.
-    assert_eq!(error_code(&c.read_pages(&[0])), Some(ErrorCode::NoSession));
-    let mut c = Client::hello(&h, 3);
+    assert_eq!(error_code(&c.read(&[0])), Some(ErrorCode::NoSession));
+    let mut c = Client::session(&h, 3, 1000);
     // Out of the session's declared range (1000 pages).
+    assert_eq!(error_code(&c.read(&[1000])), Some(ErrorCode::OutOfRange));
     assert_eq!(
-        error_code(&c.read_pages(&[1000])),
-        Some(ErrorCode::OutOfRange)
-    );
-    assert_eq!(
-        error_code(&c.write_pages(&[5, 4000], 1)),
+        error_code(&c.write_fill(&[5, 4000], 1)),
         Some(ErrorCode::OutOfRange)
     );
     // A page never written is an error, never silent zeros.
-    assert_eq!(error_code(&c.read_pages(&[7])), Some(ErrorCode::NotFound));
+    assert_eq!(error_code(&c.read(&[7])), Some(ErrorCode::NotFound));
     // Free beyond the range.
     let mut p = 990u64.to_le_bytes().to_vec();
     p.extend_from_slice(&100u64.to_le_bytes());
@@ -182,60 +100,60 @@ fn requests_are_validated_and_the_connection_survives() {
         Some(ErrorCode::OutOfRange)
     );
     // Still usable after all of that.
-    assert_eq!(c.write_pages(&[7], 3).0.op, Op::WriteOk);
-    assert_eq!(c.read_pages(&[7]).0.op, Op::ReadOk);
+    assert_eq!(c.write_fill(&[7], 3).0.op, Op::WriteOk);
+    assert_eq!(c.read(&[7]).0.op, Op::ReadOk);
 }
 
 #[test]
 fn capacity_is_enforced_all_or_nothing() {
     let h = server(10);
-    let mut c = Client::hello(&h, 4);
+    let mut c = Client::session(&h, 4, 1000);
     assert_eq!(
-        c.write_pages(&(0..8).collect::<Vec<_>>(), 1).0.op,
+        c.write_fill(&(0..8).collect::<Vec<_>>(), 1).0.op,
         Op::WriteOk
     );
     // 3 more would exceed 10: refused whole, with a message saying what to do.
-    let r = c.write_pages(&[8, 9, 10], 2);
+    let r = c.write_fill(&[8, 9, 10], 2);
     assert_eq!(error_code(&r), Some(ErrorCode::Capacity));
     assert!(String::from_utf8_lossy(&r.1).contains("--capacity"));
     assert_eq!(
-        error_code(&c.read_pages(&[8])),
+        error_code(&c.read(&[8])),
         Some(ErrorCode::NotFound),
         "nothing of a refused batch is stored"
     );
     // Overwriting stored pages needs no new capacity.
-    assert_eq!(c.write_pages(&[0, 1], 3).0.op, Op::WriteOk);
+    assert_eq!(c.write_fill(&[0, 1], 3).0.op, Op::WriteOk);
     // Freeing gives capacity back.
     let mut p = 0u64.to_le_bytes().to_vec();
     p.extend_from_slice(&4u64.to_le_bytes());
     let (fh, _) = c.call(Op::Free, 0, &p);
     assert_eq!((fh.op, fh.count), (Op::FreeOk, 4));
-    assert_eq!(c.write_pages(&[8, 9, 10], 2).0.op, Op::WriteOk);
+    assert_eq!(c.write_fill(&[8, 9, 10], 2).0.op, Op::WriteOk);
     // Another client is refused too while the server is full, and served again later.
-    let mut d = Client::hello(&h, 5);
+    let mut d = Client::session(&h, 5, 1000);
     assert_eq!(
-        error_code(&d.write_pages(&[0, 1, 2, 3], 1)),
+        error_code(&d.write_fill(&[0, 1, 2, 3], 1)),
         Some(ErrorCode::Capacity)
     );
     drop(c); // session 4 ends: its pages are released
     std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(d.write_pages(&[0, 1, 2, 3], 1).0.op, Op::WriteOk);
+    assert_eq!(d.write_fill(&[0, 1, 2, 3], 1).0.op, Op::WriteOk);
 }
 
 #[test]
 fn sessions_are_isolated() {
     let h = server(1000);
-    let mut a = Client::hello(&h, 0xA);
-    let mut b = Client::hello(&h, 0xB);
-    assert_eq!(a.write_pages(&[42], 0xAA).0.op, Op::WriteOk);
+    let mut a = Client::session(&h, 0xA, 1000);
+    let mut b = Client::session(&h, 0xB, 1000);
+    assert_eq!(a.write_fill(&[42], 0xAA).0.op, Op::WriteOk);
     // b cannot see a's page 42.
-    assert_eq!(error_code(&b.read_pages(&[42])), Some(ErrorCode::NotFound));
-    assert_eq!(b.write_pages(&[42], 0xBB).0.op, Op::WriteOk);
-    assert!(a.read_pages(&[42]).1.iter().all(|&x| x == 0xAA));
-    assert!(b.read_pages(&[42]).1.iter().all(|&x| x == 0xBB));
+    assert_eq!(error_code(&b.read(&[42])), Some(ErrorCode::NotFound));
+    assert_eq!(b.write_fill(&[42], 0xBB).0.op, Op::WriteOk);
+    assert!(a.read(&[42]).1.iter().all(|&x| x == 0xAA));
+    assert!(b.read(&[42]).1.iter().all(|&x| x == 0xBB));
     // A second connection with a's token shares a's pages.
-    let mut a2 = Client::hello(&h, 0xA);
-    assert!(a2.read_pages(&[42]).1.iter().all(|&x| x == 0xAA));
+    let mut a2 = Client::session(&h, 0xA, 1000);
+    assert!(a2.read(&[42]).1.iter().all(|&x| x == 0xAA));
 }
 
 #[test]
@@ -266,11 +184,11 @@ fn many_clients_at_once() {
         for t in 0..32u8 {
             let h = &h;
             s.spawn(move || {
-                let mut c = Client::hello(h, t);
+                let mut c = Client::session(h, t as u64, 1000);
                 for round in 0..20u64 {
                     let pages: Vec<u64> = (0..8).map(|i| round * 8 + i).collect();
-                    assert_eq!(c.write_pages(&pages, t).0.op, Op::WriteOk);
-                    let (rh, d) = c.read_pages(&pages);
+                    assert_eq!(c.write_fill(&pages, t).0.op, Op::WriteOk);
+                    let (rh, d) = c.read(&pages);
                     assert_eq!(rh.op, Op::ReadOk);
                     assert!(
                         d.iter().all(|&x| x == t),

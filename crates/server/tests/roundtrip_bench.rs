@@ -12,7 +12,7 @@
 
 use farmem_server::{ListenAddr, Server, ServerConfig};
 use farmem_sys::net::{recv_exact, send_vectored, set_nonblocking, Wait};
-use farmem_wire::{self as wire, Header, Op, HEADER_LEN, PAGE_SIZE};
+use farmem_wire::{self as wire, Frame, Header, Op, HEADER_LEN, PAGE_SIZE};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Instant;
 
@@ -50,18 +50,21 @@ impl Conn {
             hdr: [0; HEADER_LEN],
             data: vec![0xC3; BATCH * PAGE_SIZE],
         };
-        let mut p = vec![0x42u8; wire::TOKEN_LEN];
-        p.extend_from_slice(&(1u64 << 20).to_le_bytes());
-        assert_eq!(c.call(Op::Hello, 0, &[&p], 24), Op::HelloOk);
+        let hello = Frame::Hello {
+            token: &[0x42; wire::TOKEN_LEN],
+            max_pages: 1 << 20,
+        };
+        assert_eq!(c.call(hello, &[], 24), Op::HelloOk);
         c
     }
 
-    fn call(&mut self, op: Op, count: u32, payload: &[&[u8]], reply_len: usize) -> Op {
+    /// Send `frame` (its head from the codec, then `data`) and receive a
+    /// reply with a `reply_len`-byte payload; returns the reply's op.
+    fn call(&mut self, frame: Frame<'_>, data: &[&[u8]], reply_len: usize) -> Op {
         self.tag += 1;
-        let len: usize = payload.iter().map(|p| p.len()).sum();
-        let h = Header::new(op, self.tag, count, len as u32).encode();
-        let mut parts: Vec<&[u8]> = vec![&h];
-        parts.extend_from_slice(payload);
+        let head = frame.encode(self.tag);
+        let mut parts: Vec<&[u8]> = vec![&head];
+        parts.extend_from_slice(data);
         send_vectored(self.fd.as_raw_fd(), &parts, WAIT).unwrap();
         recv_exact(self.fd.as_raw_fd(), &mut self.hdr, WAIT).unwrap();
         let rh = Header::decode(&self.hdr).unwrap();
@@ -70,23 +73,21 @@ impl Conn {
         rh.op
     }
 
-    fn list(first: u64) -> Vec<u8> {
-        (first..first + BATCH as u64)
-            .flat_map(|p| p.to_le_bytes())
-            .collect()
+    fn list(first: u64) -> Vec<u64> {
+        (first..first + BATCH as u64).collect()
     }
 
     fn write(&mut self, first: u64) {
         let list = Conn::list(first);
         let data = std::mem::take(&mut self.data);
-        let op = self.call(Op::Write, BATCH as u32, &[&list, &data], 0);
+        let op = self.call(Frame::Write { pages: &list }, &[&data], 0);
         self.data = data;
         assert_eq!(op, Op::WriteOk);
     }
 
     fn read(&mut self, first: u64) {
         let list = Conn::list(first);
-        let op = self.call(Op::Read, BATCH as u32, &[&list], BATCH * PAGE_SIZE);
+        let op = self.call(Frame::Read { pages: &list }, &[], BATCH * PAGE_SIZE);
         assert_eq!(op, Op::ReadOk);
     }
 }

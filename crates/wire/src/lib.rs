@@ -25,6 +25,11 @@
 //! | Free    | start u64, pages u64 | FreeOk, count = pages released |
 //! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
 //!
+//! One codec for both sides: [`Frame`] encodes any frame's head (header
+//! and fixed payload; page data travels after it, gathered from where it
+//! lies), [`decode_request`] and [`decode_reply`] decode them. The client
+//! (`farmem-runtime`), the server and their tests all go through it.
+//!
 //! A session is named by the client's random 128-bit token: all connections
 //! presenting the same token share one page space, and no other token can
 //! reach it. Page numbers must be below the `max_pages` declared at Hello.
@@ -316,29 +321,218 @@ pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, 
     })
 }
 
-/// Encode an Error reply into `out` (header + message), returning its length.
-pub fn encode_error(tag: u32, code: ErrorCode, msg: &str, out: &mut Vec<u8>) {
-    let m = &msg.as_bytes()[..msg.len().min(MAX_ERROR_MSG)];
-    let mut h = Header::new(Op::Error, tag, 0, m.len() as u32);
-    h.status = code as u32;
-    out.extend_from_slice(&h.encode());
-    out.extend_from_slice(m);
+/// The server's figures in a StatsOk reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerStats {
+    pub capacity_pages: u64,
+    pub used_pages: u64,
+    pub sessions: u64,
+    pub connections: u64,
 }
 
-/// Parse the three u64 fields of a HelloOk payload.
-pub fn decode_hello_ok(p: &[u8]) -> Result<(u64, u64, u64), WireError> {
-    if p.len() != 24 {
-        return Err(WireError::Malformed("HelloOk payload must be 24 bytes"));
-    }
-    Ok((u64_at(p, 0), u64_at(p, 8), u64_at(p, 16)))
+/// Room for the head of any frame: the header and everything but bulk page
+/// data (a whole page list, or the longest error message).
+pub const MAX_HEAD: usize = HEADER_LEN + MAX_BATCH as usize * 8;
+
+/// A frame to send, request or reply, without its bulk page data: a Write's
+/// and a ReadOk's `count` pages follow the head on the wire and are sent from
+/// wherever they lie (gathered with the head in one `sendmsg`), never copied
+/// into the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    Hello {
+        token: &'a [u8; TOKEN_LEN],
+        max_pages: u64,
+    },
+    Read {
+        pages: &'a [u64],
+    },
+    /// Followed by `pages.len()` pages of data.
+    Write {
+        pages: &'a [u64],
+    },
+    Free {
+        start: u64,
+        pages: u64,
+    },
+    Stats,
+    HelloOk {
+        capacity_pages: u64,
+        used_pages: u64,
+    },
+    /// Followed by `count` pages of data.
+    ReadOk {
+        count: u32,
+    },
+    WriteOk {
+        count: u32,
+    },
+    FreeOk {
+        released: u32,
+    },
+    StatsOk(ServerStats),
+    /// The message is cut at [`MAX_ERROR_MSG`] bytes.
+    Error {
+        code: ErrorCode,
+        message: &'a str,
+    },
 }
 
-/// Parse a StatsOk payload: (capacity, used, sessions, connections) in pages/counts.
-pub fn decode_stats_ok(p: &[u8]) -> Result<[u64; 4], WireError> {
-    if p.len() != 32 {
-        return Err(WireError::Malformed("StatsOk payload must be 32 bytes"));
+/// An encoded frame head (on the stack: the fault path encodes in a signal
+/// handler, where nothing may allocate).
+pub struct Head {
+    buf: [u8; MAX_HEAD],
+    len: usize,
+}
+
+impl std::ops::Deref for Head {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
-    Ok([u64_at(p, 0), u64_at(p, 8), u64_at(p, 16), u64_at(p, 24)])
+}
+
+impl Head {
+    fn put(&mut self, b: &[u8]) {
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+}
+
+impl Frame<'_> {
+    /// The op, count and payload length (bulk data included) of this frame.
+    fn shape(&self) -> (Op, u32, usize) {
+        let n = |p: &[u64]| u32::try_from(p.len()).unwrap_or(u32::MAX);
+        match self {
+            Frame::Hello { .. } => (Op::Hello, 0, TOKEN_LEN + 8),
+            Frame::Read { pages } => (Op::Read, n(pages), pages.len() * 8),
+            Frame::Write { pages } => (Op::Write, n(pages), pages.len() * (8 + PAGE_SIZE)),
+            Frame::Free { .. } => (Op::Free, 0, 16),
+            Frame::Stats => (Op::Stats, 0, 0),
+            Frame::HelloOk { .. } => (Op::HelloOk, 0, 24),
+            Frame::ReadOk { count } => (Op::ReadOk, *count, *count as usize * PAGE_SIZE),
+            Frame::WriteOk { count } => (Op::WriteOk, *count, 0),
+            Frame::FreeOk { released } => (Op::FreeOk, *released, 0),
+            Frame::StatsOk(_) => (Op::StatsOk, 0, 32),
+            Frame::Error { message, .. } => (Op::Error, 0, message.len().min(MAX_ERROR_MSG)),
+        }
+    }
+
+    /// Encode the header and the fixed part of the payload with `tag`.
+    ///
+    /// # Panics
+    /// If a Read or Write carries more than [`MAX_BATCH`] pages (a caller's
+    /// bug: batches are cut before they reach the codec).
+    pub fn encode(&self, tag: u32) -> Head {
+        let (op, count, len) = self.shape();
+        assert!(
+            count <= MAX_BATCH || !matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk),
+            "a frame of {count} pages exceeds MAX_BATCH"
+        );
+        let mut h = Header::new(op, tag, count, len as u32);
+        if let Frame::Error { code, .. } = self {
+            h.status = *code as u32;
+        }
+        let mut out = Head {
+            buf: [0; MAX_HEAD],
+            len: 0,
+        };
+        out.put(&h.encode());
+        match self {
+            Frame::Hello { token, max_pages } => {
+                out.put(&token[..]);
+                out.put(&max_pages.to_le_bytes());
+            }
+            Frame::Read { pages } | Frame::Write { pages } => {
+                for p in *pages {
+                    out.put(&p.to_le_bytes());
+                }
+            }
+            Frame::Free { start, pages } => {
+                out.put(&start.to_le_bytes());
+                out.put(&pages.to_le_bytes());
+            }
+            Frame::HelloOk {
+                capacity_pages,
+                used_pages,
+            } => {
+                out.put(&capacity_pages.to_le_bytes());
+                out.put(&used_pages.to_le_bytes());
+                out.put(&(PAGE_SIZE as u64).to_le_bytes());
+            }
+            Frame::StatsOk(s) => {
+                for v in [s.capacity_pages, s.used_pages, s.sessions, s.connections] {
+                    out.put(&v.to_le_bytes());
+                }
+            }
+            Frame::Error { message, .. } => out.put(&message.as_bytes()[..len]),
+            Frame::Stats | Frame::ReadOk { .. } | Frame::WriteOk { .. } | Frame::FreeOk { .. } => {}
+        }
+        out
+    }
+}
+
+/// A decoded reply with a small payload (a ReadOk's pages are received
+/// straight into place by the caller, so only its header is decoded here).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply<'a> {
+    HelloOk {
+        capacity_pages: u64,
+        used_pages: u64,
+        page_size: u64,
+    },
+    ReadOk {
+        count: u32,
+    },
+    WriteOk {
+        count: u32,
+    },
+    FreeOk {
+        released: u32,
+    },
+    StatsOk(ServerStats),
+    Error {
+        /// None for a code this version does not know.
+        code: Option<ErrorCode>,
+        message: &'a [u8],
+    },
+}
+
+/// Decode a reply for a header already validated by [`Header::decode`].
+/// `payload` is the whole payload, except for ReadOk, whose page data is
+/// never passed (give an empty slice).
+pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, WireError> {
+    let want = if h.op == Op::ReadOk {
+        0
+    } else {
+        h.len as usize
+    };
+    if payload.len() != want {
+        return Err(WireError::Malformed(
+            "payload length differs from the header's",
+        ));
+    }
+    Ok(match h.op {
+        Op::HelloOk => Reply::HelloOk {
+            capacity_pages: u64_at(payload, 0),
+            used_pages: u64_at(payload, 8),
+            page_size: u64_at(payload, 16),
+        },
+        Op::ReadOk => Reply::ReadOk { count: h.count },
+        Op::WriteOk => Reply::WriteOk { count: h.count },
+        Op::FreeOk => Reply::FreeOk { released: h.count },
+        Op::StatsOk => Reply::StatsOk(ServerStats {
+            capacity_pages: u64_at(payload, 0),
+            used_pages: u64_at(payload, 8),
+            sessions: u64_at(payload, 16),
+            connections: u64_at(payload, 24),
+        }),
+        Op::Error => Reply::Error {
+            code: ErrorCode::from_u32(h.status),
+            message: payload,
+        },
+        other => return Err(WireError::UnknownOp(other as u16)),
+    })
 }
 
 #[cfg(test)]
@@ -397,7 +591,119 @@ mod tests {
         assert!(decode_request(&h, &p).is_err());
     }
 
+    /// Decode an encoded head: (header, fixed payload).
+    fn split(head: &[u8]) -> (Header, &[u8]) {
+        let h = Header::decode(head[..HEADER_LEN].try_into().unwrap()).unwrap();
+        (h, &head[HEADER_LEN..])
+    }
+
+    #[test]
+    fn requests_roundtrip_through_the_codec() {
+        let token = [7u8; TOKEN_LEN];
+        let head = Frame::Hello {
+            token: &token,
+            max_pages: 99,
+        }
+        .encode(3);
+        let (h, p) = split(&head);
+        assert_eq!((h.op, h.tag), (Op::Hello, 3));
+        assert_eq!(
+            decode_request(&h, p).unwrap(),
+            Request::Hello {
+                token,
+                max_pages: 99
+            }
+        );
+        let head = Frame::Free { start: 5, pages: 6 }.encode(4);
+        let (h, p) = split(&head);
+        assert_eq!(
+            decode_request(&h, p).unwrap(),
+            Request::Free { start: 5, pages: 6 }
+        );
+        let head = Frame::Stats.encode(5);
+        let (h, p) = split(&head);
+        assert_eq!(decode_request(&h, p).unwrap(), Request::Stats);
+        // A Write's head ends with its page list; the data follows it.
+        let head = Frame::Write { pages: &[9, 2] }.encode(6);
+        let (h, list) = split(&head);
+        assert_eq!((h.count, h.len as usize), (2, 2 * (8 + PAGE_SIZE)));
+        let mut full = list.to_vec();
+        full.extend(std::iter::repeat_n(1u8, 2 * PAGE_SIZE));
+        match decode_request(&h, &full).unwrap() {
+            Request::Write { pages: pg, data } => {
+                assert_eq!(pages(pg).collect::<Vec<_>>(), vec![9, 2]);
+                assert_eq!(data.len(), 2 * PAGE_SIZE);
+            }
+            other => panic!("decoded {other:?}"),
+        }
+    }
+
+    #[test]
+    fn replies_roundtrip_through_the_codec() {
+        let head = Frame::HelloOk {
+            capacity_pages: 10,
+            used_pages: 4,
+        }
+        .encode(1);
+        let (h, p) = split(&head);
+        assert_eq!(
+            decode_reply(&h, p).unwrap(),
+            Reply::HelloOk {
+                capacity_pages: 10,
+                used_pages: 4,
+                page_size: PAGE_SIZE as u64
+            }
+        );
+        let st = ServerStats {
+            capacity_pages: 1,
+            used_pages: 2,
+            sessions: 3,
+            connections: 4,
+        };
+        let head = Frame::StatsOk(st).encode(2);
+        let (h, p) = split(&head);
+        assert_eq!(decode_reply(&h, p).unwrap(), Reply::StatsOk(st));
+        let head = Frame::ReadOk { count: 3 }.encode(3);
+        let (h, p) = split(&head);
+        assert_eq!((h.len as usize, p.len()), (3 * PAGE_SIZE, 0));
+        assert_eq!(decode_reply(&h, p).unwrap(), Reply::ReadOk { count: 3 });
+        let head = Frame::FreeOk { released: 8 }.encode(4);
+        let (h, p) = split(&head);
+        assert_eq!(decode_reply(&h, p).unwrap(), Reply::FreeOk { released: 8 });
+        let long = "x".repeat(MAX_ERROR_MSG + 10);
+        let head = Frame::Error {
+            code: ErrorCode::Capacity,
+            message: &long,
+        }
+        .encode(5);
+        let (h, p) = split(&head);
+        assert_eq!(h.len as usize, MAX_ERROR_MSG, "cut to the limit");
+        match decode_reply(&h, p).unwrap() {
+            Reply::Error { code, message } => {
+                assert_eq!(code, Some(ErrorCode::Capacity));
+                assert_eq!(message.len(), MAX_ERROR_MSG);
+            }
+            other => panic!("decoded {other:?}"),
+        }
+        // A request is not a reply.
+        let head = Frame::Stats.encode(6);
+        let (h, p) = split(&head);
+        assert!(decode_reply(&h, p).is_err());
+    }
+
     proptest! {
+        /// Any Read or Write the codec encodes decodes to the same pages, and
+        /// its header passes the receiver's checks.
+        #[test]
+        fn page_lists_roundtrip(list in proptest::collection::vec(any::<u64>(), 1..=MAX_BATCH as usize), write in any::<bool>(), tag in any::<u32>()) {
+            let f = if write { Frame::Write { pages: &list } } else { Frame::Read { pages: &list } };
+            let head = f.encode(tag);
+            let (h, raw) = split(&head);
+            prop_assert_eq!(h.tag, tag);
+            prop_assert!(payload_len_ok(h.op, h.count, h.len));
+            prop_assert_eq!(pages(raw).collect::<Vec<_>>(), list);
+        }
+
         /// Arbitrary bytes never panic the decoder, and whatever it accepts
         /// re-encodes to the same bytes and has a payload length that fits
         /// the op and the limits.

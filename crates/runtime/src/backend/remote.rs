@@ -21,7 +21,7 @@ use farmem_sys::net::{
     recv_exact, send_vectored, set_nonblocking, set_socket_buffers, Wait, MAX_IOV,
 };
 use farmem_sys::PAGE_SIZE;
-use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN};
+use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
 use std::cell::UnsafeCell;
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -119,11 +119,11 @@ impl Drop for RemoteBackend {
     }
 }
 
-/// The wire form of the page numbers `pages[i]` for `i` in `idx`.
-fn page_list(pages: &[u64], idx: &[usize]) -> [u8; MAX_PAGES_PER_CALL * 8] {
-    let mut list = [0u8; MAX_PAGES_PER_CALL * 8];
+/// The page numbers `pages[i]` for `i` in `idx`, in that order.
+fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
+    let mut list = [0u64; MAX_PAGES_PER_CALL];
     for (k, &i) in idx.iter().enumerate() {
-        list[k * 8..k * 8 + 8].copy_from_slice(&pages[i].to_le_bytes());
+        list[k] = pages[i];
     }
     list
 }
@@ -215,15 +215,24 @@ impl RemoteBackend {
                 // so neither side waits for the other to drain (best effort:
                 // the kernel caps it at net.core.wmem_max).
                 let _ = set_socket_buffers(fd, 1 << 20);
-                let mut hello = Vec::with_capacity(HEADER_LEN + 24);
-                hello.extend_from_slice(
-                    &Header::new(Op::Hello, 0, 0, (wire::TOKEN_LEN + 8) as u32).encode(),
-                );
-                hello.extend_from_slice(&token);
-                hello.extend_from_slice(&max_pages.to_le_bytes());
+                let hello = Frame::Hello {
+                    token: &token,
+                    max_pages,
+                }
+                .encode(0);
                 send_vectored(fd, &[&hello], wait).map_err(io_err)?;
                 let mut payload = [0u8; 24];
-                expect_reply(&server, fd, Op::HelloOk, 0, &mut payload, wait)?;
+                let h = expect_reply(&server, fd, Op::HelloOk, 0, &mut payload, wait)?;
+                if let Ok(Reply::HelloOk { page_size, .. }) = wire::decode_reply(&h, &payload) {
+                    if page_size != PAGE_SIZE as u64 {
+                        return Err(BackendError::Protocol {
+                            server: name.clone(),
+                            why: format!(
+                                "the server keeps {page_size}-byte pages; this client needs {PAGE_SIZE}"
+                            ),
+                        });
+                    }
+                }
                 let Server { conns: mut c, .. } = server;
                 conns.push(c.remove(0));
             }
@@ -330,14 +339,14 @@ impl RemoteBackend {
         idx: &[usize],
     ) -> Result<u32, BackendError> {
         let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-        let n = idx.len();
-        let list = page_list(pages, idx);
-        let hdr = Header::new(Op::Read, tag, n as u32, (n * 8) as u32).encode();
-        send_vectored(conn.fd, &[&hdr, &list[..n * 8]], self.wait).map_err(|source| {
-            BackendError::Io {
-                server: server.name.clone(),
-                source,
-            }
+        let list = select(pages, idx);
+        let head = Frame::Read {
+            pages: &list[..idx.len()],
+        }
+        .encode(tag);
+        send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
         })?;
         Ok(tag)
     }
@@ -405,15 +414,14 @@ impl RemoteBackend {
             self.room(server, conn)?;
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let n = idx.len();
-            let list = page_list(pages, idx);
-            let hdr = Header::new(Op::Write, tag, n as u32, (n * (8 + PAGE_SIZE)) as u32).encode();
+            let list = select(pages, idx);
+            let head = Frame::Write { pages: &list[..n] }.encode(tag);
             let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
-            parts[0] = &hdr;
-            parts[1] = &list[..n * 8];
+            parts[0] = &head;
             for (k, &i) in idx.iter().enumerate() {
-                parts[2 + k] = data[i];
+                parts[1 + k] = data[i];
             }
-            send_vectored(conn.fd, &parts[..2 + n], self.wait).map_err(|source| {
+            send_vectored(conn.fd, &parts[..1 + n], self.wait).map_err(|source| {
                 BackendError::Io {
                     server: server.name.clone(),
                     source,
@@ -486,11 +494,7 @@ fn check_reply(
             server: server.name.clone(),
             source,
         })?;
-        return Err(BackendError::Refused {
-            server: server.name.clone(),
-            code: ErrorCode::from_u32(h.status),
-            message: String::from_utf8_lossy(&msg[..n]).into_owned(),
-        });
+        return Err(refused(server, h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len != len {
         return Err(BackendError::Protocol {
@@ -544,11 +548,7 @@ fn recv_reply(
         let have = in_data.min(n);
         msg[..have].copy_from_slice(&data[..have]);
         recv_exact(fd, &mut msg[have..n], wait).map_err(io_err)?;
-        return Err(BackendError::Refused {
-            server: server.name.clone(),
-            code: ErrorCode::from_u32(h.status),
-            message: String::from_utf8_lossy(&msg[..n]).into_owned(),
-        });
+        return Err(refused(server, &h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len as usize != data.len() {
         return Err(BackendError::Protocol {
@@ -565,6 +565,21 @@ fn recv_reply(
     recv_exact(fd, &mut data[in_data..], wait).map_err(io_err)
 }
 
+/// An Error reply (header `h`, message `msg`) as the backend's error.
+fn refused(server: &Server, h: &Header, msg: &[u8]) -> BackendError {
+    match wire::decode_reply(h, msg) {
+        Ok(Reply::Error { code, message }) => BackendError::Refused {
+            server: server.name.clone(),
+            code,
+            message: String::from_utf8_lossy(message).into_owned(),
+        },
+        other => BackendError::Protocol {
+            server: server.name.clone(),
+            why: format!("an Error reply that does not decode: {other:?}"),
+        },
+    }
+}
+
 fn expect_reply(
     server: &Server,
     fd: RawFd,
@@ -572,13 +587,14 @@ fn expect_reply(
     tag: u32,
     payload: &mut [u8],
     wait: Wait,
-) -> Result<(), BackendError> {
+) -> Result<Header, BackendError> {
     let h = read_header(server, fd, wait)?;
     check_reply(server, fd, &h, op, tag, payload.len() as u32, wait)?;
     recv_exact(fd, payload, wait).map_err(|source| BackendError::Io {
         server: server.name.clone(),
         source,
-    })
+    })?;
+    Ok(h)
 }
 
 impl Backend for RemoteBackend {
@@ -602,15 +618,10 @@ impl Backend for RemoteBackend {
             let r = (|| {
                 self.drain(server, conn)?;
                 let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-                let mut p = [0u8; 16];
-                p[..8].copy_from_slice(&start.to_le_bytes());
-                p[8..].copy_from_slice(&n.to_le_bytes());
-                let hdr = Header::new(Op::Free, tag, 0, 16).encode();
-                send_vectored(conn.fd, &[&hdr, &p], self.wait).map_err(|source| {
-                    BackendError::Io {
-                        server: server.name.clone(),
-                        source,
-                    }
+                let head = Frame::Free { start, pages: n }.encode(tag);
+                send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
                 })?;
                 let h = read_header(server, conn.fd, self.wait)?;
                 check_reply(server, conn.fd, &h, Op::FreeOk, tag, 0, self.wait)

@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use farmem_server::{Server, ServerConfig, ServerHandle};
-use farmem_wire::{self as wire, ErrorCode, Header, Op, HEADER_LEN, PAGE_SIZE};
+use farmem_wire::{self as wire, ErrorCode, Frame, Header, Op, HEADER_LEN, PAGE_SIZE};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -52,9 +52,16 @@ impl Client {
     }
 
     pub fn hello(&mut self, token: u64, max_pages: u64) -> Reply {
-        let mut p = [token.to_le_bytes(), (!token).to_le_bytes()].concat();
-        p.extend_from_slice(&max_pages.to_le_bytes());
-        self.call(Op::Hello, 0, &p)
+        let mut t = [0u8; wire::TOKEN_LEN];
+        t[..8].copy_from_slice(&token.to_le_bytes());
+        t[8..].copy_from_slice(&(!token).to_le_bytes());
+        self.send(
+            Frame::Hello {
+                token: &t,
+                max_pages,
+            },
+            &[],
+        )
     }
 
     pub fn send_raw(&mut self, b: &[u8]) {
@@ -71,6 +78,8 @@ impl Client {
         Some((h, p))
     }
 
+    /// A hand-built frame: `op`'s header over `payload` as given (for the
+    /// tests that send what the codec would never encode).
     pub fn call(&mut self, op: Op, count: u32, payload: &[u8]) -> Reply {
         self.tag += 1;
         let mut b = Header::new(op, self.tag, count, payload.len() as u32)
@@ -78,18 +87,38 @@ impl Client {
             .to_vec();
         b.extend_from_slice(payload);
         self.send_raw(&b);
+        self.expect_reply()
+    }
+
+    /// `frame`, encoded by the protocol's codec, then `data` (a Write's pages).
+    pub fn send(&mut self, frame: Frame<'_>, data: &[Vec<u8>]) -> Reply {
+        self.tag += 1;
+        let mut b = frame.encode(self.tag).to_vec();
+        for d in data {
+            b.extend_from_slice(d);
+        }
+        self.send_raw(&b);
+        self.expect_reply()
+    }
+
+    /// The reply to the last request: its tag, or tag 0 for an Error the
+    /// server sent about a header it could not decode.
+    fn expect_reply(&mut self) -> Reply {
         let r = self.reply().expect("connection closed");
-        assert_eq!(r.0.tag, self.tag);
+        let tag_0_error = r.0.op == Op::Error && r.0.tag == 0;
+        assert!(r.0.tag == self.tag || tag_0_error, "{:?}", r.0);
         r
+    }
+
+    /// Whether the server has closed this connection.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.s.read(&mut b), Ok(0) | Err(_))
     }
 
     /// Write `pages`, page i holding `data[i]`.
     pub fn write(&mut self, pages: &[u64], data: &[Vec<u8>]) -> Reply {
-        let mut p: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
-        for d in data {
-            p.extend_from_slice(d);
-        }
-        self.call(Op::Write, pages.len() as u32, &p)
+        self.send(Frame::Write { pages }, data)
     }
 
     /// Write `pages`, each filled with `fill`.
@@ -99,22 +128,26 @@ impl Client {
     }
 
     pub fn read(&mut self, pages: &[u64]) -> Reply {
-        let p: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
-        self.call(Op::Read, pages.len() as u32, &p)
+        self.send(Frame::Read { pages }, &[])
     }
 
     /// Free `[start, start+n)`; returns the pages released.
     pub fn free(&mut self, start: u64, n: u64) -> u32 {
-        let p = [start.to_le_bytes(), n.to_le_bytes()].concat();
-        let (h, _) = self.call(Op::Free, 0, &p);
-        assert_eq!(h.op, Op::FreeOk);
-        h.count
+        let (h, p) = self.send(Frame::Free { start, pages: n }, &[]);
+        match wire::decode_reply(&h, &p) {
+            Ok(wire::Reply::FreeOk { released }) => released,
+            other => panic!("Free answered {other:?}"),
+        }
     }
 
     /// (capacity, used, sessions, connections)
     pub fn stats(&mut self) -> [u64; 4] {
-        let (h, p) = self.call(Op::Stats, 0, &[]);
-        assert_eq!(h.op, Op::StatsOk);
-        wire::decode_stats_ok(&p).unwrap()
+        let (h, p) = self.send(Frame::Stats, &[]);
+        match wire::decode_reply(&h, &p) {
+            Ok(wire::Reply::StatsOk(s)) => {
+                [s.capacity_pages, s.used_pages, s.sessions, s.connections]
+            }
+            other => panic!("Stats answered {other:?}"),
+        }
     }
 }
