@@ -78,7 +78,7 @@ pub fn run(a: Args) -> Result<()> {
             // own, started the way the runtime starts it for C API programs
             // (it exits when this process does).
             let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
-            set_var(&mut vars, "FARMEM_SERVERS", server.addr.clone());
+            set_var(&mut vars, "FARMEM_SERVERS", server.addr.to_string());
             _server = Some(server);
         } else {
             farmem_runtime::backend::RemoteBackend::connect(

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use farmem_runtime::config::format_size;
-use farmem_server::{ListenAddr, Server, ServerConfig};
+use farmem_server::{Server, ServerAddr, ServerConfig};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -11,7 +11,7 @@ pub struct Args {
     /// Address to listen on: IP:PORT (0.0.0.0:PORT serves other machines),
     /// or unix:/PATH or unix:@NAME for clients on this machine (faster).
     #[arg(long, default_value = "127.0.0.1:7070")]
-    listen: ListenAddr,
+    listen: ServerAddr,
     /// Most memory all clients together may store here, e.g. 16G.
     #[arg(long, value_parser = crate::size_arg)]
     capacity: u64,

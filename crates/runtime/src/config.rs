@@ -3,6 +3,7 @@
 //! variable, the bad value and what is expected. docs/configuration.md is the
 //! reference for each variable.
 
+use farmem_wire::ServerAddr;
 use std::path::PathBuf;
 use thiserror::Error;
 
@@ -59,8 +60,8 @@ pub enum FileDirect {
 pub struct Config {
     /// Local-memory budget for resident far pages, bytes.
     pub local_bytes: u64,
-    /// Memory servers, `host:port`; pages are striped across them.
-    pub servers: Vec<String>,
+    /// Memory servers; pages are striped across them.
+    pub servers: Vec<ServerAddr>,
     /// A file (SSD) backend instead of servers.
     pub file: Option<PathBuf>,
     pub file_direct: FileDirect,
@@ -203,32 +204,16 @@ fn parse_int(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, ConfigError> 
     Ok(n)
 }
 
-fn parse_servers(v: &str) -> Result<Vec<String>, ConfigError> {
-    let mut out = Vec::new();
-    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let ok = part
-            .strip_prefix("unix:")
-            .is_some_and(|p| !p.is_empty() && p != "@")
-            || part
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
-        if !ok {
-            return Err(invalid(
-                "SERVERS",
-                v,
-                format!("{part:?} is not host:port (e.g. 10.0.0.2:7070) or unix:/path"),
-            ));
-        }
-        out.push(part.to_string());
-    }
-    if out.is_empty() {
+fn parse_servers(v: &str) -> Result<Vec<ServerAddr>, ConfigError> {
+    let list = ServerAddr::parse_list(v).map_err(|e| invalid("SERVERS", v, e.to_string()))?;
+    if let Some(a) = list.iter().find(|a| !a.is_connectable()) {
         return Err(invalid(
             "SERVERS",
             v,
-            "no server given; write host:port[,host:port...]",
+            format!("{a} has port 0, which a client cannot connect to; give the port the server printed"),
         ));
     }
-    Ok(out)
+    Ok(list)
 }
 
 impl Config {

@@ -20,7 +20,7 @@ const EMBEDDED_SERVER_SPIN_US: u64 = 2000;
 #[derive(Debug)]
 pub struct EmbeddedServer {
     /// Where clients connect: `unix:@NAME`.
-    pub addr: String,
+    pub addr: farmem_wire::ServerAddr,
     pub pid: libc::pid_t,
 }
 
@@ -92,7 +92,7 @@ pub fn spawn_embedded_server(capacity: u64) -> Result<EmbeddedServer, RuntimeErr
     // that if the child dies, clients are refused instead of waiting.
     drop(listener);
     Ok(EmbeddedServer {
-        addr: format!("unix:@{name}"),
+        addr: farmem_wire::ServerAddr::UnixAbstract(name),
         pid,
     })
 }

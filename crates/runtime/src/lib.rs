@@ -148,7 +148,7 @@ pub struct Runtime {
     pub(crate) zero: Mapping,
     pub(crate) stats: Stats,
     /// Address of the embedded server process, when farmem started one.
-    pub(crate) server: Option<String>,
+    pub(crate) server: Option<farmem_wire::ServerAddr>,
 }
 
 /// Page-sized fetch buffers, one per thread fetching at a time.

@@ -23,7 +23,7 @@ use farmem_wire::{
 };
 use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixListener;
@@ -44,9 +44,7 @@ const SOCKET_BUFFER: usize = HEADER_LEN + wire::MAX_PAYLOAD;
 #[derive(Debug, Error)]
 pub enum ServerError {
     #[error("cannot listen on {addr}: {source} (is the port in use? pick another with --listen)")]
-    Bind { addr: ListenAddr, source: io::Error },
-    #[error("{0:?} is not an address to listen on; use IP:PORT (e.g. 0.0.0.0:7070), unix:/PATH or unix:@NAME")]
-    BadAddr(String),
+    Bind { addr: ServerAddr, source: io::Error },
     #[error("descriptor {fd} is not a listening socket to serve on: {source}")]
     ListenFd {
         fd: std::os::fd::RawFd,
@@ -58,44 +56,7 @@ pub enum ServerError {
     Spawn(io::Error),
 }
 
-/// Where a server listens: TCP, or a Unix-domain socket for clients on the
-/// same machine (`unix:/path`, or `unix:@name` in the abstract namespace).
-/// A Unix socket skips the TCP stack: about half the round-trip time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListenAddr {
-    Tcp(SocketAddr),
-    Unix(String),
-}
-
-impl std::fmt::Display for ListenAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ListenAddr::Tcp(a) => write!(f, "{a}"),
-            ListenAddr::Unix(p) => write!(f, "unix:{p}"),
-        }
-    }
-}
-
-impl std::str::FromStr for ListenAddr {
-    type Err = ServerError;
-    fn from_str(s: &str) -> Result<ListenAddr, ServerError> {
-        if let Some(p) = s.strip_prefix("unix:") {
-            if p.is_empty() || p == "@" || p.len() > 100 {
-                return Err(ServerError::BadAddr(s.into()));
-            }
-            return Ok(ListenAddr::Unix(p.into()));
-        }
-        s.parse()
-            .map(ListenAddr::Tcp)
-            .map_err(|_| ServerError::BadAddr(s.into()))
-    }
-}
-
-impl From<SocketAddr> for ListenAddr {
-    fn from(a: SocketAddr) -> ListenAddr {
-        ListenAddr::Tcp(a)
-    }
-}
+pub use farmem_wire::ServerAddr;
 
 enum Listener {
     Tcp(TcpListener),
@@ -103,19 +64,16 @@ enum Listener {
 }
 
 impl Listener {
-    fn bind(addr: &ListenAddr) -> io::Result<Listener> {
+    fn bind(addr: &ServerAddr) -> io::Result<Listener> {
         match addr {
-            ListenAddr::Tcp(a) => TcpListener::bind(a).map(Listener::Tcp),
-            ListenAddr::Unix(p) => {
-                let l = match p.strip_prefix('@') {
-                    Some(name) => {
-                        use std::os::linux::net::SocketAddrExt;
-                        let sa = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-                        UnixListener::bind_addr(&sa)?
-                    }
-                    None => UnixListener::bind(p)?,
-                };
-                Ok(Listener::Unix(l))
+            ServerAddr::Tcp { host, port } => {
+                TcpListener::bind((host.as_str(), *port)).map(Listener::Tcp)
+            }
+            ServerAddr::Unix(path) => UnixListener::bind(path).map(Listener::Unix),
+            ServerAddr::UnixAbstract(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let sa = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                UnixListener::bind_addr(&sa).map(Listener::Unix)
             }
         }
     }
@@ -156,7 +114,7 @@ impl Listener {
 /// How a server is set up.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    pub listen: ListenAddr,
+    pub listen: ServerAddr,
     /// Total pages all sessions together may store.
     pub capacity_pages: u64,
     /// How long a connection thread spins for the next request before blocking.
@@ -168,7 +126,7 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    pub fn new(listen: impl Into<ListenAddr>, capacity_bytes: u64) -> ServerConfig {
+    pub fn new(listen: impl Into<ServerAddr>, capacity_bytes: u64) -> ServerConfig {
         ServerConfig {
             listen: listen.into(),
             capacity_pages: capacity_bytes / PAGE_SIZE as u64,
@@ -204,7 +162,7 @@ pub struct Server {
 
 /// A server running on its own thread; dropping it shuts it down.
 pub struct ServerHandle {
-    addr: ListenAddr,
+    addr: ServerAddr,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<Result<(), ServerError>>>,
 }
@@ -247,9 +205,9 @@ impl Server {
                 use std::os::linux::net::SocketAddrExt;
                 cfg.listen = match (a.as_abstract_name(), a.as_pathname()) {
                     (Some(name), _) => {
-                        ListenAddr::Unix(format!("@{}", String::from_utf8_lossy(name)))
+                        ServerAddr::UnixAbstract(String::from_utf8_lossy(name).into_owned())
                     }
-                    (None, Some(path)) => ListenAddr::Unix(path.display().to_string()),
+                    (None, Some(path)) => ServerAddr::Unix(path.display().to_string()),
                     (None, None) => {
                         return Err(err(io::Error::new(
                             io::ErrorKind::InvalidInput,
@@ -261,7 +219,7 @@ impl Server {
             }
             libc::AF_INET | libc::AF_INET6 => {
                 let l = TcpListener::from(fd);
-                cfg.listen = ListenAddr::Tcp(l.local_addr().map_err(err)?);
+                cfg.listen = ServerAddr::from(l.local_addr().map_err(err)?);
                 Listener::Tcp(l)
             }
             other => {
@@ -276,11 +234,11 @@ impl Server {
     }
 
     /// The address clients connect to (with the real port when bound to port 0).
-    pub fn local_addr(&self) -> ListenAddr {
+    pub fn local_addr(&self) -> ServerAddr {
         match &self.listener {
             Listener::Tcp(l) => l
                 .local_addr()
-                .map(ListenAddr::Tcp)
+                .map(ServerAddr::from)
                 .unwrap_or_else(|_| self.shared.cfg.listen.clone()),
             Listener::Unix(_) => self.shared.cfg.listen.clone(),
         }
@@ -379,7 +337,7 @@ impl ServerStop {
 }
 
 impl ServerHandle {
-    pub fn addr(&self) -> ListenAddr {
+    pub fn addr(&self) -> ServerAddr {
         self.addr.clone()
     }
 

@@ -160,7 +160,7 @@ fn sessions_are_isolated() {
 fn unix_socket_listener() {
     let name = format!("@farmem-test-{}", std::process::id());
     let h = Server::bind(ServerConfig::new(
-        farmem_server::ListenAddr::Unix(name.clone()),
+        farmem_server::ServerAddr::Unix(name.clone()),
         1 << 20,
     ))
     .unwrap()

@@ -10,7 +10,7 @@
 //! and long-standing `farmem_sys::net` calls, so the same file measures an
 //! older server too.
 
-use farmem_server::{ListenAddr, Server, ServerConfig};
+use farmem_server::{Server, ServerAddr, ServerConfig};
 use farmem_sys::net::{recv_exact, send_vectored, set_nonblocking, Wait};
 use farmem_wire::{self as wire, Frame, Header, Op, HEADER_LEN, PAGE_SIZE};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -125,7 +125,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[ignore = "a benchmark: run on a quiet machine with --ignored --nocapture"]
 fn read_and_write_round_trips() {
     let name = format!("farmem-bench-{}", std::process::id());
-    let cfg = ServerConfig::new(ListenAddr::Unix(format!("@{name}")), 1 << 30);
+    let cfg = ServerConfig::new(ServerAddr::UnixAbstract(name.clone()), 1 << 30);
     let spin_ns = cfg.spin_ns;
     let server = Server::bind(cfg).unwrap().spawn().unwrap();
     let mut c = Conn::new(&name);

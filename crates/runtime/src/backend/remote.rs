@@ -21,7 +21,7 @@ use farmem_sys::net::{
     recv_exact, send_vectored, set_nonblocking, set_socket_buffers, Wait, MAX_IOV,
 };
 use farmem_sys::PAGE_SIZE;
-use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
+use farmem_wire::{self as wire, Frame, Header, Op, Reply, ServerAddr, HEADER_LEN};
 use std::cell::UnsafeCell;
 use std::io;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -128,26 +128,26 @@ fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
     list
 }
 
-/// Open one connection to `name`: `host:port` over TCP, or `unix:/path` /
-/// `unix:@name` for a server on this machine.
-fn connect_one(name: &str, timeout_ms: u64) -> Result<RawFd, BackendError> {
+/// Open one connection to server `addr`.
+fn connect_one(addr: &ServerAddr, timeout_ms: u64) -> Result<RawFd, BackendError> {
     let err = |source| BackendError::Connect {
-        server: name.to_string(),
+        server: addr.to_string(),
         source,
     };
-    if let Some(path) = name.strip_prefix("unix:") {
-        let s = match path.strip_prefix('@') {
-            Some(abs) => {
-                use std::os::linux::net::SocketAddrExt;
-                let sa = std::os::unix::net::SocketAddr::from_abstract_name(abs).map_err(err)?;
-                std::os::unix::net::UnixStream::connect_addr(&sa)
-            }
-            None => std::os::unix::net::UnixStream::connect(path),
+    let (host, port) = match addr {
+        ServerAddr::Unix(path) => {
+            let s = std::os::unix::net::UnixStream::connect(path).map_err(err)?;
+            return Ok(s.into_raw_fd());
         }
-        .map_err(err)?;
-        return Ok(s.into_raw_fd());
-    }
-    let addrs: Vec<_> = name.to_socket_addrs().map_err(err)?.collect();
+        ServerAddr::UnixAbstract(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let sa = std::os::unix::net::SocketAddr::from_abstract_name(name).map_err(err)?;
+            let s = std::os::unix::net::UnixStream::connect_addr(&sa).map_err(err)?;
+            return Ok(s.into_raw_fd());
+        }
+        ServerAddr::Tcp { host, port } => (host.as_str(), *port),
+    };
+    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(err)?.collect();
     let timeout = std::time::Duration::from_millis(timeout_ms.min(5000));
     let mut last = None;
     for a in &addrs {
@@ -181,7 +181,7 @@ impl RemoteBackend {
     /// (a fresh random token) spanning `max_pages` pages.
     pub fn connect(
         cfg: &Config,
-        servers: &[String],
+        servers: &[ServerAddr],
         max_pages: u64,
     ) -> Result<RemoteBackend, BackendError> {
         let token = random_token();
@@ -190,10 +190,11 @@ impl RemoteBackend {
             timeout_ns: cfg.timeout_ms * 1_000_000,
         };
         let mut out = Vec::new();
-        for name in servers {
+        for addr in servers {
+            let name = &addr.to_string();
             let mut conns = Vec::new();
             for _ in 0..cfg.conns {
-                let fd = connect_one(name, cfg.timeout_ms)?;
+                let fd = connect_one(addr, cfg.timeout_ms)?;
                 let conn = Conn {
                     busy: AtomicBool::new(false),
                     fd,
