@@ -1,0 +1,450 @@
+//! One connection: read requests, serve them, reply. Hello, Read, Free and
+//! Stats are small and go through a buffer; a Write's page data goes from
+//! the socket straight into the session's store, and a Read's pages from the
+//! store straight into the socket.
+
+use crate::session::{self, Token};
+use crate::store::{Access, Store};
+use crate::{lock, Shared};
+use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
+use farmem_wire::{
+    self as wire, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
+    MAX_BATCH, PAGE_SIZE,
+};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a connection ended early.
+#[derive(Debug, Error)]
+pub(crate) enum ConnError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("protocol error, connection closed: {0}")]
+    Protocol(#[from] wire::WireError),
+}
+
+pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
+    let fd = stream.as_raw_fd();
+    set_nonblocking(fd)?;
+    // Wait for requests forever (EOF or shutdown ends the loop), spinning first.
+    let idle = Wait {
+        spin_ns: sh.cfg.spin_ns,
+        timeout_ns: u64::MAX / 2,
+    };
+    let reply_wait = Wait {
+        spin_ns: sh.cfg.spin_ns,
+        timeout_ns: 30_000_000_000,
+    };
+    let mut session: Option<(Token, Arc<Store>)> = None;
+    let mut input = Input::new();
+    let mut out = Vec::with_capacity(HEADER_LEN + wire::MAX_ERROR_MSG);
+    let result = loop {
+        match input.fill(fd, HEADER_LEN, idle) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        }
+        let mut hb = [0u8; HEADER_LEN];
+        hb.copy_from_slice(input.peek(HEADER_LEN));
+        let h = match Header::decode(&hb) {
+            Ok(h) => h,
+            Err(e) => {
+                let msg = e.to_string();
+                let reply = Frame::Error {
+                    code: e.code(),
+                    message: &msg,
+                };
+                let _ = send_vectored(fd, &[&reply.encode(0)], reply_wait);
+                break Err(e.into());
+            }
+        };
+        out.clear();
+        let keep = match h.op {
+            // Page data goes straight into the store, not through `input`.
+            Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, fd, reply_wait),
+            Op::Hello | Op::Read | Op::Free | Op::Stats => {
+                // Small payloads (a Read's page list is at most 2 KiB).
+                let frame = HEADER_LEN + h.len as usize;
+                if let Err(e) = input.fill(fd, frame, reply_wait) {
+                    break Err(e.into());
+                }
+                let payload = &input.peek(frame)[HEADER_LEN..];
+                let keep = match wire::decode_request(&h, payload) {
+                    Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
+                    Err(e) => {
+                        error_reply(&mut out, h.tag, e.code(), &e.to_string());
+                        Ok(e.code().keeps_connection())
+                    }
+                };
+                input.consume(frame);
+                keep
+            }
+            // A reply sent as a request: read past its payload (closing with
+            // unread input would reset the connection under the error
+            // reply), refuse it and close.
+            _ => {
+                input.consume(HEADER_LEN);
+                input.skip(fd, h.len as usize, reply_wait).map(|()| {
+                    let e = WireError::UnknownOp(h.op as u16);
+                    error_reply(&mut out, h.tag, e.code(), &e.to_string());
+                    false
+                })
+            }
+        };
+        let keep = match keep {
+            Ok(k) => k,
+            Err(e) => break Err(e.into()),
+        };
+        if !out.is_empty() {
+            if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
+                break Err(e.into());
+            }
+        }
+        if !keep {
+            break Ok(());
+        }
+    };
+    if let Some((token, _)) = session {
+        session::leave(sh, token);
+    }
+    result
+}
+
+/// Requests arrive through a buffer: one `recv` usually brings a whole
+/// request (header and payload), saving a system call per request. It is
+/// small, so that little of a Write's page data lands here (to be copied)
+/// rather than straight in the store.
+struct Input {
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Input {
+    fn new() -> Input {
+        Input {
+            buf: vec![0u8; INPUT_BUFFER].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Make `n` bytes available (n <= the buffer size). Ok(false): the peer
+    /// closed cleanly between frames.
+    fn fill(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<bool> {
+        if self.start + n > self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        // Ask for no more than the largest request but a Write's data, so
+        // that a Write's pages mostly stay in the socket for `receive_pages`
+        // (limit > end: the loop runs while end < start + n <= buf.len()).
+        let limit = (self.start + n.max(SMALL_REQUEST)).min(self.buf.len());
+        while self.end - self.start < n {
+            let r = farmem_sys::net::recv_some(fd, &mut self.buf[self.end..limit], wait)?;
+            if r == 0 {
+                if self.end == self.start {
+                    return Ok(false);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "truncated frame",
+                ));
+            }
+            self.end += r;
+        }
+        Ok(true)
+    }
+
+    fn peek(&self, n: usize) -> &[u8] {
+        &self.buf[self.start..self.start + n]
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Up to `max` bytes already buffered, consumed.
+    fn take(&mut self, max: usize) -> &[u8] {
+        let n = max.min(self.end - self.start);
+        let from = self.start;
+        self.consume(n);
+        &self.buf[from..from + n]
+    }
+
+    /// Read and drop the next `n` bytes of the stream (a refused frame's payload).
+    fn skip(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<()> {
+        let mut left = n - self.take(n).len();
+        while left > 0 {
+            let k = left.min(self.buf.len());
+            let r = farmem_sys::net::recv_some(fd, &mut self.buf[..k], wait)?;
+            if r == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "truncated frame",
+                ));
+            }
+            left -= r;
+        }
+        Ok(())
+    }
+}
+
+/// The largest request but a Write's page data: a header and `MAX_BATCH`
+/// page numbers.
+const SMALL_REQUEST: usize = HEADER_LEN + MAX_BATCH as usize * 8;
+/// Room for a small request, with space to spare for a following one.
+const INPUT_BUFFER: usize = 8192;
+const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
+
+/// Put an Error reply into `out`.
+fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
+    out.extend_from_slice(&Frame::Error { code, message }.encode(tag));
+}
+
+/// Handle one decoded request. The reply goes into `out`, except for page
+/// data, which is sent straight from the store (and `out` left empty).
+/// Returns whether the connection stays open.
+fn handle(
+    sh: &Shared,
+    session: &mut Option<(Token, Arc<Store>)>,
+    h: &Header,
+    req: Request<'_>,
+    out: &mut Vec<u8>,
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<bool> {
+    let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
+        error_reply(out, h.tag, code, msg);
+        Ok(code.keeps_connection())
+    };
+    match req {
+        Request::Hello { token, max_pages } => {
+            if session.is_some() {
+                return err(
+                    out,
+                    ErrorCode::Malformed,
+                    "this connection already said Hello",
+                );
+            }
+            let s = match session::join(sh, token, max_pages) {
+                Ok(s) => s,
+                Err((code, msg)) => return err(out, code, &msg),
+            };
+            *session = Some((token, s));
+            let reply = Frame::HelloOk {
+                capacity_pages: sh.cfg.capacity_pages,
+                used_pages: sh.used_pages.load(Ordering::Relaxed),
+            };
+            out.extend_from_slice(&reply.encode(h.tag));
+            Ok(true)
+        }
+        Request::Stats => {
+            let sessions = lock(&sh.sessions).len() as u64;
+            let conns = lock(&sh.conns).len() as u64;
+            let reply = Frame::StatsOk(ServerStats {
+                capacity_pages: sh.cfg.capacity_pages,
+                used_pages: sh.used_pages.load(Ordering::Relaxed),
+                sessions,
+                connections: conns,
+            });
+            out.extend_from_slice(&reply.encode(h.tag));
+            Ok(true)
+        }
+        Request::Read { pages } => {
+            let s = match session::checked(session, wire::pages(pages), "Read") {
+                Ok(s) => s,
+                Err((code, msg)) => return err(out, code, &msg),
+            };
+            // Held until the last byte is sent: keeps Free from discarding
+            // the pages meanwhile (store.rs, hazard 2).
+            let access = s.access();
+            if let Some(p) = access.first_absent(wire::pages(pages)) {
+                return err(
+                    out,
+                    ErrorCode::NotFound,
+                    &format!("page {p} was never written"),
+                );
+            }
+            // Gather the pages straight from the store into the socket, in
+            // groups that fit one sendmsg.
+            let hdr = Frame::ReadOk { count: h.count }.encode(h.tag);
+            let mut parts = [RawBuf::EMPTY; MAX_IOV];
+            parts[0] = RawBuf::of(&hdr);
+            let mut k = 1;
+            for p in wire::pages(pages) {
+                if k == MAX_IOV {
+                    // SAFETY: `hdr` is live; the pages are inside the
+                    // session's mapping, kept by the `Arc` and, under
+                    // `access`, safe from Free's discard.
+                    unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
+                    k = 0;
+                }
+                parts[k] = access.page(p);
+                k += 1;
+            }
+            // SAFETY: as above.
+            unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
+            Ok(true)
+        }
+        Request::Write { .. } => unreachable!("Writes are served by serve_write"),
+        Request::Free { start, pages } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before Free");
+            };
+            let end = start.checked_add(pages);
+            if end.is_none_or(|e| e > s.max_pages()) {
+                return err(
+                    out,
+                    ErrorCode::OutOfRange,
+                    "free range is beyond the session's pages",
+                );
+            }
+            let freed = s.exclusive().remove_range(start, pages);
+            sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
+            let released = u32::try_from(freed).unwrap_or(u32::MAX);
+            out.extend_from_slice(&Frame::FreeOk { released }.encode(h.tag));
+            Ok(true)
+        }
+    }
+}
+
+/// Serve a Write whose header is at the front of `input`: validate it and
+/// reserve capacity from its page list, then receive the page data straight
+/// into the store. Returns whether the connection stays open.
+fn serve_write(
+    sh: &Shared,
+    session: &Option<(Token, Arc<Store>)>,
+    h: &Header,
+    input: &mut Input,
+    out: &mut Vec<u8>,
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<bool> {
+    let n = h.count as usize;
+    input.fill(fd, HEADER_LEN + n * 8, wait)?;
+    let mut list = [0u64; MAX_BATCH as usize];
+    for (d, p) in list
+        .iter_mut()
+        .zip(wire::pages(&input.peek(HEADER_LEN + n * 8)[HEADER_LEN..]))
+    {
+        *d = p;
+    }
+    input.consume(HEADER_LEN + n * 8);
+    let pages = &list[..n];
+    // A refused Write's data is still on the wire: read past it, then reply.
+    let mut refuse = |code: ErrorCode, msg: &str| {
+        input.skip(fd, n * PAGE_SIZE, wait)?;
+        error_reply(out, h.tag, code, msg);
+        Ok(code.keeps_connection())
+    };
+    let s = match session::checked(session, pages.iter().copied(), "Write") {
+        Ok(s) => s,
+        Err((code, msg)) => return refuse(code, &msg),
+    };
+    let mut unique = list;
+    let unique = &mut unique[..n];
+    unique.sort_unstable();
+    let unique = {
+        let mut k = 0;
+        for i in 0..n {
+            if i == 0 || unique[i] != unique[k - 1] {
+                unique[k] = unique[i];
+                k += 1;
+            }
+        }
+        &unique[..k]
+    };
+    // Held from the count to the bit set: no Free may slip in between
+    // (store.rs, hazard 2).
+    let access = s.access();
+    let new = access.count_absent(unique);
+    // Reserve capacity for the whole batch first: all or nothing.
+    let reserved = sh
+        .used_pages
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+            (u + new <= sh.cfg.capacity_pages).then_some(u + new)
+        })
+        .is_ok();
+    if !reserved {
+        drop(access);
+        return refuse(
+            ErrorCode::Capacity,
+            &format!(
+                "server capacity exhausted ({} of {} pages used); start it with a larger --capacity or add servers",
+                sh.used_pages.load(Ordering::Relaxed),
+                sh.cfg.capacity_pages
+            ),
+        );
+    }
+    if let Err(e) = receive_pages(&access, pages, input, fd, wait) {
+        // Cut off mid-frame: pages new to the batch stay absent (and their
+        // memory goes back); pages it was overwriting hold a mix of old and
+        // new bytes, as a client whose write failed must expect.
+        access.discard_absent(unique);
+        sh.used_pages.fetch_sub(new, Ordering::AcqRel);
+        return Err(e);
+    }
+    // Fewer than reserved only when another connection of the session wrote
+    // one of these pages meanwhile (hazard 1); give the surplus back.
+    let added = access.mark_present(unique);
+    debug_assert!(added <= new, "only Free clears a bit, and it waits for us");
+    sh.used_pages
+        .fetch_sub(new.saturating_sub(added), Ordering::AcqRel);
+    drop(access);
+    out.extend_from_slice(&Frame::WriteOk { count: h.count }.encode(h.tag));
+    Ok(true)
+}
+
+/// Receive a Write's page data (page `pages[i]` gets the i-th 4 KiB) into
+/// the store: what `input` already holds is copied, the rest comes from the
+/// socket straight into place.
+fn receive_pages(
+    access: &Access<'_>,
+    pages: &[u64],
+    input: &mut Input,
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+) -> io::Result<()> {
+    let buffered = input.take(pages.len() * PAGE_SIZE);
+    for (i, chunk) in buffered.chunks(PAGE_SIZE).enumerate() {
+        // SAFETY: the destination is the start of one page inside the
+        // session's mapping (the page number was range-checked) and the
+        // chunk is at most a page; the source is this connection's own
+        // buffer, which cannot overlap the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(chunk.as_ptr(), access.page(pages[i]).ptr, chunk.len())
+        };
+    }
+    let done = buffered.len();
+    let mut parts = [RawBuf::EMPTY; MAX_IOV];
+    let mut k = 0;
+    for (i, &p) in pages.iter().enumerate().skip(done / PAGE_SIZE) {
+        let mut b = access.page(p);
+        if i == done / PAGE_SIZE {
+            // The rest of a page begun from the buffer.
+            let o = done % PAGE_SIZE;
+            b.ptr = b.ptr.wrapping_add(o);
+            b.len -= o;
+        }
+        parts[k] = b;
+        k += 1;
+        if k == MAX_IOV {
+            // SAFETY: the ranges lie in the session's mapping, kept by the
+            // `Arc`, safe from Free under `access`, and never referenced by
+            // Rust code.
+            unsafe { farmem_sys::net::recv_exact_vectored_raw(fd, &parts[..k], wait)? };
+            k = 0;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { farmem_sys::net::recv_exact_vectored_raw(fd, &parts[..k], wait) }
+}

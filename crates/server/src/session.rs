@@ -1,0 +1,83 @@
+//! Sessions: a client names its page space with a random 128-bit token at
+//! Hello. Connections with the same token share the space; nothing else can
+//! reach it. A session's pages are released when its last connection closes.
+//! The session table's lock is taken only at Hello and when a connection
+//! closes, never on the data path.
+
+use crate::store::Store;
+use crate::{lock, Shared};
+use farmem_wire::{self as wire, ErrorCode};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A session's name: the client's random 128-bit token.
+pub(crate) type Token = [u8; wire::TOKEN_LEN];
+
+/// A session in the session table. Its pages are reached through the `Arc`
+/// each connection holds, never through the table's lock.
+pub(crate) struct SessionEntry {
+    pub(crate) store: Arc<Store>,
+    /// Connections that said Hello with this token; at 0 the pages go.
+    pub(crate) connections: u64,
+}
+
+/// The connection's session, if it said Hello and every page is in its range.
+pub(crate) fn checked<'a>(
+    session: &'a Option<(Token, Arc<Store>)>,
+    mut pages: impl Iterator<Item = u64>,
+    op: &str,
+) -> Result<&'a Store, (ErrorCode, String)> {
+    let Some((_, s)) = session else {
+        return Err((ErrorCode::NoSession, format!("say Hello before {op}")));
+    };
+    if let Some(p) = pages.find(|&p| p >= s.max_pages()) {
+        return Err((
+            ErrorCode::OutOfRange,
+            format!("page {p} is beyond the session's {} pages", s.max_pages()),
+        ));
+    }
+    Ok(s)
+}
+
+/// A connection of session `token` closed; the last one releases its pages.
+pub(crate) fn leave(sh: &Shared, token: Token) {
+    let mut sessions = lock(&sh.sessions);
+    let Some(entry) = sessions.get_mut(&token) else {
+        return;
+    };
+    entry.connections -= 1;
+    if entry.connections == 0 {
+        // No connection of the session is left, so nothing is in flight:
+        // the count is final. The mappings go with the last `Arc`.
+        sh.used_pages.fetch_sub(entry.store.len(), Ordering::AcqRel);
+        sessions.remove(&token);
+    }
+}
+
+/// Add a connection to session `token` (made at its first Hello, with
+/// `max_pages`), returning its store.
+pub(crate) fn join(
+    sh: &Shared,
+    token: Token,
+    max_pages: u64,
+) -> Result<Arc<Store>, (ErrorCode, String)> {
+    let mut sessions = lock(&sh.sessions);
+    let entry = match sessions.entry(token) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => match Store::new(max_pages) {
+            Ok(store) => v.insert(SessionEntry {
+                store: Arc::new(store),
+                connections: 0,
+            }),
+            Err(e) => return Err((ErrorCode::Capacity, e.to_string())),
+        },
+    };
+    if entry.store.max_pages() != max_pages {
+        return Err((
+            ErrorCode::Malformed,
+            "max_pages differs from the session's".into(),
+        ));
+    }
+    entry.connections += 1;
+    Ok(entry.store.clone())
+}
