@@ -348,29 +348,7 @@ fn run_once(
         // SAFETY: only raw syscalls on a path prepared before fork, and a
         // stack buffer: nothing allocates between fork and exec.
         unsafe {
-            c.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let mut buf = [0u8; 16];
-                let mut pid = libc::getpid() as u32;
-                let mut i = buf.len();
-                loop {
-                    i -= 1;
-                    buf[i] = b'0' + (pid % 10) as u8;
-                    pid /= 10;
-                    if pid == 0 {
-                        break;
-                    }
-                }
-                let r = libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
-                libc::close(fd);
-                if r < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            c.pre_exec(move || farmem_sys::process::enter_cgroup(&procs));
         }
     }
     let mut child = c.spawn().with_context(|| format!("starting {}", cmd[0]))?;
@@ -480,11 +458,8 @@ pub fn run(a: Args) -> Result<()> {
     if size > phys / 2 {
         bail!("--size {} is more than half of this machine's memory ({}); the local reference must fit", format_size(size), format_size(phys));
     }
-    // SAFETY: handlers that only store to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
+    farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
     let cmd = command(&a, size)?;
     let threads = a.threads.unwrap_or(farmem_sys::online_cpus());
     let env = vec![("OMP_NUM_THREADS".to_string(), threads.to_string())];

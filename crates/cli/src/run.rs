@@ -111,17 +111,14 @@ pub fn run(a: Args) -> Result<()> {
     cmd.env("LD_PRELOAD", preload);
     // While the program runs, terminal signals reach it (same process group);
     // farmem itself ignores them so that it can report the program's status.
-    // SAFETY: setting dispositions to SIG_IGN has no preconditions; the child
-    // gets them reset to default before exec below.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-    }
+    // The child gets them reset to default before exec below.
+    farmem_sys::signal::ignore(libc::SIGINT);
+    farmem_sys::signal::ignore(libc::SIGQUIT);
     // SAFETY: the closure only calls async-signal-safe `signal`.
     unsafe {
         cmd.pre_exec(|| {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            farmem_sys::signal::set_default(libc::SIGINT);
+            farmem_sys::signal::set_default(libc::SIGQUIT);
             Ok(())
         });
     }
@@ -144,11 +141,8 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(sig) = status.signal() {
         // Die the same way, so the caller sees the same status.
-        // SAFETY: resetting a disposition and raising a signal at ourselves.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
-        }
+        farmem_sys::signal::set_default(sig);
+        farmem_sys::signal::raise(sig);
         std::process::exit(128 + sig);
     }
     std::process::exit(1)

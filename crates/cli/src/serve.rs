@@ -92,11 +92,8 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => Server::bind(cfg)?,
     };
-    // SAFETY: installing a handler that only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
+    farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
     let stop = server.shutdown_flag();
     let parent = a.parent;
     std::thread::spawn(move || {

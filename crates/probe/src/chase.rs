@@ -54,91 +54,38 @@ impl std::fmt::Display for PageMode {
 }
 
 /// Memory for a measurement, unmapped on drop.
-pub struct Buffer {
-    ptr: *mut u8,
-    len: usize,
-}
+pub struct Buffer(farmem_sys::mem::Mapping);
 
 impl Buffer {
     pub fn new(bytes: usize, mode: PageMode) -> Result<Buffer, ProbeError> {
-        const HUGE: usize = 2 << 20;
-        let len = bytes.next_multiple_of(if mode == PageMode::Small { 4096 } else { HUGE });
-        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-        if mode == PageMode::Huge {
-            flags |= libc::MAP_HUGETLB;
-        }
-        // Over-allocate THP mappings by 2 MiB so the buffer can start aligned.
-        let map_len = if mode == PageMode::Thp {
-            len + HUGE
-        } else {
-            len
+        use farmem_sys::mem::{Mapping, Pages};
+        let pages = match mode {
+            PageMode::Small => Pages::Small,
+            PageMode::Thp => Pages::Thp,
+            PageMode::Huge => Pages::Huge,
         };
-        // SAFETY: a fresh anonymous mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
+        Mapping::with_pages(bytes, pages).map(Buffer).map_err(|e| {
             if mode == PageMode::Huge {
-                return Err(ProbeError::NoHugePages);
-            }
-            return Err(ProbeError::Map {
-                bytes: len as u64,
-                source: e,
-            });
-        }
-        let mut ptr = p.cast::<u8>();
-        if mode == PageMode::Thp {
-            let aligned = (ptr as usize).next_multiple_of(HUGE);
-            let head = aligned - ptr as usize;
-            // SAFETY: trimming the unaligned head and the tail of our own mapping.
-            unsafe {
-                if head > 0 {
-                    libc::munmap(ptr.cast(), head);
-                }
-                let tail = map_len - head - len;
-                if tail > 0 {
-                    libc::munmap((aligned + len) as *mut libc::c_void, tail);
+                ProbeError::NoHugePages
+            } else {
+                ProbeError::Map {
+                    bytes: bytes as u64,
+                    source: e,
                 }
             }
-            ptr = aligned as *mut u8;
-        }
-        let advice = match mode {
-            PageMode::Small => libc::MADV_NOHUGEPAGE,
-            PageMode::Thp => libc::MADV_HUGEPAGE,
-            PageMode::Huge => 0,
-        };
-        if advice != 0 {
-            // SAFETY: advising our own mapping.
-            unsafe { libc::madvise(ptr.cast(), len, advice) };
-        }
-        Ok(Buffer { ptr, len })
+        })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.0.as_ptr()
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len is exactly the (trimmed) mapping we own.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+        self.0.is_empty()
     }
 }
 

@@ -108,14 +108,7 @@ impl Machine {
                     .map(|w| w.trim_matches(['[', ']']).to_string())
             })
             .unwrap_or_else(|| "unknown".into());
-        // SAFETY: uname fills a zeroed utsname.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        // SAFETY: u is a live utsname.
-        unsafe { libc::uname(&mut u) };
-        // SAFETY: uname NUL-terminates release.
-        let kernel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
+        let kernel = farmem_sys::process::kernel_release();
         Machine {
             cpu_model,
             cpus: farmem_sys::online_cpus(),

@@ -259,8 +259,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     let old = farmem_sys::signal::install_blocking_async(libc::SIGBUS, on_sigbus)
         .map_err(RuntimeError::Signal)?;
     signals::set_program_sigbus(old);
-    // SAFETY: registering plain extern "C" callbacks.
-    unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    farmem_sys::process::at_fork_child(after_fork_child);
     if let Err(e) = peers::start(rt) {
         farmem_sys::write_stderr(
             format!(
@@ -271,8 +270,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
         );
     }
     if rt.cfg.stats_at_exit {
-        // SAFETY: registering a plain extern "C" callback.
-        unsafe { libc::atexit(print_stats_at_exit) };
+        farmem_sys::process::at_exit(print_stats_at_exit);
     }
     Ok(rt)
 }

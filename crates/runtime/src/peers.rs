@@ -51,24 +51,8 @@ pub(crate) fn start(rt: &'static Runtime) -> std::io::Result<()> {
 }
 
 fn same_user(conn: &UnixStream) -> bool {
-    let mut cred: libc::ucred = libc::ucred {
-        pid: 0,
-        uid: u32::MAX,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt into a live ucred of the stated size.
-    let r = unsafe {
-        libc::getsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(conn),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    // SAFETY: getuid has no preconditions.
-    r == 0 && cred.uid == unsafe { libc::getuid() }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(conn);
+    farmem_sys::net::peer_uid(fd).is_ok_and(|u| u == farmem_sys::process::getuid())
 }
 
 fn serve(rt: &'static Runtime, mut conn: UnixStream) {

@@ -80,8 +80,8 @@ pub(crate) extern "C" fn on_sigbus(
     info: *mut libc::siginfo_t,
     ctx: *mut libc::c_void,
 ) {
-    // SAFETY: errno is thread-local; the handler must leave it as it found it.
-    let errno = unsafe { *libc::__errno_location() };
+    // The handler must leave errno as it found it.
+    let errno = farmem_sys::signal::errno();
     // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
     let addr = unsafe { farmem_sys::signal::fault_addr(info) };
     match get() {
@@ -92,8 +92,7 @@ pub(crate) extern "C" fn on_sigbus(
         }
         _ => chain_sigbus(sig, info, ctx),
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
+    farmem_sys::signal::set_errno(errno);
 }
 
 /// A SIGBUS that is not ours: hand it to the previous handler, or let the

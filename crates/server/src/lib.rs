@@ -222,13 +222,7 @@ impl Server {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let mut pfd = libc::pollfd {
-                        fd: self.listener.fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: pfd is one live pollfd.
-                    unsafe { libc::poll(&mut pfd, 1, 100) };
+                    farmem_sys::net::wait_readable(self.listener.fd(), 100);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_transient_accept_error(&e) => {

@@ -160,7 +160,9 @@ fn sessions_are_isolated() {
 fn unix_socket_listener() {
     let name = format!("@farmem-test-{}", std::process::id());
     let h = Server::bind(ServerConfig::new(
-        format!("unix:{name}").parse::<farmem_server::ServerAddr>().unwrap(),
+        format!("unix:{name}")
+            .parse::<farmem_server::ServerAddr>()
+            .unwrap(),
         1 << 20,
     ))
     .unwrap()

@@ -55,6 +55,74 @@ impl Mapping {
         Ok(Mapping { ptr, len })
     }
 
+    /// `len` bytes (rounded up to the page size of `pages`), readable and
+    /// writable, backed by the page size asked for:
+    /// - `Small`: 4 KiB pages (transparent huge pages refused, MADV_NOHUGEPAGE);
+    /// - `Thp`: transparent huge pages asked for (MADV_HUGEPAGE), the start
+    ///   aligned to 2 MiB so that every 2 MiB of the buffer can be one;
+    /// - `Huge`: reserved huge pages (MAP_HUGETLB), which need
+    ///   `vm.nr_hugepages`; ENOMEM when there are none.
+    pub fn with_pages(len: usize, pages: Pages) -> io::Result<Mapping> {
+        const HUGE: usize = 2 << 20;
+        let len = len.max(1).next_multiple_of(if pages == Pages::Small {
+            PAGE_SIZE
+        } else {
+            HUGE
+        });
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        if pages == Pages::Huge {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // A THP mapping is over-allocated by 2 MiB so it can start aligned.
+        let map_len = if pages == Pages::Thp { len + HUGE } else { len };
+        // SAFETY: a fresh anonymous mapping at a kernel-chosen address.
+        let p = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_mmap,
+                0usize,
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                -1,
+                0usize,
+            )
+        } as *mut libc::c_void;
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut start = p as usize;
+        if pages == Pages::Thp {
+            let aligned = start.next_multiple_of(HUGE);
+            let head = aligned - start;
+            let tail = map_len - head - len;
+            // SAFETY: trimming the unaligned head and the tail of the mapping
+            // just made, which nothing else knows of.
+            unsafe {
+                if head > 0 {
+                    unmap(start, head);
+                }
+                if tail > 0 {
+                    unmap(aligned + len, tail);
+                }
+            }
+            start = aligned;
+        }
+        let advice = match pages {
+            Pages::Small => libc::MADV_NOHUGEPAGE,
+            Pages::Thp => libc::MADV_HUGEPAGE,
+            Pages::Huge => 0,
+        };
+        let ptr =
+            NonNull::new(start as *mut u8).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        let m = Mapping { ptr, len };
+        if advice != 0 {
+            // SAFETY: advice on the mapping just made; a kernel without THP
+            // refusing it leaves plain pages, which is what the hint asks at worst.
+            let _ = unsafe { madvise(m.as_ptr(), len, advice) };
+        }
+        Ok(m)
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
@@ -73,12 +141,35 @@ impl Mapping {
     }
 }
 
+/// The page size a [`Mapping::with_pages`] is backed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    Small,
+    Thp,
+    Huge,
+}
+
+/// `munmap`, where failing is a broken invariant: the range is the
+/// caller's, and an unmap that fails would leave it mapped while its owner
+/// believes it gone (and a later mapping could not reuse it).
+///
+/// # Safety
+/// `[start, start+len)` must be a mapped range nothing else uses.
+unsafe fn unmap(start: usize, len: usize) {
+    // SAFETY: per the caller's contract.
+    let r = unsafe { crate::raw_syscall!(libc::SYS_munmap, start, len) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        let msg = format!("farmem: munmap of {len} bytes at {start:#x} failed: {e}\n");
+        crate::fatal(msg.as_bytes());
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: ptr/len are exactly what mmap returned; nothing borrows the
-        // mapping once its owner is dropped.
-        let r = unsafe { crate::raw_syscall!(libc::SYS_munmap, self.ptr.as_ptr(), self.len) };
-        debug_assert_eq!(r, 0, "munmap failed: {}", io::Error::last_os_error());
+        // SAFETY: ptr/len are exactly the mapping this owns; nothing borrows
+        // it once its owner is dropped.
+        unsafe { unmap(self.ptr.as_ptr() as usize, self.len) };
     }
 }
 
@@ -113,4 +204,22 @@ pub fn meminfo(name: &str) -> Option<u64> {
         let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kb * 1024)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_modes_round_and_align() {
+        let m = Mapping::with_pages(5000, Pages::Small).unwrap();
+        assert_eq!(m.len(), 2 * PAGE_SIZE);
+        // SAFETY: the mapping is ours and writable.
+        unsafe { m.as_ptr().write_bytes(7, m.len()) };
+        let t = Mapping::with_pages(3 << 20, Pages::Thp).unwrap();
+        assert_eq!(t.len(), 4 << 20);
+        assert_eq!(t.as_ptr() as usize % (2 << 20), 0, "THP buffers start 2 MiB-aligned");
+        // SAFETY: as above.
+        unsafe { t.as_ptr().write_bytes(1, t.len()) };
+    }
 }

@@ -324,6 +324,24 @@ pub fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(got)
 }
 
+/// Give `[offset, offset+len)` of file `fd` back to the filesystem
+/// (`fallocate` PUNCH_HOLE, size kept); not every filesystem can.
+pub fn punch_hole(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    let off =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: fallocate takes plain integers.
+    cvt(unsafe {
+        libc::fallocate(
+            fd,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        )
+    })
+    .map(|_| ())
+}
+
 /// `pwrite(2)` by raw syscall, retried until everything is written.
 pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
     let mut done = 0;
@@ -409,6 +427,39 @@ pub fn recv_some(fd: RawFd, buf: &mut [u8], wait: Wait) -> io::Result<usize> {
 pub fn shutdown(fd: RawFd) {
     // SAFETY: shutdown takes plain integers; a stale fd only yields EBADF.
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// The uid of the process at the other end of Unix socket `fd`.
+pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt into a live ucred of the stated size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(cred.uid)
+}
+
+/// Wait up to `ms` milliseconds for `fd` to be readable (or for a signal).
+pub fn wait_readable(fd: RawFd, ms: i32) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: pfd is one live pollfd. A timeout, EINTR or an error all mean
+    // "look again" to the callers.
+    unsafe { libc::poll(&mut pfd, 1, ms) };
 }
 
 /// The address family (`AF_UNIX`, `AF_INET`, `AF_INET6`) of `fd` if it is a

@@ -181,6 +181,76 @@ pub fn stop_child(pid: libc::pid_t) {
     }
 }
 
+/// Run `f` in the child after every `fork` (pthread_atfork).
+pub fn at_fork_child(f: unsafe extern "C" fn()) {
+    // SAFETY: registering a plain extern "C" callback.
+    unsafe { libc::pthread_atfork(None, None, Some(f)) };
+}
+
+/// Run `f` at normal process exit (atexit).
+pub fn at_exit(f: extern "C" fn()) {
+    // SAFETY: registering a plain extern "C" callback.
+    unsafe { libc::atexit(f) };
+}
+
+pub fn getuid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::getuid() }
+}
+
+/// Fill `buf` from the kernel's random source; false if it could not.
+pub fn random_bytes(buf: &mut [u8]) -> bool {
+    // SAFETY: the pointer/length describe `buf`.
+    let r = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+    r == buf.len() as isize
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    // SAFETY: uname fills a zeroed utsname.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return "unknown".into();
+    }
+    // SAFETY: uname NUL-terminates release.
+    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Move the calling process into the cgroup whose `cgroup.procs` (v2) or
+/// `tasks`/`cgroup.procs` (v1) file is `procs`. Made for a `pre_exec` hook:
+/// it allocates nothing and makes only async-signal-safe calls.
+pub fn enter_cgroup(procs: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: open of a NUL-terminated path the caller keeps alive.
+    let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut buf = [0u8; 16];
+    // SAFETY: getpid has no preconditions.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    // SAFETY: writing from a live stack buffer to our own fd, then closing it.
+    let r = unsafe { libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i) };
+    let e = io::Error::last_os_error();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    if r < 0 {
+        return Err(e);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

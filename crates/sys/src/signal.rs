@@ -62,6 +62,36 @@ pub fn set_default(sig: libc::c_int) {
     unsafe { libc::signal(sig, libc::SIG_DFL) };
 }
 
+/// Ignore `sig` (SIG_IGN).
+pub fn ignore(sig: libc::c_int) {
+    // SAFETY: SIG_IGN is always a valid disposition.
+    unsafe { libc::signal(sig, libc::SIG_IGN) };
+}
+
+/// Run `handler` on `sig`. It must be async-signal-safe (store to an atomic).
+pub fn on_signal(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: a plain extern "C" handler; the caller keeps it signal-safe.
+    unsafe { libc::signal(sig, handler as *const () as libc::sighandler_t) };
+}
+
+/// Send `sig` to the calling thread.
+pub fn raise(sig: libc::c_int) {
+    // SAFETY: raise has no memory preconditions.
+    unsafe { libc::raise(sig) };
+}
+
+/// The calling thread's `errno`, to be put back with [`set_errno`] by a
+/// signal handler that makes system calls.
+pub fn errno() -> libc::c_int {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(v: libc::c_int) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = v };
+}
+
 /// Every signal except the synchronous fault signals (which cannot be
 /// deferred: blocking one while it is raised kills the process).
 fn async_signals() -> libc::sigset_t {

@@ -91,16 +91,11 @@ impl Backend for FileBackend {
 
     fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
         // Punch a hole so the SSD space comes back; not all filesystems can.
-        // SAFETY: fallocate takes plain integers.
-        let r = unsafe {
-            libc::fallocate(
-                self.fd.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                (start * PAGE_SIZE as u64) as libc::off_t,
-                (n * PAGE_SIZE as u64) as libc::off_t,
-            )
-        };
-        let _ = r;
+        let _ = farmem_sys::net::punch_hole(
+            self.fd.as_raw_fd(),
+            start * PAGE_SIZE as u64,
+            n * PAGE_SIZE as u64,
+        );
         Ok(())
     }
 

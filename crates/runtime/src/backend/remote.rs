@@ -166,9 +166,7 @@ fn connect_one(addr: &ServerAddr, timeout_ms: u64) -> Result<RawFd, BackendError
 
 fn random_token() -> [u8; wire::TOKEN_LEN] {
     let mut t = [0u8; wire::TOKEN_LEN];
-    // SAFETY: the pointer/length describe `t`.
-    let r = unsafe { libc::getrandom(t.as_mut_ptr().cast(), t.len(), 0) };
-    if r != t.len() as isize {
+    if !farmem_sys::process::random_bytes(&mut t) {
         // Fall back to time and pid: the token only separates sessions.
         let seed = farmem_sys::now_ns() ^ ((std::process::id() as u64) << 32);
         t[..8].copy_from_slice(&seed.to_le_bytes());
