@@ -344,11 +344,21 @@ impl Config {
         Ok(c)
     }
 
+    ///
+    /// The environment is read and validated once per process; later calls
+    /// (the `farmem run` shim's constructor, its first far allocation, the C
+    /// API) get the same result.
     pub fn from_env() -> Result<Config, ConfigError> {
-        Config::from_vars(
-            std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-        )
+        static PARSED: std::sync::OnceLock<Result<Config, ConfigError>> =
+            std::sync::OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                Config::from_vars(
+                    std::env::vars_os()
+                        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+                )
+            })
+            .clone()
     }
 
     /// Parse an `fm_init` string: whitespace-separated `key=value` words,
@@ -372,6 +382,23 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/configuration.md documents exactly the variables this table
+    /// knows: a new option cannot ship undocumented, nor a removed one stay.
+    #[test]
+    fn the_documented_variables_are_the_known_ones() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/configuration.md"
+        ))
+        .unwrap();
+        let documented: std::collections::BTreeSet<&str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `FARMEM_")?.split('`').next())
+            .collect();
+        let known: std::collections::BTreeSet<&str> = KNOWN.iter().copied().collect();
+        assert_eq!(documented, known);
+    }
 
     #[test]
     fn sizes() {

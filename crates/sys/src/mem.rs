@@ -218,7 +218,11 @@ mod tests {
         unsafe { m.as_ptr().write_bytes(7, m.len()) };
         let t = Mapping::with_pages(3 << 20, Pages::Thp).unwrap();
         assert_eq!(t.len(), 4 << 20);
-        assert_eq!(t.as_ptr() as usize % (2 << 20), 0, "THP buffers start 2 MiB-aligned");
+        assert_eq!(
+            t.as_ptr() as usize % (2 << 20),
+            0,
+            "THP buffers start 2 MiB-aligned"
+        );
         // SAFETY: as above.
         unsafe { t.as_ptr().write_bytes(1, t.len()) };
     }
