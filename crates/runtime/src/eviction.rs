@@ -4,7 +4,7 @@
 use crate::page::{self, next, Event, PageWord, State};
 use crate::replacement::{Aux as _, Take};
 use crate::signals::MsgBuf;
-use crate::{Runtime, MAXB};
+use crate::{runs, Runtime, MAXB};
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -70,15 +70,10 @@ impl Runtime {
         // consecutive pages: each ioctl flushes TLBs on every CPU), so that no
         // write can slip in between the copy we send and the unmap; writers
         // now fault and wait for the eviction to finish.
-        let mut i = 0;
-        while i < m {
-            let mut j = i + 1;
-            while j < m && wb_pages[j] == wb_pages[j - 1] + 1 {
-                j += 1;
-            }
+        for r in runs(m, |j| wb_pages[j] == wb_pages[j - 1] + 1) {
             if let Err(e) = self.uffd.write_protect(
-                self.addr_of(wb_pages[i] as usize),
-                (j - i) * PAGE_SIZE,
+                self.addr_of(wb_pages[r.start] as usize),
+                r.len() * PAGE_SIZE,
                 true,
             ) {
                 let mut mb = MsgBuf::new();
@@ -88,7 +83,6 @@ impl Runtime {
                 );
                 farmem_sys::fatal(mb.as_bytes());
             }
-            i = j;
         }
         for (k, &q) in wb_pages[..m].iter().enumerate() {
             // SAFETY: the page is mapped (Evicting pages stay mapped until the
@@ -107,18 +101,13 @@ impl Runtime {
         let mut sorted = [0usize; MAXB];
         sorted[..victims.len()].copy_from_slice(victims);
         sorted[..victims.len()].sort_unstable();
-        let mut i = 0;
-        while i < victims.len() {
-            let mut j = i + 1;
-            while j < victims.len() && sorted[j] == sorted[j - 1] + 1 {
-                j += 1;
-            }
+        for run in runs(victims.len(), |j| sorted[j] == sorted[j - 1] + 1) {
             // SAFETY: these pages are owned by this eviction; readers that touch
             // them now fault and wait for the Absent state.
             let r = unsafe {
                 farmem_sys::mem::madvise(
-                    self.addr_of(sorted[i]) as *mut u8,
-                    (j - i) * PAGE_SIZE,
+                    self.addr_of(sorted[run.start]) as *mut u8,
+                    run.len() * PAGE_SIZE,
                     libc::MADV_DONTNEED,
                 )
             };
@@ -127,7 +116,6 @@ impl Runtime {
                 let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
                 farmem_sys::fatal(mb.as_bytes());
             }
-            i = j;
         }
         for (i, &q) in victims.iter().enumerate() {
             if was[i].has(page::PREFETCHED) {

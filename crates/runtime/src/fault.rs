@@ -8,7 +8,7 @@ use crate::page::{self, next, Event, State};
 use crate::prefetch::encode_stream;
 use crate::replacement::Aux as _;
 use crate::signals::MsgBuf;
-use crate::{wait, Runtime, MAXB};
+use crate::{runs, wait, Runtime, MAXB};
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
@@ -175,30 +175,28 @@ impl Runtime {
         // pages are installed writable and dirty too, sparing each one a
         // write-protect fault (a sequential writer would take one per page).
         // The cost, when they are not written after all, is a write-back.
-        let wp_of = |_: usize| !write;
-        let mut i = 0;
-        while i < n {
-            let mut j = i + 1;
-            while j < n
-                && j - i < MAXB
-                && batch[j] == batch[j - 1] + 1
-                && wp_of(j) == wp_of(i)
-                && (src_index[j] == usize::MAX) == (src_index[i] == usize::MAX)
-                && (src_index[i] == usize::MAX || src_index[j] == src_index[j - 1] + 1)
-            {
-                j += 1;
-            }
-            let src = if src_index[i] == usize::MAX {
+        let wp = !write;
+        // A run: consecutive pages whose sources are all the zero page or
+        // consecutive pages of the slot buffer.
+        let zero = |k: usize| src_index[k] == usize::MAX;
+        let same_run = |j: usize| {
+            batch[j] == batch[j - 1] + 1
+                && zero(j) == zero(j - 1)
+                && (zero(j) || src_index[j] == src_index[j - 1] + 1)
+        };
+        for run in runs(n, same_run) {
+            let i = run.start;
+            let src = if zero(i) {
                 self.zero.as_ptr()
             } else {
                 src_of(i)
             };
             // SAFETY: src is a slot buffer or the zero mapping, readable for
-            // (j-i) pages; the destination pages are in the registered arena and
-            // owned by this thread (Fetching).
+            // the run's pages; the destination pages are in the registered
+            // arena and owned by this thread (Fetching).
             let res = unsafe {
                 self.uffd
-                    .copy(self.addr_of(batch[i]), src, (j - i) * PAGE_SIZE, wp_of(i))
+                    .copy(self.addr_of(batch[i]), src, run.len() * PAGE_SIZE, wp)
             };
             match res {
                 Ok(CopyOutcome::Done) => {}
@@ -213,7 +211,6 @@ impl Runtime {
                     farmem_sys::fatal(m.as_bytes());
                 }
             }
-            i = j;
         }
         self.slots.release(slot);
 

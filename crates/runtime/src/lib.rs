@@ -410,6 +410,28 @@ impl Runtime {
     }
 }
 
+/// The runs of a sequence of `n` items: index ranges over which
+/// `continues(j)` holds for every `j` after the first (item `j` extends the
+/// run of item `j - 1`). One system call per run instead of one per page.
+pub(crate) fn runs(
+    n: usize,
+    continues: impl Fn(usize) -> bool,
+) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= n {
+            return None;
+        }
+        let mut j = i + 1;
+        while j < n && continues(j) {
+            j += 1;
+        }
+        let r = i..j;
+        i = j;
+        Some(r)
+    })
+}
+
 pub(crate) fn wait(waits: &mut u32) {
     *waits += 1;
     if (*waits).is_multiple_of(16) {
@@ -418,5 +440,17 @@ pub(crate) fn wait(waits: &mut u32) {
         for _ in 0..32 {
             farmem_sys::cpu_relax();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runs_split_where_the_sequence_breaks() {
+        let v = [3usize, 4, 5, 9, 10, 12];
+        let r: Vec<_> = super::runs(v.len(), |j| v[j] == v[j - 1] + 1).collect();
+        assert_eq!(r, vec![0..3, 3..5, 5..6]);
+        assert_eq!(super::runs(0, |_| true).count(), 0);
+        assert_eq!(super::runs(4, |_| true).collect::<Vec<_>>(), vec![0..4]);
     }
 }

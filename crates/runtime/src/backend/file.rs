@@ -49,13 +49,9 @@ impl FileBackend {
 
 impl Backend for FileBackend {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
-        let mut i = 0;
-        while i < pages.len() {
-            // Read each run of consecutive pages with one pread.
-            let mut j = i + 1;
-            while j < pages.len() && pages[j] == pages[j - 1] + 1 {
-                j += 1;
-            }
+        // Read each run of consecutive pages with one pread.
+        for run in crate::runs(pages.len(), |j| pages[j] == pages[j - 1] + 1) {
+            let (i, j) = (run.start, run.end);
             let dst = &mut buf[i * PAGE_SIZE..j * PAGE_SIZE];
             let got =
                 farmem_sys::net::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
@@ -72,7 +68,6 @@ impl Backend for FileBackend {
                     ),
                 });
             }
-            i = j;
         }
         Ok(())
     }
