@@ -103,7 +103,7 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--size must be at least 16M");
     }
     let mut cfg = Config::from_env()?;
-    cfg.local_bytes = local.max(1 << 20);
+    cfg.set("LOCAL", &local.max(1 << 20).to_string())?;
     let rt = farmem_runtime::init(cfg)?;
     println!(
         "farmem demo: {} of data, {} local budget ({}x), far pages on the {}",

@@ -173,9 +173,10 @@ pub fn run(a: Args) -> Result<()> {
         cfg.set("SERVERS", s)?;
     }
     if needs_far {
-        cfg.local_bytes = cfg
+        let room = cfg
             .local_bytes
             .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
+        cfg.set("LOCAL", &room.to_string())?;
     }
     if want(What::Faults) {
         let mut costs = faults::native(samples)?;
@@ -196,7 +197,7 @@ pub fn run(a: Args) -> Result<()> {
             cfg.servers.clone()
         };
         let mut bcfg = cfg.clone();
-        bcfg.conns = 1;
+        bcfg.set("CONNS", "1")?;
         let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64 * 2)?;
         let b = bar((far::transfer_sizes().len() + 1) as u64 * 2, "far");
         let name = if cfg.servers.is_empty() {
