@@ -2,6 +2,7 @@
 //! the library crates.
 
 mod bench;
+mod config;
 mod demo;
 mod numa;
 mod plot;
@@ -43,6 +44,9 @@ enum Cmd {
     /// NUMA: topology, the X x Y placement matrix, policy comparison, placement.
     #[command(subcommand)]
     Numa(numa::Cmd),
+    /// The FARMEM_* settings this environment gives (validated), or with
+    /// --markdown the documented table of every setting.
+    Config(config::Args),
 }
 
 fn main() {
@@ -55,6 +59,7 @@ fn main() {
         Cmd::Bench(a) => bench::run(a),
         Cmd::Report(a) => report::run(a),
         Cmd::Numa(c) => numa::run(c),
+        Cmd::Config(a) => config::run(a),
     };
     if let Err(e) = r {
         // The chain, without causes that a message already quotes.

@@ -168,3 +168,42 @@ fn bad_configuration_fails_before_the_program_starts() {
     let o = run(&[], &["/nonexistent/program"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/program"));
 }
+
+/// `farmem config` shows what the runtime will use, refuses what it would
+/// refuse, and prints the documented table with --markdown.
+#[test]
+fn config_shows_values_and_refuses_bad_ones() {
+    let o = farmem()
+        .arg("config")
+        .env("FARMEM_LOCAL", "300M")
+        .env("FARMEM_SERVERS", "h1:7070")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let line = |k: &str| {
+        out.lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(
+        line("FARMEM_LOCAL ").contains("300M") && line("FARMEM_LOCAL ").contains("(environment)")
+    );
+    assert!(line("FARMEM_SERVERS ").contains("h1:7070"));
+    assert!(line("FARMEM_PREFETCH ").contains("(default)"));
+    let o = farmem()
+        .arg("config")
+        .env("FARMEM_PREFETCH", "1000")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("FARMEM_PREFETCH"),
+        "{err}"
+    );
+    let o = farmem().args(["config", "--markdown"]).output().unwrap();
+    let md = String::from_utf8_lossy(&o.stdout);
+    let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+    assert!(md.starts_with("| variable |") && doc.contains(md.as_ref()));
+}

@@ -15,30 +15,134 @@ pub enum ConfigError {
         value: String,
         why: String,
     },
-    #[error("unknown setting {0:?}; known: {known}", known = KNOWN.join(", "))]
+    #[error("unknown setting {0:?}; known: {known}", known = known_names())]
     Unknown(String),
     #[error("FARMEM_SERVERS and FARMEM_FILE are both set; choose one backend")]
     TwoBackends,
 }
 
-/// Every variable farmem reads, without the `FARMEM_` prefix.
-pub const KNOWN: &[&str] = &[
-    "LOCAL",
-    "SERVERS",
-    "FILE",
-    "FILE_DIRECT",
-    "STATS",
-    "ARENA",
-    "PREFETCH",
-    "EVICT_BATCH",
-    "SPIN_US",
-    "TIMEOUT_MS",
-    "CONNS",
-    "STRIPE",
-    "EMBEDDED_CAPACITY",
-    "THRESHOLD",
-    "RAW_SYSCALLS",
+/// One `FARMEM_*` setting as users see it: its name without the prefix,
+/// its default and its meaning as documented, and the `farmem run` flag that
+/// sets it, if any. The table in docs/configuration.md is this table
+/// (`farmem config --markdown` prints it; a test checks they agree), the
+/// parser refuses any other name, and `farmem run` maps its flags through it.
+#[derive(Debug, Clone, Copy)]
+pub struct OptionDoc {
+    pub key: &'static str,
+    pub default: &'static str,
+    pub meaning: &'static str,
+    pub run_flag: Option<&'static str>,
+}
+
+/// Every variable farmem reads.
+pub const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        key: "LOCAL",
+        default: "half of physical memory",
+        meaning: "Local-memory budget for resident far pages. At least `1M`, at most the machine's physical memory. Resident far pages never exceed it (see docs/design.md for the fixed metadata besides).",
+        run_flag: Some("--local"),
+    },
+    OptionDoc {
+        key: "SERVERS",
+        default: "(none)",
+        meaning: "Comma-separated memory servers: `host:port` (a name or an address; IPv6 in brackets, `[::1]:7070`; port 0 is refused), or `unix:/path` / `unix:@name` for a server on this machine (names of at most 107 bytes). Pages are striped across them. The same parser reads `farmem serve --listen` (where port 0 means any free port).",
+        run_flag: Some("--servers"),
+    },
+    OptionDoc {
+        key: "FILE",
+        default: "(none)",
+        meaning: "Keep far pages in this file (an SSD) instead of on servers. It is created and truncated. Exclusive with `FARMEM_SERVERS`.",
+        run_flag: Some("--file"),
+    },
+    OptionDoc {
+        key: "FILE_DIRECT",
+        default: "`auto`",
+        meaning: "`1`: open the file with `O_DIRECT` (fail if unsupported); `0`: buffered; `auto`: `O_DIRECT` when the filesystem allows it.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "STATS",
+        default: "`0`",
+        meaning: "`1`: print the statistics table on stderr at exit.",
+        run_flag: Some("--stats"),
+    },
+    OptionDoc {
+        key: "ARENA",
+        default: "4× physical memory, at least `64G`",
+        meaning: "Virtual address space reserved for far allocations: the most far memory a process can have allocated at once. Costs no memory until used. Between `16M` and `1P`.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "PREFETCH",
+        default: "`64`",
+        meaning: "Largest prefetch window, in pages (0–64; 0 or 1 turns prefetch off).",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "EVICT_BATCH",
+        default: "`32`",
+        meaning: "Pages evicted per round, at least (1–64).",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "SPIN_US",
+        default: "`200`",
+        meaning: "How long a faulting thread spins for a server's reply before it blocks in `poll` (0–1000000). Spinning avoids a ~100 µs wake-up on an idle CPU.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "TIMEOUT_MS",
+        default: "`10000`",
+        meaning: "How long to wait for a server before stopping the program with a message (10–3600000).",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "CONNS",
+        default: "CPUs (2–16)",
+        meaning: "Connections per server (1–64). Each stripe unit travels on one of them (so a refault queues behind its own write-back); more let more threads fault at once, but each busy connection keeps a server thread spinning. On the 2-CPU test machine a single faulting thread saw random faults of 9.8 µs with `1`, 10.6 µs with `2` and 12.5 µs with `3`; two threads faulting at once were best with `2`.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "STRIPE",
+        default: "`64`",
+        meaning: "Pages per stripe unit across servers and their connections. A pipelined prefetch window stops at a stripe boundary.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "EMBEDDED_CAPACITY",
+        default: "¾ of physical memory",
+        meaning: "Capacity of the memory server farmem starts itself when neither `FARMEM_SERVERS` nor `FARMEM_FILE` is set. That server is the `farmem` program (`farmem serve --listen-fd 3 --parent PID`) in a child process, found next to `libfarmem.so` (or the executable), in `../bin` from there, or on `PATH`; if there is none, the first far allocation fails with a message saying so. The child gets the environment without `LD_PRELOAD` and `FARMEM_*`.",
+        run_flag: None,
+    },
+    OptionDoc {
+        key: "THRESHOLD",
+        default: "`1M`",
+        meaning: "Smallest allocation that goes to far memory under `farmem run`. Must not be 0.",
+        run_flag: Some("--threshold"),
+    },
+    OptionDoc {
+        key: "RAW_SYSCALLS",
+        default: "`dispatch`",
+        meaning: "System calls a program makes without the C library (liburing, libaio, inline assembly). `dispatch`: syscall user dispatch sends them through farmem's table of system-call buffers, so a far buffer among them works, and `io_uring_setup` answers ENOSYS. `allow`: they run unchecked, and one that meets a non-resident far page fails with EFAULT. See docs/design.md, \"System calls on far memory\".",
+        run_flag: None,
+    },
 ];
+
+/// The table of [`OPTIONS`] as docs/configuration.md shows it.
+pub fn options_markdown() -> String {
+    let mut out = String::from("| variable | default | meaning |\n|---|---|---|\n");
+    for o in OPTIONS {
+        out.push_str(&format!(
+            "| `FARMEM_{}` | {} | {} |\n",
+            o.key, o.default, o.meaning
+        ));
+    }
+    out
+}
+
+fn known_names() -> String {
+    OPTIONS.iter().map(|o| o.key).collect::<Vec<_>>().join(", ")
+}
 
 /// What happens to system calls a program makes without the C library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,6 +448,63 @@ impl Config {
         Ok(c)
     }
 
+    /// Each option's value here, as `FARMEM_` would spell it, in the order
+    /// of [`OPTIONS`] (what `farmem config` prints).
+    pub fn values(&self) -> Vec<(&'static str, String)> {
+        // Exact, in the largest unit that divides it: parses back the same.
+        let size = |b: u64| {
+            for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+                if b != 0 && b.trailing_zeros() >= shift {
+                    return format!("{}{unit}", b >> shift);
+                }
+            }
+            b.to_string()
+        };
+        OPTIONS
+            .iter()
+            .map(|o| {
+                let v = match o.key {
+                    "LOCAL" => size(self.local_bytes),
+                    "SERVERS" if self.servers.is_empty() => "(embedded)".into(),
+                    "SERVERS" => self
+                        .servers
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    "FILE" => self
+                        .file
+                        .as_ref()
+                        .map_or("(none)".into(), |p| p.display().to_string()),
+                    "FILE_DIRECT" => match self.file_direct {
+                        FileDirect::Auto => "auto",
+                        FileDirect::On => "1",
+                        FileDirect::Off => "0",
+                    }
+                    .into(),
+                    "STATS" => u8::from(self.stats_at_exit).to_string(),
+                    "ARENA" => size(self.arena_bytes),
+                    "PREFETCH" => self.prefetch_pages.to_string(),
+                    "EVICT_BATCH" => self.evict_batch.to_string(),
+                    "SPIN_US" => self.spin_us.to_string(),
+                    "TIMEOUT_MS" => self.timeout_ms.to_string(),
+                    "CONNS" => self.conns.to_string(),
+                    "STRIPE" => self.stripe_pages.to_string(),
+                    "EMBEDDED_CAPACITY" => size(self.embedded_capacity),
+                    "THRESHOLD" => size(self.threshold),
+                    "RAW_SYSCALLS" => match self.raw_syscalls {
+                        RawSyscalls::Dispatch => "dispatch",
+                        RawSyscalls::Allow => "allow",
+                    }
+                    .into(),
+                    other => format!("(no value for {other})"),
+                };
+                (o.key, v)
+            })
+            .collect()
+    }
+
+    /// Read this process's `FARMEM_*` variables.
     ///
     /// The environment is read and validated once per process; later calls
     /// (the `farmem run` shim's constructor, its first far allocation, the C
@@ -383,21 +544,61 @@ impl Config {
 mod tests {
     use super::*;
 
-    /// docs/configuration.md documents exactly the variables this table
-    /// knows: a new option cannot ship undocumented, nor a removed one stay.
+    /// docs/configuration.md shows exactly this table: a new option cannot
+    /// ship undocumented, nor a removed one stay, nor a default drift.
     #[test]
-    fn the_documented_variables_are_the_known_ones() {
+    fn the_documented_table_is_the_options_table() {
         let doc = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../docs/configuration.md"
         ))
         .unwrap();
-        let documented: std::collections::BTreeSet<&str> = doc
-            .lines()
-            .filter_map(|l| l.strip_prefix("| `FARMEM_")?.split('`').next())
-            .collect();
-        let known: std::collections::BTreeSet<&str> = KNOWN.iter().copied().collect();
-        assert_eq!(documented, known);
+        assert!(
+            doc.contains(&options_markdown()),
+            "docs/configuration.md's table differs from config::OPTIONS; \
+             paste the output of `farmem config --markdown` into it"
+        );
+    }
+
+    /// `values` names every option, and each value it prints parses back
+    /// to the same configuration.
+    #[test]
+    fn printed_values_parse_back() {
+        let c = Config::from_vars([
+            ("FARMEM_LOCAL", "300M"),
+            ("FARMEM_SERVERS", "h1:7070,unix:@x"),
+            ("FARMEM_PREFETCH", "8"),
+            ("FARMEM_RAW_SYSCALLS", "allow"),
+        ])
+        .unwrap();
+        let vals = c.values();
+        assert_eq!(vals.len(), OPTIONS.len());
+        assert!(vals.iter().all(|(_, v)| !v.starts_with("(no value")));
+        let mut back = Config::default();
+        for (k, v) in &vals {
+            if !v.starts_with('(') {
+                back.set(k, v).unwrap();
+            }
+        }
+        assert_eq!(back, c);
+    }
+
+    /// Every option in the table is one the parser accepts (its default
+    /// spelled as the user would write it is not checked: some are prose).
+    #[test]
+    fn every_listed_option_is_parsed() {
+        for o in OPTIONS {
+            let e = Config::default().set(o.key, "\u{1}not-a-value");
+            assert!(
+                !matches!(e, Err(ConfigError::Unknown(_))),
+                "{} is listed but not parsed",
+                o.key
+            );
+        }
+        assert!(matches!(
+            Config::default().set("NOPE", "1"),
+            Err(ConfigError::Unknown(_))
+        ));
     }
 
     #[test]
