@@ -13,7 +13,7 @@ use farmem_runtime::config::{format_size, parse_size};
 use serde::Serialize;
 use std::ffi::CString;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,11 +72,13 @@ impl System {
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(value_enum)]
-    workload: Workload,
-    /// Data size of the workload (its arrays), e.g. 1G.
-    #[arg(long, default_value = "512M")]
-    size: String,
+    /// A built-in workload; or give any program after `--` instead.
+    #[arg(value_enum, required_unless_present = "cmd")]
+    workload: Option<Workload>,
+    /// Data size of a built-in workload (its arrays), e.g. 1G; default 512M.
+    /// With `-- CMD` the footprint is measured instead.
+    #[arg(long)]
+    size: Option<String>,
     /// Expansion ratios E (data / local memory), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,1.67,2,4,6,8")]
     expansion: Vec<f64>,
@@ -93,9 +95,9 @@ pub struct Args {
     /// Runs per (system, expansion); the median is reported.
     #[arg(long, default_value_t = 1)]
     runs: u32,
-    /// stencil7 variant: naive, spatial or temporal.
-    #[arg(long, default_value = "temporal")]
-    variant: String,
+    /// stencil7 variant: naive, spatial or temporal (the default).
+    #[arg(long)]
+    variant: Option<String>,
     /// himeno: pass farmem hints (fm_advise) from the program.
     #[arg(long)]
     hints: bool,
@@ -112,6 +114,15 @@ pub struct Args {
     /// Relative runtime against expansion, one line per system (SVG).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// With `-- CMD`: a regular expression over CMD's output whose first
+    /// group (or whole match; the last match counts) is its figure of merit.
+    /// Without it the metric is wall time. Runtime ratios use wall time.
+    #[arg(long, requires = "cmd")]
+    metric_regex: Option<String>,
+    /// Any program, run as the workload: all-local first (its peak resident
+    /// memory is the footprint), then every system with footprint/E local.
+    #[arg(last = true, conflicts_with = "workload")]
+    cmd: Vec<String>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -162,11 +173,11 @@ fn workload_bin(name: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
-fn command(a: &Args, size: u64) -> Result<Vec<String>> {
+fn command(a: &Args, workload: Workload, size: u64) -> Result<Vec<String>> {
     let s = size.to_string();
     let mb = (size >> 20).max(1).to_string();
     let w = |n: &str| -> Result<String> { Ok(workload_bin(n)?.display().to_string()) };
-    Ok(match a.workload {
+    Ok(match workload {
         Workload::Memwrite => vec![
             w("memwrite")?,
             "--size".into(),
@@ -176,7 +187,7 @@ fn command(a: &Args, size: u64) -> Result<Vec<String>> {
             "--alloc".into(),
             "mmap".into(),
         ],
-        Workload::Stencil7 => vec![w("stencil7")?, s, a.variant.clone(), "8".into(), "4".into()],
+        Workload::Stencil7 => vec![w("stencil7")?, s, variant(a).into(), "8".into(), "4".into()],
         Workload::Himeno => {
             let mut v = vec![w("himeno")?, s, "10".into()];
             if a.hints {
@@ -327,6 +338,16 @@ struct Outcome {
     /// The workload's `timed ...` line: far traffic of its timed region.
     timed: Option<String>,
     stderr: String,
+    /// Peak resident memory of the process, bytes.
+    max_rss: u64,
+}
+
+/// How a run's output is read: a built-in workload prints its own `result`
+/// line; any other program is timed by the wall clock, and its figure of
+/// merit (if asked for) taken from its output.
+enum Reading<'a> {
+    Builtin,
+    Custom { metric: Option<&'a regex::Regex> },
 }
 
 /// Run `cmd`, optionally inside `cg`, with a timeout; returns its result line.
@@ -335,6 +356,7 @@ fn run_once(
     env: &[(String, String)],
     cg: Option<&Cgroup>,
     timeout: Duration,
+    reading: &Reading<'_>,
 ) -> Result<Outcome> {
     let mut c = Command::new(&cmd[0]);
     c.args(&cmd[1..])
@@ -365,9 +387,10 @@ fn run_once(
         s
     });
     let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
+    let pid = child.id() as libc::pid_t;
+    let (status, max_rss) = loop {
+        if let Some((raw, rss)) = farmem_sys::process::try_wait_rusage(pid)? {
+            break (std::process::ExitStatus::from_raw(raw), rss);
         }
         if STOP.load(Ordering::Acquire) || start.elapsed() > timeout {
             let _ = child.kill();
@@ -379,12 +402,32 @@ fn run_once(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let wall_s = start.elapsed().as_secs_f64();
     let stdout = so.join().unwrap_or_default();
     let stderr = se.join().unwrap_or_default();
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("result "))
-        .map(String::from);
+    let line = match reading {
+        Reading::Builtin => stdout
+            .lines()
+            .find(|l| l.starts_with("result "))
+            .map(String::from),
+        Reading::Custom { metric } => {
+            let (m, unit) = match metric {
+                Some(re) => match custom_metric(re, &stdout) {
+                    Some(m) => (m, "(regex)"),
+                    None if status.success() => bail!(
+                        "{} printed nothing that --metric-regex {:?} matches as a number",
+                        cmd[0],
+                        re.as_str()
+                    ),
+                    None => (f64::NAN, "(regex)"),
+                },
+                None => (wall_s, "s"),
+            };
+            Some(format!(
+                "result workload=custom seconds={wall_s:.4} metric={m:.4} unit={unit} check=-"
+            ))
+        }
+    };
     let timed = stdout
         .lines()
         .find(|l| l.starts_with("timed "))
@@ -394,6 +437,7 @@ fn run_once(
             line,
             timed,
             stderr,
+            max_rss,
         }),
         _ if cg.is_some()
             && std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) =>
@@ -408,7 +452,32 @@ fn run_once(
     }
 }
 
-/// key=value fields of a result line.
+/// The figure of merit in `out`: the last match of `re`, its first group
+/// if it has one, read as a number.
+fn custom_metric(re: &regex::Regex, out: &str) -> Option<f64> {
+    let c = re.captures_iter(out).last()?;
+    let m = c.get(1).or_else(|| c.get(0))?;
+    m.as_str().trim().parse().ok()
+}
+
+/// The stencil7 variant asked for.
+fn variant(a: &Args) -> &str {
+    a.variant.as_deref().unwrap_or("temporal")
+}
+
+/// A metric short enough for a table cell: 3 significant digits.
+fn short_number(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v != 0.0 && !(0.01..1e6).contains(&v.abs()) {
+        format!("{v:.2e}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 /// A number from the last run's `timed` line.
 fn timed_field(last: &Option<Outcome>, key: &str) -> Option<u64> {
     field(last.as_ref()?.timed.as_deref()?, key)?.parse().ok()
@@ -420,7 +489,18 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let mut size = parse_size(&a.size).map_err(|e| anyhow::anyhow!("--size {}: {e}", a.size))?;
+    let custom = !a.cmd.is_empty();
+    if custom && a.size.is_some() {
+        bail!("--size is for the built-in workloads; with -- CMD the footprint is measured (the peak resident memory of an all-local run)");
+    }
+    let metric_re = a
+        .metric_regex
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--metric-regex is not a valid regular expression")?;
+    let size_arg = a.size.clone().unwrap_or_else(|| "512M".into());
+    let mut size = parse_size(&size_arg).map_err(|e| anyhow::anyhow!("--size {size_arg}: {e}"))?;
     let mut exps = a.expansion.clone();
     let mut timeout_s = a.timeout;
     if a.quick {
@@ -443,7 +523,10 @@ pub fn run(a: Args) -> Result<()> {
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    if !["naive", "spatial", "temporal"].contains(&a.variant.as_str()) {
+    if custom && (a.variant.is_some() || a.hints) {
+        bail!("--variant and --hints are for the built-in workloads, not a program after --");
+    }
+    if !["naive", "spatial", "temporal"].contains(&variant(&a)) {
         bail!("--variant must be naive, spatial or temporal");
     }
     if let Some(p) = &a.plot {
@@ -460,7 +543,15 @@ pub fn run(a: Args) -> Result<()> {
     }
     farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
     farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
-    let cmd = command(&a, size)?;
+    let (cmd, reading) = match a.workload {
+        Some(w) => (command(&a, w, size)?, Reading::Builtin),
+        None => (
+            a.cmd.clone(),
+            Reading::Custom {
+                metric: metric_re.as_ref(),
+            },
+        ),
+    };
     let threads = a.threads.unwrap_or(farmem_sys::online_cpus());
     let env = vec![("OMP_NUM_THREADS".to_string(), threads.to_string())];
     let farmem = std::env::current_exe()?.display().to_string();
@@ -484,6 +575,10 @@ pub fn run(a: Args) -> Result<()> {
     let mut results: Vec<RunResult> = Vec::new();
     let mut local_secs = None;
     let mut systems = a.systems.clone();
+    if custom && !systems.contains(&System::Local) {
+        // The all-local run measures the footprint every budget comes from.
+        systems.push(System::Local);
+    }
     // The reference first.
     systems.sort_by_key(|s| *s != System::Local);
     systems.dedup();
@@ -508,7 +603,7 @@ pub fn run(a: Args) -> Result<()> {
                 // Set up this system (torn down at the end of the iteration).
                 let attempt = (|| -> Result<Outcome> {
                     match sys {
-                        System::Local => run_once(&cmd, &env, None, timeout),
+                        System::Local => run_once(&cmd, &env, None, timeout, &reading),
                         System::Farmem => {
                             let mut c = vec![
                                 farmem.clone(),
@@ -519,7 +614,7 @@ pub fn run(a: Args) -> Result<()> {
                                 "--".into(),
                             ];
                             c.extend(cmd.iter().cloned());
-                            run_once(&c, &env, None, timeout)
+                            run_once(&c, &env, None, timeout, &reading)
                         }
                         System::Swap | System::Zram => {
                             // 3x SIZE: room for the data and the workload's own temporaries
@@ -530,8 +625,11 @@ pub fn run(a: Args) -> Result<()> {
                                 SwapDev::zram(size * 3)?
                             };
                             let cg = Cgroup::new(budget + allowance)?;
-                            run_once(&cmd, &env, Some(&cg), timeout)
+                            run_once(&cmd, &env, Some(&cg), timeout, &reading)
                         }
+                        System::SsdMmap if custom => bail!(
+                            "only for the built-in workloads, whose arrays can be mapped from a file (FARMEM_BENCH_FILE); a program's own memory cannot"
+                        ),
                         System::SsdMmap => {
                             let f = DataFile(PathBuf::from(format!(
                                 "/var/tmp/farmem-bench-{}.data",
@@ -540,7 +638,7 @@ pub fn run(a: Args) -> Result<()> {
                             let cg = Cgroup::new(budget + allowance)?;
                             let mut env2 = env.clone();
                             env2.push(("FARMEM_BENCH_FILE".into(), f.0.display().to_string()));
-                            run_once(&cmd, &env2, Some(&cg), timeout)
+                            run_once(&cmd, &env2, Some(&cg), timeout, &reading)
                         }
                     }
                 })();
@@ -572,6 +670,20 @@ pub fn run(a: Args) -> Result<()> {
             };
             if sys == System::Local {
                 local_secs = Some(seconds);
+                if custom {
+                    // The footprint: the largest peak resident memory of the
+                    // all-local runs. Every budget is a share of it.
+                    let rss = last.as_ref().map_or(0, |o| o.max_rss);
+                    if rss == 0 {
+                        bar.finish_and_clear();
+                        bail!(
+                            "{} did not run all-local ({}); nothing to compare against",
+                            cmd[0],
+                            unavailable.as_deref().unwrap_or("no result")
+                        );
+                    }
+                    size = rss.next_multiple_of(1 << 20);
+                }
             }
             let check = field(&line, "check").unwrap_or("-").to_string();
             if check == "FAILED" {
@@ -612,7 +724,10 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    let wname = format!("{:?}", a.workload).to_lowercase();
+    let wname = match a.workload {
+        Some(w) => format!("{w:?}").to_lowercase(),
+        None => "custom".into(),
+    };
     if let Some(p) = &a.plot {
         let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
         for s in a.systems.iter().filter(|s| **s != System::Local) {
@@ -637,8 +752,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     let params = serde_json::json!({
         "workload": wname, "size_bytes": size, "expansion": exps, "threads": threads, "runs": a.runs,
-        "statistic": "median", "variant": a.variant, "hints": a.hints, "command": cmd,
+        "statistic": "median", "variant": variant(&a), "hints": a.hints, "command": cmd,
         "cgroup_allowance_bytes": allowance, "swap_device_bytes": size * 3,
+        "footprint_measured": custom, "metric_regex": a.metric_regex,
     });
     if a.json {
         let v = serde_json::json!({ "machine": Machine::detect(), "params": params, "results": results });
@@ -667,14 +783,24 @@ pub fn run(a: Args) -> Result<()> {
     }
     println!("machine: {}", Machine::detect().summary());
     println!(
-        "workload: {} over {} of data, {} threads, median of {} run(s)",
+        "workload: {} over {} {}, {} threads, median of {} run(s)",
         cmd.join(" "),
         format_size(size),
+        if custom {
+            "of footprint (its peak resident memory all-local)"
+        } else {
+            "of data"
+        },
         threads,
         a.runs
     );
     if let Some(l) = results.iter().find(|r| r.system == "local") {
-        println!("all-local: {:.3} s, {:.1} {}", l.seconds, l.metric, l.unit);
+        println!(
+            "all-local: {:.3} s, {} {}",
+            l.seconds,
+            short_number(l.metric),
+            l.unit
+        );
     }
     print!("\n{:<10}", "system");
     for e in &exps {
@@ -699,7 +825,12 @@ pub fn run(a: Args) -> Result<()> {
                     "OOM-killed".to_string()
                 }
                 Some(r) if r.unavailable.is_some() => "unavailable".to_string(),
-                Some(r) => format!("{:.2}x ({:.0} {})", r.relative_runtime, r.metric, r.unit),
+                Some(r) => format!(
+                    "{:.2}x ({} {})",
+                    r.relative_runtime,
+                    short_number(r.metric),
+                    r.unit
+                ),
                 None => "-".into(),
             };
             print!("{cell:>22}");

@@ -237,6 +237,16 @@ fn bad_arguments() {
             "half of this machine's memory",
         ),
         (vec!["qsort", "--plot", "x.png"], "SVG"),
+        (vec!["--size", "1G", "--", "true"], "footprint is measured"),
+        (vec!["--metric-regex", "(", "--", "true"], "--metric-regex"),
+        (vec!["--hints", "--", "true"], "built-in workloads"),
+        (vec!["qsort", "--", "true"], "cannot be used with"),
+        (vec![], "required"),
+        // A program that fails all-local leaves nothing to compare with.
+        (
+            vec!["--expansion", "2", "--", "sh", "-c", "exit 3"],
+            "did not run all-local",
+        ),
     ] {
         let (ok, _, err) = bench(&args);
         assert!(!ok, "{args:?}");
@@ -248,4 +258,49 @@ fn bad_arguments() {
         .unwrap();
     assert!(!o.status.success());
     let _ = Command::new("true").status();
+}
+
+/// Any program after `--`: its footprint is measured all-local, every system
+/// gets footprint/E, and the figure of merit comes from --metric-regex.
+#[test]
+fn any_program_with_a_measured_footprint_and_a_metric_regex() {
+    let _g = serial();
+    let prog = "import numpy as np; a = np.ones(2**23); a = a * 3.0; print('score=%d' % a.sum())";
+    let (ok, out, err) = bench(&[
+        "--expansion",
+        "2",
+        "--systems",
+        "local,farmem,ssd-mmap",
+        "--metric-regex",
+        r"score=(\d+)",
+        "--json",
+        "--",
+        "python3",
+        "-c",
+        prog,
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["params"]["workload"], "custom");
+    assert_eq!(v["params"]["footprint_measured"], true);
+    let footprint = v["params"]["size_bytes"].as_u64().unwrap();
+    // Two 64 MiB arrays at the peak, and the interpreter.
+    assert!(footprint > 128 << 20, "footprint {footprint}");
+    let rows = v["results"].as_array().unwrap();
+    let row = |sys: &str| rows.iter().find(|r| r["system"] == sys).unwrap().clone();
+    for sys in ["local", "farmem"] {
+        let r = row(sys);
+        assert_eq!(r["metric"].as_f64(), Some(25165824.0), "{r}");
+        assert_eq!(r["unit"], "(regex)");
+        assert!(r["seconds"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(
+        row("farmem")["local_budget_bytes"].as_u64().unwrap(),
+        (footprint / 2).next_multiple_of(1 << 20)
+    );
+    // A system that cannot run a program says so in its cell.
+    assert!(row("ssd-mmap")["unavailable"]
+        .as_str()
+        .unwrap()
+        .contains("built-in workloads"));
 }

@@ -251,6 +251,24 @@ pub fn enter_cgroup(procs: &std::ffi::CStr) -> io::Result<()> {
     Ok(())
 }
 
+/// If child `pid` has exited: its wait status (as `ExitStatusExt::from_raw`
+/// takes it) and its peak resident set in bytes (`ru_maxrss`). Reaps it.
+pub fn try_wait_rusage(pid: libc::pid_t) -> io::Result<Option<(i32, u64)>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data, filled by wait4.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: status and ru are live; WNOHANG returns at once.
+    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+    match r {
+        0 => Ok(None),
+        r if r == pid => Ok(Some((
+            status,
+            u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024,
+        ))),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
