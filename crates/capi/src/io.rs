@@ -495,6 +495,45 @@ pub unsafe extern "C" fn fwrite(
     })
 }
 
+/// `fread_unlocked(3)`: what programs built with gnulib's unlocked-io (GNU
+/// coreutils' sort, for one) call for `fread`. Like `fread`, a large read
+/// goes from the kernel straight into the caller's buffer, inside the C
+/// library where no wrapper sees it, so it needs the same pinned chunks.
+///
+/// # Safety
+/// As `fread_unlocked(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fread_unlocked(
+    ptr: *mut c_void,
+    size: size_t,
+    nmemb: size_t,
+    stream: *mut FILE,
+) -> size_t {
+    let f = real!(c"fread_unlocked", FreadFn);
+    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
+    stdio(ptr.cast(), size, nmemb, true, |p, s, n| unsafe {
+        f(p.cast(), s, n, stream)
+    })
+}
+
+/// `fwrite_unlocked(3)`, for the same programs as [`fread_unlocked`].
+///
+/// # Safety
+/// As `fwrite_unlocked(3)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn fwrite_unlocked(
+    ptr: *const c_void,
+    size: size_t,
+    nmemb: size_t,
+    stream: *mut FILE,
+) -> size_t {
+    let f = real!(c"fwrite_unlocked", FwriteFn);
+    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
+    stdio(ptr as *mut u8, size, nmemb, false, |p, s, n| unsafe {
+        f(p.cast(), s, n, stream)
+    })
+}
+
 type FputsFn = unsafe extern "C" fn(*const libc::c_char, *mut FILE) -> c_int;
 
 extern "C" {

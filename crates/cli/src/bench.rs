@@ -132,6 +132,9 @@ pub struct RunResult {
     pub local_budget_bytes: u64,
     /// Median seconds (the workload's own timing of its kernel).
     pub seconds: f64,
+    /// The fastest and slowest of the runs: the spread around the median.
+    pub seconds_min: f64,
+    pub seconds_max: f64,
     pub metric: f64,
     pub unit: String,
     /// seconds / local seconds (1.0 = as fast as all-local).
@@ -693,11 +696,14 @@ pub fn run(a: Args) -> Result<()> {
                     sys.name()
                 );
             }
+            let finite = || runs.iter().copied().filter(|v| v.is_finite());
             results.push(RunResult {
                 system: sys.name().into(),
                 expansion: e,
                 local_budget_bytes: if sys == System::Local { size } else { budget },
                 seconds,
+                seconds_min: finite().fold(f64::NAN, f64::min),
+                seconds_max: finite().fold(f64::NAN, f64::max),
                 metric: field(&line, "metric")
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(f64::NAN),
@@ -762,15 +768,17 @@ pub fn run(a: Args) -> Result<()> {
         return Ok(());
     }
     if a.csv {
-        println!("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes");
+        println!("system,expansion,local_budget_bytes,seconds,seconds_min,seconds_max,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes");
         for r in &results {
             let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
             println!(
-                "{},{},{},{:.4},{:.4},{},{:.4},{},{},{}",
+                "{},{},{},{:.4},{:.4},{:.4},{:.4},{},{:.4},{},{},{}",
                 r.system,
                 r.expansion,
                 r.local_budget_bytes,
                 r.seconds,
+                r.seconds_min,
+                r.seconds_max,
                 r.metric,
                 r.unit,
                 r.relative_runtime,
@@ -847,6 +855,19 @@ pub fn run(a: Args) -> Result<()> {
             r.expansion,
             r.unavailable.as_deref().unwrap_or("")
         );
+    }
+    if a.runs > 1 {
+        for r in results.iter().filter(|r| r.seconds.is_finite()) {
+            println!(
+                "{} at {}x: median {:.3} s, min {:.3} s, max {:.3} s over {} runs",
+                r.system,
+                r.expansion,
+                r.seconds,
+                r.seconds_min,
+                r.seconds_max,
+                r.runs.len()
+            );
+        }
     }
     for r in &results {
         if let (Some(f), Some(w)) = (r.timed_fetched_bytes, r.timed_written_back_bytes) {

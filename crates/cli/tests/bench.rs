@@ -99,23 +99,23 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
     assert!(ok, "{err}");
     assert_eq!(
         out.lines().next(),
-        Some("system,expansion,local_budget_bytes,seconds,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes")
+        Some("system,expansion,local_budget_bytes,seconds,seconds_min,seconds_max,metric,unit,relative_runtime,check,timed_fetched_bytes,timed_written_back_bytes")
     );
     // local and farmem must run and check out; a kernel baseline may also
     // be unavailable in a small budget (OOM-killed: check "-").
     for l in out.lines().skip(1) {
         let f: Vec<&str> = l.split(',').collect();
-        assert_eq!(f.len(), 10, "{l}");
+        assert_eq!(f.len(), 12, "{l}");
         let baseline = !(l.starts_with("local,") || l.starts_with("farmem,"));
-        assert!(f[7] == "ok" || (baseline && f[7] == "-"), "{l}\n{err}");
+        assert!(f[9] == "ok" || (baseline && f[9] == "-"), "{l}\n{err}");
         // Only farmem reports the timed region's far traffic: the grids do
         // not fit the budget, so some pages must have moved both ways.
         if l.starts_with("farmem,") {
-            let fetched: u64 = f[8].parse().expect(l);
-            let written: u64 = f[9].parse().expect(l);
+            let fetched: u64 = f[10].parse().expect(l);
+            let written: u64 = f[11].parse().expect(l);
             assert!(fetched > 0 && written > 0, "{l}");
         } else {
-            assert!(f[8].is_empty() && f[9].is_empty(), "{l}");
+            assert!(f[10].is_empty() && f[11].is_empty(), "{l}");
         }
     }
     assert!(
@@ -273,6 +273,8 @@ fn any_program_with_a_measured_footprint_and_a_metric_regex() {
         "local,farmem,ssd-mmap",
         "--metric-regex",
         r"score=(\d+)",
+        "--runs",
+        "3",
         "--json",
         "--",
         "python3",
@@ -292,7 +294,14 @@ fn any_program_with_a_measured_footprint_and_a_metric_regex() {
         let r = row(sys);
         assert_eq!(r["metric"].as_f64(), Some(25165824.0), "{r}");
         assert_eq!(r["unit"], "(regex)");
-        assert!(r["seconds"].as_f64().unwrap() > 0.0);
+        // The median of three runs, between their fastest and slowest.
+        let (lo, mid, hi) = (
+            r["seconds_min"].as_f64().unwrap(),
+            r["seconds"].as_f64().unwrap(),
+            r["seconds_max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < lo && lo <= mid && mid <= hi, "{r}");
+        assert_eq!(r["runs"].as_array().unwrap().len(), 3);
     }
     assert_eq!(
         row("farmem")["local_budget_bytes"].as_u64().unwrap(),

@@ -207,3 +207,49 @@ fn config_shows_values_and_refuses_bad_ones() {
     let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
     assert!(md.starts_with("| variable |") && doc.contains(md.as_ref()));
 }
+
+/// GNU sort (coreutils, built with gnulib's unlocked stdio) reads its input
+/// with `fread_unlocked` into a buffer much larger than the budget: every
+/// line comes out sorted, as the same sort gives all-local.
+#[test]
+fn gnu_sort_with_a_far_buffer_gives_the_same_output() {
+    let dir = std::env::temp_dir().join(format!("farmem-sort-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("in.txt");
+    // 2M lines in a scrambled order (about 16 MB).
+    let mut text = String::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for _ in 0..2_000_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        text.push_str(&format!("{:x}\n", x % 100_000_000));
+    }
+    std::fs::write(&input, text).unwrap();
+    let (local, far) = (dir.join("local.txt"), dir.join("far.txt"));
+    let sort = |out: &std::path::Path| {
+        vec![
+            "sort".to_string(),
+            "-S".into(),
+            "64M".into(),
+            "--parallel=2".into(),
+            input.display().to_string(),
+            "-o".into(),
+            out.display().to_string(),
+        ]
+    };
+    let l = sort(&local);
+    let st = std::process::Command::new(&l[0])
+        .args(&l[1..])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let f = sort(&far);
+    let args: Vec<&str> = f.iter().map(String::as_str).collect();
+    ok(&run(&["--local", "8M", "--stats"], &args));
+    assert!(
+        std::fs::read(&local).unwrap() == std::fs::read(&far).unwrap(),
+        "sort under farmem run differs from sort all-local"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
