@@ -101,6 +101,11 @@ pub struct Args {
     /// himeno: pass farmem hints (fm_advise) from the program.
     #[arg(long)]
     hints: bool,
+    /// himeno: the published constant coefficients instead of the perturbed
+    /// default (whose pages are not same-filled, so compression wins nothing
+    /// it should not).
+    #[arg(long)]
+    classic: bool,
     /// Give up on one run after this many seconds (swap can be very slow).
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -195,6 +200,9 @@ fn command(a: &Args, workload: Workload, size: u64) -> Result<Vec<String>> {
             let mut v = vec![w("himeno")?, s, "10".into()];
             if a.hints {
                 v.push("--hints".into());
+            }
+            if a.classic {
+                v.push("--classic".into());
             }
             v
         }
@@ -526,8 +534,11 @@ pub fn run(a: Args) -> Result<()> {
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    if custom && (a.variant.is_some() || a.hints) {
-        bail!("--variant and --hints are for the built-in workloads, not a program after --");
+    if custom && (a.variant.is_some() || a.hints || a.classic) {
+        bail!("--variant, --hints and --classic are for the built-in workloads, not a program after --");
+    }
+    if a.classic && a.workload != Some(Workload::Himeno) {
+        bail!("--classic is himeno's (its published constant coefficients)");
     }
     if !["naive", "spatial", "temporal"].contains(&variant(&a)) {
         bail!("--variant must be naive, spatial or temporal");
@@ -758,7 +769,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let params = serde_json::json!({
         "workload": wname, "size_bytes": size, "expansion": exps, "threads": threads, "runs": a.runs,
-        "statistic": "median", "variant": variant(&a), "hints": a.hints, "command": cmd,
+        "statistic": "median", "variant": variant(&a), "hints": a.hints, "classic": a.classic, "command": cmd,
         "cgroup_allowance_bytes": allowance, "swap_device_bytes": size * 3,
         "footprint_measured": custom, "metric_regex": a.metric_regex,
     });

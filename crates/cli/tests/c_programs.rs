@@ -270,3 +270,25 @@ fn serve_checks_an_inherited_socket_and_its_parent() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+/// himeno checks itself with its perturbed coefficients (the default) and
+/// with the published constants (`--classic`), on far memory at a budget
+/// far below its 14 arrays.
+#[test]
+fn himeno_checks_out_with_both_coefficient_sets() {
+    let exe = build_c_at("workloads/himeno.c", "himeno");
+    for (extra, want) in [
+        (None, "coefficients=perturbed"),
+        (Some("--classic"), "coefficients=classic"),
+    ] {
+        let mut c = farmem();
+        c.args(["run", "--local", "4M", "--"])
+            .arg(&exe)
+            .args(["S", "5"]);
+        if let Some(x) = extra {
+            c.arg(x);
+        }
+        let out = run_ok(&mut c);
+        assert!(out.contains("check=ok") && out.contains(want), "{out}");
+    }
+}

@@ -47,7 +47,7 @@ pub fn build_c_at(rel: &str, name: &str) -> PathBuf {
         .arg(repo().join(rel))
         .arg("-L")
         .arg(target_dir())
-        .arg("-lfarmem")
+        .args(["-lfarmem", "-lm"])
         .arg(format!("-Wl,-rpath,{}", target_dir().display()))
         .arg("-o")
         .arg(&exe)
