@@ -56,6 +56,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t lines = n / 64;
+    wl_timed_begin();
     double t0 = now();
     for (int p = 1; p <= passes; p++) {
         double t = now();
@@ -71,6 +72,7 @@ int main(int argc, char **argv) {
         bad += a[i * 16] != (uint32_t)(i * 2654435761u) + (uint32_t)passes;
     t = now() - t;
     printf("pass=%d kind=reread seconds=%.4f mbps=%.1f\n", passes + 1, t, (double)n / t / 1e6);
+    wl_timed_end();
     printf("check=%s\n", bad ? "FAILED" : "ok");
     double total = now() - t0;
     char extra[64];

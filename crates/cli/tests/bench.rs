@@ -176,6 +176,20 @@ fn pagerank_quick_reports_its_hot_and_stream_bytes() {
         for k in ["hot_bytes=", "stream_bytes=", "iterations=5"] {
             assert!(line.contains(k), "{line} lacks {k}");
         }
+        // Beside farmem's traffic, the least any policy moves: never more
+        // than farmem moved, since it is a lower bound.
+        if x["system"] == "farmem" {
+            let moved = x["timed_fetched_bytes"].as_u64().expect("timed traffic");
+            let least = x["bound_fetched_bytes"].as_u64().expect("a bound");
+            assert!(
+                least <= moved,
+                "bound {least} above what farmem moved {moved}: {x}"
+            );
+            let wb = x["timed_written_back_bytes"].as_u64().unwrap();
+            assert!(x["bound_written_back_bytes"].as_u64().unwrap() <= wb, "{x}");
+        } else {
+            assert!(x.get("bound_fetched_bytes").is_none(), "{x}");
+        }
     }
 }
 
