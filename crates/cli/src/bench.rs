@@ -496,8 +496,10 @@ fn short_number(v: f64) -> String {
         format!("{v:.2e}")
     } else if v.abs() >= 100.0 {
         format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
     } else {
-        format!("{v:.3}")
+        format!("{v:.2}")
     }
 }
 
@@ -843,7 +845,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     print!("\n{:<10}", "system");
     for e in &exps {
-        print!("{:>22}", format!("{e}x"));
+        print!(" {:>23}", format!("{e}x"));
     }
     println!();
     for s in a.systems.iter().filter(|s| **s != System::Local) {
@@ -872,7 +874,7 @@ pub fn run(a: Args) -> Result<()> {
                 ),
                 None => "-".into(),
             };
-            print!("{cell:>22}");
+            print!(" {cell:>23}");
         }
         println!();
     }
