@@ -936,17 +936,18 @@ struct Shape {
     /// Of those, bytes never written before the first round (their first
     /// touch needs no fetch).
     fresh_first: u64,
-    /// Bytes every round leaves dirty that a later round reads again.
+    /// Rounds that write, and the bytes each of them writes.
+    writing_rounds: u64,
     dirtied: u64,
 }
 
 /// The least far traffic any replacement policy moves over `s` with `budget`
 /// bytes resident. Every round touches `touched` bytes and at most `budget`
 /// of them can be resident when it starts, so it fetches at least
-/// `touched - budget` (the first round less what was never written); of the
-/// `dirtied` bytes a round leaves for the next, at most `budget` can stay, so
-/// at least `dirtied - budget` are written back, for every round but the
-/// last (whose pages may stay dirty when the region ends).
+/// `touched - budget` (the first round less what was never written). Of the
+/// `dirtied` bytes a writing round writes, at most `budget` are still
+/// resident when it ends, so at least `dirtied - budget` left dirty during
+/// that round: each was written back once, in that round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bound {
     fetched: u64,
@@ -967,7 +968,7 @@ fn traffic_bound(s: &Shape, budget: u64) -> Bound {
         .saturating_sub(budget);
     Bound {
         fetched: first + (s.rounds - 1) * per_round,
-        written_back: (s.rounds - 1) * s.dirtied.saturating_sub(budget),
+        written_back: s.writing_rounds * s.dirtied.saturating_sub(budget),
     }
 }
 
@@ -988,6 +989,7 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
             rounds: num("passes")? + 1,
             touched: far(size),
             fresh_first: far(size),
+            writing_rounds: num("passes")?,
             dirtied: far(size),
         }),
         // Two grids; a round reads one and writes the other: 8 steps, one
@@ -1005,6 +1007,7 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
                 rounds,
                 touched: 2 * grid,
                 fresh_first: 0,
+                writing_rounds: rounds,
                 dirtied: grid,
             })
         }
@@ -1019,6 +1022,7 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
                 rounds: num("iterations")?,
                 touched: 14 * array,
                 fresh_first: 0,
+                writing_rounds: num("iterations")?,
                 dirtied: 2 * array,
             })
         }
@@ -1032,6 +1036,7 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
                 rounds: num("iterations")?,
                 touched: rewritten + far(nv * 4) + far((nv + 1) * 8) + far(m * 4),
                 fresh_first: 0,
+                writing_rounds: num("iterations")?,
                 dirtied: rewritten,
             })
         }
@@ -1053,6 +1058,7 @@ mod tests {
             rounds: 4,
             touched: 8 * page,
             fresh_first: 8 * page,
+            writing_rounds: 3,
             dirtied: 8 * page,
         };
         // Pass 1 fills fresh pages; passes 2, 3 and the reread each fetch
@@ -1074,19 +1080,20 @@ mod tests {
             }
         );
         // Two grids of 4 pages, 2 rounds, both written before: each round
-        // fetches 8 - 3, and the one round before the last writes back
-        // 4 - 3 of its output.
+        // fetches 8 - 3, and writes back 4 - 3 of its 4-page output (only 3
+        // pages can still be resident when it ends).
         let stencil = Shape {
             rounds: 2,
             touched: 8 * page,
             fresh_first: 0,
+            writing_rounds: 2,
             dirtied: 4 * page,
         };
         assert_eq!(
             traffic_bound(&stencil, 3 * page),
             Bound {
                 fetched: 10 * page,
-                written_back: page
+                written_back: 2 * page
             }
         );
     }
@@ -1127,6 +1134,7 @@ mod tests {
                 rounds: rounds as u64,
                 touched: n as u64,
                 fresh_first: n as u64,
+                writing_rounds: 0,
                 dirtied: 0,
             };
             let bound = traffic_bound(&s, b as u64).fetched;
