@@ -32,24 +32,7 @@ impl Mapping {
         if noreserve {
             flags |= libc::MAP_NORESERVE;
         }
-        // SAFETY: a fresh anonymous mapping at a kernel-chosen address touches
-        // no existing memory.
-        // Through the raw path: the `farmem run` shim's `mmap` would make a
-        // large mapping far memory.
-        let p = unsafe {
-            crate::raw_syscall!(
-                libc::SYS_mmap,
-                0usize,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0usize,
-            )
-        } as *mut libc::c_void;
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = map_anonymous(len, flags)?;
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(Mapping { ptr, len })
@@ -75,21 +58,7 @@ impl Mapping {
         }
         // A THP mapping is over-allocated by 2 MiB so it can start aligned.
         let map_len = if pages == Pages::Thp { len + HUGE } else { len };
-        // SAFETY: a fresh anonymous mapping at a kernel-chosen address.
-        let p = unsafe {
-            crate::raw_syscall!(
-                libc::SYS_mmap,
-                0usize,
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0usize,
-            )
-        } as *mut libc::c_void;
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let p = map_anonymous(map_len, flags)?;
         let mut start = p as usize;
         if pages == Pages::Thp {
             let aligned = start.next_multiple_of(HUGE);
@@ -139,6 +108,29 @@ impl Mapping {
         let base = self.ptr.as_ptr() as usize;
         addr >= base && addr < base + self.len
     }
+}
+
+/// `mmap` of `len` bytes of fresh anonymous read-write memory with `flags`,
+/// through the raw path: the `farmem run` shim's `mmap` would make a large
+/// mapping far memory.
+fn map_anonymous(len: usize, flags: libc::c_int) -> io::Result<*mut libc::c_void> {
+    // SAFETY: a fresh anonymous mapping at a kernel-chosen address touches
+    // no existing memory.
+    let p = unsafe {
+        crate::raw_syscall!(
+            libc::SYS_mmap,
+            0usize,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0usize,
+        )
+    } as *mut libc::c_void;
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p)
 }
 
 /// The page size a [`Mapping::with_pages`] is backed by.

@@ -272,23 +272,26 @@ pub fn set_socket_buffers(fd: RawFd, bytes: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// An int-valued `SOL_SOCKET` option of `fd`.
+fn sockopt_int(fd: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: v and len are live and len holds v's size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })
+    .map(|_| v)
+}
+
 /// The socket's (send, receive) buffer sizes as the kernel reports them.
 pub fn socket_buffers(fd: RawFd) -> io::Result<(usize, usize)> {
-    let get = |opt| {
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: v and len are live and len holds v's size.
-        cvt(unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        })
-        .map(|_| v.max(0) as usize)
-    };
+    let get = |opt| sockopt_int(fd, opt).map(|v| v.max(0) as usize);
     Ok((get(libc::SO_SNDBUF)?, get(libc::SO_RCVBUF)?))
 }
 
@@ -465,21 +468,7 @@ pub fn wait_readable(fd: RawFd, ms: i32) {
 /// The address family (`AF_UNIX`, `AF_INET`, `AF_INET6`) of `fd` if it is a
 /// listening socket; an error naming what it is not otherwise.
 pub fn listening_family(fd: RawFd) -> io::Result<libc::c_int> {
-    let get = |opt| {
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: v and len are live and len holds v's size.
-        cvt(unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        })
-        .map(|_| v)
-    };
+    let get = |opt| sockopt_int(fd, opt);
     let family = get(libc::SO_DOMAIN).map_err(|e| {
         if e.raw_os_error() == Some(libc::ENOTSOCK) {
             io::Error::new(io::ErrorKind::InvalidInput, "not a socket")
