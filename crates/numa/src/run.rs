@@ -63,8 +63,8 @@ pub fn run_for(
             break st;
         }
         if limit_s.is_some_and(|l| start.elapsed().as_secs_f64() >= l) {
-            // SAFETY: signalling our own child, which has not been reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            // Our own child, not reaped yet: the pid is still its.
+            farmem_sys::process::terminate(pid as libc::pid_t);
         }
         let m = verify::sample(pid);
         if m.values().sum::<u64>() > best.values().sum::<u64>() {

@@ -63,19 +63,8 @@ static GLIBC: std::sync::OnceLock<Glibc> = std::sync::OnceLock::new();
 
 fn glibc() -> &'static Glibc {
     GLIBC.get_or_init(|| {
-        // SAFETY: dlopen of the already-loaded C library (NOLOAD).
-        let h = unsafe { libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
         let sym = |name: &std::ffi::CStr, fallback: usize| {
-            if h.is_null() {
-                return fallback;
-            }
-            // SAFETY: lookup of a NUL-terminated name in the C library.
-            let f = unsafe { libc::dlsym(h, name.as_ptr()) } as usize;
-            if f == 0 {
-                fallback
-            } else {
-                f
-            }
+            farmem_sys::dl::libc_symbol(name).unwrap_or(fallback)
         };
         // glibc's entry point `$c`, or the extern symbol `$name` if the
         // lookup fails.
@@ -300,20 +289,13 @@ static DETECTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 /// Whether `f` lies in the C library (compared by the loaded object).
 fn in_libc(f: usize) -> bool {
-    let base = |a: usize| {
-        // SAFETY: dladdr fills a zeroed Dl_info; it does not allocate.
-        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let ok = unsafe { libc::dladdr(a as *const c_void, &mut info) };
-        (ok != 0).then_some(info.dli_fbase as usize)
-    };
+    let base = farmem_sys::dl::object_base_of;
     base(f).is_some() && base(f) == base(libc::getpid as *const () as usize)
 }
 
 /// The next definition of `name` (after this library).
 fn next_sym(name: &std::ffi::CStr) -> usize {
-    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+    farmem_sys::dl::next_symbol(name)
 }
 
 /// Decide, once, whose allocator this process uses.
@@ -413,8 +395,7 @@ fn big(n: usize) -> bool {
 }
 
 fn set_errno(e: c_int) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e };
+    farmem_sys::signal::set_errno(e);
 }
 
 /// `malloc(3)`.

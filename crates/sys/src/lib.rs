@@ -14,6 +14,7 @@
 compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault error code from the signal frame)");
 
 pub mod dispatch;
+pub mod dl;
 pub mod mem;
 pub mod net;
 pub mod numa;

@@ -170,6 +170,12 @@ pub fn object_path_of(addr: usize) -> Option<std::path::PathBuf> {
     )))
 }
 
+/// Ask process `pid` to stop (SIGTERM), without waiting.
+pub fn terminate(pid: libc::pid_t) {
+    // SAFETY: kill takes plain integers.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
 /// Ask child `pid` to stop (SIGTERM) and wait for it to exit.
 pub fn stop_child(pid: libc::pid_t) {
     // SAFETY: kill and waitpid on our own child; a null status is allowed.
