@@ -14,6 +14,13 @@
 //! requests and replies), `session` (the session table), `store` (a
 //! session's pages).
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 mod connection;
 mod listener;
 mod session;

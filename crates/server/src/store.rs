@@ -52,6 +52,12 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
+/// A page number (below the session's `max_pages`, at most 2^40) as an
+/// index: it fits `usize` on the 64-bit targets farmem builds for.
+fn index(page: u64) -> usize {
+    usize::try_from(page).expect("page numbers fit usize on 64-bit targets")
+}
+
 /// Set in `gate` while a Free owns the store.
 const FREEING: u64 = 1 << 63;
 
@@ -147,7 +153,7 @@ impl Store {
     fn page_ptr(&self, page: u64) -> *mut u8 {
         assert!(page < self.max_pages, "page {page} beyond the store");
         // In bounds: page < max_pages and the mapping is max_pages pages.
-        self.data.as_ptr().wrapping_add(page as usize * PAGE_SIZE)
+        self.data.as_ptr().wrapping_add(index(page) * PAGE_SIZE)
     }
 
     /// Return `[first, end)` (pages) to the kernel.
@@ -159,7 +165,7 @@ impl Store {
         let r = unsafe {
             madvise(
                 self.page_ptr(first),
-                (end - first) as usize * PAGE_SIZE,
+                index(end - first) * PAGE_SIZE,
                 libc::MADV_DONTNEED,
             )
         };
@@ -337,7 +343,7 @@ mod tests {
                 for &p in &pages {
                     // SAFETY: the page is inside the mapping; nothing else
                     // touches the store in this test.
-                    unsafe { a.page(p).ptr.write(p as u8) };
+                    unsafe { a.page(p).ptr.write(p.to_le_bytes()[0]) };
                 }
                 assert_eq!(a.mark_present(&pages), new);
                 model.extend(pages);
@@ -362,7 +368,8 @@ mod tests {
             );
             if model.contains(&p) {
                 // SAFETY: as above.
-                assert_eq!(unsafe { a.page(p).ptr.read() }, p as u8, "page {p}");
+                let first = unsafe { a.page(p).ptr.read() };
+                assert_eq!(first, p.to_le_bytes()[0], "page {p}");
             }
         }
     }

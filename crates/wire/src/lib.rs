@@ -34,6 +34,13 @@
 //! presenting the same token share one page space, and no other token can
 //! reach it. Page numbers must be below the `max_pages` declared at Hello.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use thiserror::Error;
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"FMEM");
@@ -557,7 +564,9 @@ impl Frame<'_> {
             count <= MAX_BATCH || !matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk),
             "a frame of {count} pages exceeds MAX_BATCH"
         );
-        let mut h = Header::new(op, tag, count, len as u32);
+        let len32 =
+            u32::try_from(len).expect("a frame's length fits u32: its batch was checked above");
+        let mut h = Header::new(op, tag, count, len32);
         if let Frame::Error { code, .. } = self {
             h.status = *code as u32;
         }
@@ -701,7 +710,9 @@ mod tests {
         let mut p = Vec::new();
         p.extend_from_slice(&5u64.to_le_bytes());
         p.extend_from_slice(&[0xAB; PAGE_SIZE]);
-        let h = Header::decode(&Header::new(Op::Write, 0, 1, p.len() as u32).encode()).unwrap();
+        let h =
+            Header::decode(&Header::new(Op::Write, 0, 1, u32::try_from(p.len()).unwrap()).encode())
+                .unwrap();
         match decode_request(&h, &p).unwrap() {
             Request::Write { pages: pg, data } => {
                 assert_eq!(pages(pg).collect::<Vec<_>>(), vec![5]);
@@ -715,7 +726,9 @@ mod tests {
     fn hello_validates_max_pages() {
         let mut p = vec![1u8; TOKEN_LEN];
         p.extend_from_slice(&(MAX_PAGES + 1).to_le_bytes());
-        let h = Header::decode(&Header::new(Op::Hello, 0, 0, p.len() as u32).encode()).unwrap();
+        let h =
+            Header::decode(&Header::new(Op::Hello, 0, 0, u32::try_from(p.len()).unwrap()).encode())
+                .unwrap();
         assert!(decode_request(&h, &p).is_err());
     }
 
@@ -902,7 +915,7 @@ mod tests {
 
         #[test]
         fn request_decoder_total(op in 1u16..6, count in 0u32..4, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let h = Header::new(Op::from_u16(op).unwrap(), 0, count, payload.len() as u32);
+            let h = Header::new(Op::from_u16(op).unwrap(), 0, count, u32::try_from(payload.len()).unwrap());
             if let Ok(h) = Header::decode(&h.encode()) {
                 let _ = decode_request(&h, &payload);
             }
