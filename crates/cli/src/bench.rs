@@ -96,7 +96,8 @@ pub struct Args {
     /// OpenMP threads for the workload.
     #[arg(long)]
     threads: Option<usize>,
-    /// Runs per (system, expansion); the median is reported.
+    /// Runs per (system, expansion); the median is reported, with the
+    /// fastest and slowest run beside it.
     #[arg(long, default_value_t = 1)]
     runs: u32,
     /// stencil7 variant: naive, spatial or temporal (the default).
@@ -116,8 +117,10 @@ pub struct Args {
     /// Tiny data and few ratios: checks the harness end to end in seconds.
     #[arg(long)]
     quick: bool,
+    /// Print every cell as JSON (machine, parameters, results, statistics).
     #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print one CSV row per cell.
     #[arg(long)]
     csv: bool,
     /// Relative runtime against expansion, one line per system (SVG).
