@@ -459,80 +459,51 @@ fn stdio(
     }
 }
 
-/// `fread(3)`.
-///
-/// # Safety
-/// As `fread(3)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fread(
-    ptr: *mut c_void,
-    size: size_t,
-    nmemb: size_t,
-    stream: *mut FILE,
-) -> size_t {
-    let f = real!(c"fread", FreadFn);
-    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
-    stdio(ptr.cast(), size, nmemb, true, |p, s, n| unsafe {
-        f(p.cast(), s, n, stream)
-    })
+/// One stdio wrapper: `$name` forwards whole items through [`stdio`] to the
+/// C library's own `$name`; `$kernel_writes` says whether the data goes into
+/// the caller's buffer.
+macro_rules! stdio_wrapper {
+    ($(#[$doc:meta])* $name:ident, $ptr:ty, $real:ty, $kernel_writes:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($name), "(3)`.")]
+        #[cfg_attr(not(test), no_mangle)]
+        pub unsafe extern "C" fn $name(
+            ptr: $ptr,
+            size: size_t,
+            nmemb: size_t,
+            stream: *mut FILE,
+        ) -> size_t {
+            let f = real!(c_name!($name), $real);
+            // SAFETY: forwarded to the C library with (chunks of) the
+            // caller's buffer.
+            stdio(ptr as *mut u8, size, nmemb, $kernel_writes, |p, s, n| unsafe {
+                f(p.cast(), s, n, stream)
+            })
+        }
+    };
 }
 
-/// `fwrite(3)`.
-///
-/// # Safety
-/// As `fwrite(3)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fwrite(
-    ptr: *const c_void,
-    size: size_t,
-    nmemb: size_t,
-    stream: *mut FILE,
-) -> size_t {
-    let f = real!(c"fwrite", FwriteFn);
-    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
-    stdio(ptr as *mut u8, size, nmemb, false, |p, s, n| unsafe {
-        f(p.cast(), s, n, stream)
-    })
-}
-
-/// `fread_unlocked(3)`: what programs built with gnulib's unlocked-io (GNU
-/// coreutils' sort, for one) call for `fread`. Like `fread`, a large read
-/// goes from the kernel straight into the caller's buffer, inside the C
-/// library where no wrapper sees it, so it needs the same pinned chunks.
-///
-/// # Safety
-/// As `fread_unlocked(3)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fread_unlocked(
-    ptr: *mut c_void,
-    size: size_t,
-    nmemb: size_t,
-    stream: *mut FILE,
-) -> size_t {
-    let f = real!(c"fread_unlocked", FreadFn);
-    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
-    stdio(ptr.cast(), size, nmemb, true, |p, s, n| unsafe {
-        f(p.cast(), s, n, stream)
-    })
-}
-
-/// `fwrite_unlocked(3)`, for the same programs as [`fread_unlocked`].
-///
-/// # Safety
-/// As `fwrite_unlocked(3)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fwrite_unlocked(
-    ptr: *const c_void,
-    size: size_t,
-    nmemb: size_t,
-    stream: *mut FILE,
-) -> size_t {
-    let f = real!(c"fwrite_unlocked", FwriteFn);
-    // SAFETY: forwarded to the C library with (chunks of) the caller's buffer.
-    stdio(ptr as *mut u8, size, nmemb, false, |p, s, n| unsafe {
-        f(p.cast(), s, n, stream)
-    })
-}
+stdio_wrapper!(
+    /// `fread(3)`.
+    fread, *mut c_void, FreadFn, true
+);
+stdio_wrapper!(
+    /// `fwrite(3)`.
+    fwrite, *const c_void, FwriteFn, false
+);
+stdio_wrapper!(
+    /// `fread_unlocked(3)`: what programs built with gnulib's unlocked-io (GNU
+    /// coreutils' sort, for one) call for `fread`. Like `fread`, a large read
+    /// goes from the kernel straight into the caller's buffer, inside the C
+    /// library where no wrapper sees it, so it needs the same pinned chunks.
+    fread_unlocked, *mut c_void, FreadFn, true
+);
+stdio_wrapper!(
+    /// `fwrite_unlocked(3)`, for the same programs as [`fread_unlocked`].
+    fwrite_unlocked, *const c_void, FwriteFn, false
+);
 
 type FputsFn = unsafe extern "C" fn(*const libc::c_char, *mut FILE) -> c_int;
 
