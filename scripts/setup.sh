@@ -19,6 +19,8 @@ command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-benchmark >/dev/null || need_apt+=(redis-tools)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+# Headless Chromium renders `farmem report` pages in their test (crates/cli/tests/report.rs).
+command -v chromium >/dev/null || need_apt+=(chromium)
 command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)

@@ -123,7 +123,7 @@ pub struct Args {
     /// Print one CSV row per cell.
     #[arg(long)]
     csv: bool,
-    /// Relative runtime against expansion, one line per system (SVG).
+    /// Relative runtime against expansion, one line per system (*.svg or *.png).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// With `-- CMD`: a regular expression over CMD's output whose first
@@ -175,6 +175,35 @@ pub struct RunResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_written_back_bytes: Option<u64>,
     pub result_line: String,
+}
+
+impl RunResult {
+    /// This result as a cell of the bench plot.
+    pub fn cell(&self) -> crate::plot::BenchCell {
+        crate::plot::BenchCell {
+            system: self.system.clone(),
+            expansion: self.expansion,
+            relative: Some(self.relative_runtime).filter(|r| r.is_finite()),
+            failure: self.unavailable.as_deref().map(failure_words),
+        }
+    }
+}
+
+/// Why a cell has no figure, in a few words for tables and plots; the full
+/// reason is printed below the table and kept in the JSON.
+pub fn failure_words(why: &str) -> String {
+    if why.contains("OOM") {
+        "OOM-killed".into()
+    } else if let Some(t) = why.strip_prefix("timed out after ") {
+        format!("timed out (> {t})")
+    } else if let Some(at) = why.find("(signal: ") {
+        let sig = why[at + 9..].split(' ').next().unwrap_or("?");
+        format!("killed (signal {sig})")
+    } else if why.contains("failed") {
+        "failed".into()
+    } else {
+        "unavailable".into()
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -560,14 +589,7 @@ pub fn run(a: Args) -> Result<()> {
     if !["naive", "spatial", "temporal"].contains(&variant(&a)) {
         bail!("--variant must be naive, spatial or temporal");
     }
-    if let Some(p) = &a.plot {
-        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
-            bail!(
-                "--plot {}: plots are written as SVG; name the file *.svg",
-                p.display()
-            );
-        }
-    }
+    crate::plot::check_path(a.plot.as_deref())?;
     let phys = farmem_sys::phys_memory();
     if size > phys / 2 {
         bail!("--size {} is more than half of this machine's memory ({}); the local reference must fit", format_size(size), format_size(phys));
@@ -771,25 +793,16 @@ pub fn run(a: Args) -> Result<()> {
         None => "custom".into(),
     };
     if let Some(p) = &a.plot {
-        let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-        for s in a.systems.iter().filter(|s| **s != System::Local) {
-            let pts: Vec<(f64, f64)> = results
-                .iter()
-                .filter(|r| r.system == s.name() && r.relative_runtime.is_finite())
-                .map(|r| (r.expansion, r.relative_runtime))
-                .collect();
-            if !pts.is_empty() {
-                lines.push((s.name().to_string(), pts));
-            }
-        }
-        crate::plot::series(
+        let cells: Vec<_> = results.iter().map(RunResult::cell).collect();
+        crate::plot::write(
             p,
-            &lines,
-            &format!(
-                "{wname} {}: runtime relative to all-local",
-                format_size(size)
-            ),
-            "runtime / local",
+            &crate::plot::Bench {
+                title: &format!(
+                    "{wname} {}: runtime relative to all-local",
+                    format_size(size)
+                ),
+                cells: &cells,
+            },
         )?;
     }
     let params = serde_json::json!({
@@ -858,17 +871,10 @@ pub fn run(a: Args) -> Result<()> {
                 .iter()
                 .find(|r| r.system == s.name() && r.expansion == *e);
             let cell = match r {
-                Some(r)
-                    if r.unavailable
-                        .as_deref()
-                        .is_some_and(|u| u.contains("timed out")) =>
-                {
-                    format!("> {timeout_s} s")
-                }
-                Some(r) if r.unavailable.as_deref().is_some_and(|u| u.contains("OOM")) => {
-                    "OOM-killed".to_string()
-                }
-                Some(r) if r.unavailable.is_some() => "unavailable".to_string(),
+                Some(RunResult {
+                    unavailable: Some(why),
+                    ..
+                }) => failure_words(why),
                 Some(r) => format!(
                     "{:.2}x ({} {})",
                     r.relative_runtime,

@@ -102,7 +102,7 @@ pub struct XyArgs {
     json: bool,
     #[arg(long)]
     csv: bool,
-    /// Heat map of the slowdown matrix (SVG).
+    /// Heat map of the slowdown matrix (*.svg or *.png).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// A command to run in each cell instead of the workload (timed by wall clock).
@@ -129,7 +129,7 @@ pub struct PolicyArgs {
     json: bool,
     #[arg(long)]
     csv: bool,
-    /// Throughput over time, one line per policy (SVG).
+    /// Throughput over time, one line per policy (*.svg or *.png).
     #[arg(long)]
     plot: Option<PathBuf>,
     #[arg(required = true, last = true)]
@@ -389,7 +389,7 @@ fn memslap(p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
 }
 
 fn xy(a: XyArgs) -> Result<()> {
-    crate::plot::check_svg_path(a.plot.as_deref())?;
+    crate::plot::check_path(a.plot.as_deref())?;
     if a.runs == 0 || a.passes == 0 {
         bail!("--runs and --passes must be at least 1");
     }
@@ -456,14 +456,17 @@ fn xy(a: XyArgs) -> Result<()> {
         a.cmd.join(" ")
     };
     if let Some(p) = &a.plot {
-        crate::plot::heatmap(
+        let cells: Vec<_> = results
+            .iter()
+            .map(|r| (r.mem_node, r.cpu_node, r.seconds, r.slowdown_pct))
+            .collect();
+        crate::plot::write(
             p,
-            &t.ids(),
-            &results
-                .iter()
-                .map(|r| (r.mem_node, r.cpu_node, r.seconds, r.slowdown_pct))
-                .collect::<Vec<_>>(),
-            &format!("{workload}: time, and slowdown vs local (X = Y)"),
+            &crate::plot::Heatmap {
+                ids: &t.ids(),
+                cells: &cells,
+                title: &format!("{workload}: time, and slowdown vs local (X = Y)"),
+            },
         )?;
     }
     if a.json {
@@ -561,7 +564,7 @@ struct PolicyResult {
 }
 
 fn policies(a: PolicyArgs) -> Result<()> {
-    crate::plot::check_svg_path(a.plot.as_deref())?;
+    crate::plot::check_path(a.plot.as_deref())?;
     if a.duration.is_some_and(|d| !(d > 0.0 && d < 86400.0)) {
         bail!("--duration must be between 0 and 86400 seconds");
     }
@@ -628,7 +631,14 @@ fn policies(a: PolicyArgs) -> Result<()> {
             .iter()
             .map(|r| (r.policy.clone(), r.series.clone()))
             .collect();
-        crate::plot::series(p, &lines, "throughput over time by NUMA policy", "rate")?;
+        crate::plot::write(
+            p,
+            &crate::plot::Series {
+                lines: &lines,
+                title: "the command's rate over time by NUMA policy",
+                y_desc: "rate (the number --rate-regex takes)",
+            },
+        )?;
     }
     if a.json {
         let v = serde_json::json!({

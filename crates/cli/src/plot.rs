@@ -1,108 +1,456 @@
-//! Plots with plotters, as SVG: text in SVG needs no font engine, while a
-//! bitmap would need one (font-kit and the system's fontconfig).
+//! Every `--plot` and every picture in `farmem report`, drawn with plotters
+//! as SVG or PNG (chosen by the file's extension).
+//!
+//! Text is laid out, and in a PNG drawn, with a bundled font (DejaVu Sans),
+//! so a plot needs no fonts on the machine. Each figure is a [`Figure`]: one
+//! drawing routine for both formats and for the report's inline SVG.
+//!
+//! Conventions, which the report's browser test checks: every data point is
+//! a filled circle (legends use squares, so the circles in an SVG are the
+//! points); a run that failed is a cross at the top edge with its reason
+//! beside it; legends sit in their own column, never over the data.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_runtime::config::format_size;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
 use std::path::Path;
+use std::sync::Once;
 
-/// `--plot FILE` must name an SVG file: plots are written as SVG only.
-pub fn check_svg_path(p: Option<&Path>) -> Result<()> {
-    if let Some(p) = p {
-        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
-            return Err(anyhow!(
-                "--plot {}: plots are written as SVG; name the file *.svg (convert with e.g. rsvg-convert for PNG)",
-                p.display()
-            ));
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+/// Width of the legend column at the right of a chart, in pixels.
+const LEGEND_W: u32 = 290;
+const GREY: RGBColor = RGBColor(120, 120, 120);
+
+/// A plot's file format, from its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Svg,
+    Png,
+}
+
+pub fn format_of(p: &Path) -> Result<Format> {
+    match p.extension().and_then(|e| e.to_str()) {
+        Some("svg") => Ok(Format::Svg),
+        Some("png") => Ok(Format::Png),
+        _ => bail!(
+            "--plot {}: name the file *.svg (scalable, for pages) or *.png (for slides and chats)",
+            p.display()
+        ),
+    }
+}
+
+/// Validate a `--plot FILE` before any measuring starts.
+pub fn check_path(p: Option<&Path>) -> Result<()> {
+    p.map_or(Ok(()), |p| format_of(p).map(drop))
+}
+
+/// Something that can be drawn: its size in pixels and how to draw it.
+pub trait Figure {
+    fn size(&self) -> (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+fn fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The bundled file is a valid TrueType font; a failure here is a
+        // build defect, and plots would then fail with "FontUnavailable".
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
+}
+
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
+    anyhow!("plot: {e}")
+}
+
+/// Write a figure to `path`, as SVG or PNG by its extension.
+pub fn write(path: &Path, fig: &impl Figure) -> Result<()> {
+    fonts();
+    let written = |r: Result<()>| r.map_err(|e| anyhow!("writing {}: {e:#}", path.display()));
+    match format_of(path)? {
+        Format::Svg => {
+            let root = SVGBackend::new(path, fig.size()).into_drawing_area();
+            fig.draw(&root)?;
+            written(root.present().map_err(err))
+        }
+        Format::Png => {
+            let root = BitMapBackend::new(path, fig.size()).into_drawing_area();
+            fig.draw(&root)?;
+            written(root.present().map_err(err))
         }
     }
-    Ok(())
 }
 
-/// Latency against working set (log-log) with the detected levels marked, and
-/// far throughput against transfer size; whichever are present.
-pub fn probe(
-    path: &Path,
-    curve: Option<&[Point]>,
-    levels: Option<&[Level]>,
-    far: Option<&[Tier]>,
-    title: &str,
-) -> Result<()> {
-    let panels = curve.is_some() as u32 + far.is_some() as u32;
-    if panels == 0 {
-        return Err(anyhow!(
-            "--plot: nothing to plot (use it with latency, far or all)"
-        ));
+/// A figure as SVG text, for inlining into a page.
+pub fn svg_string(fig: &impl Figure) -> Result<String> {
+    fonts();
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, fig.size()).into_drawing_area();
+        fig.draw(&root)?;
+        root.present().map_err(err)?;
     }
-    let size = (1000, 480 * panels);
-    let root = SVGBackend::new(path, size).into_drawing_area();
-    draw(&root, curve, levels, far, title)?;
-    root.present()
-        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-    Ok(())
+    Ok(s)
 }
 
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, Shift>,
-    curve: Option<&[Point]>,
-    levels: Option<&[Level]>,
-    far: Option<&[Tier]>,
-    title: &str,
+/// Colours by series index; farmem's own results come first in every plot.
+const PALETTE: [RGBColor; 7] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+];
+
+fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// How a legend entry is drawn.
+#[derive(Clone, Copy)]
+enum Swatch {
+    /// A filled square: a series of points.
+    Square,
+    /// A line: a reference line or a level.
+    Line,
+    /// A cross: a run that failed.
+    Cross,
+}
+
+/// A legend in its own area (never over data), one entry per line.
+fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    top: i32,
+    entries: &[(String, RGBColor, Swatch)],
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("plot: {e:?}");
-    root.fill(&WHITE).map_err(err)?;
-    let parts = root.split_evenly((curve.is_some() as usize + far.is_some() as usize, 1));
-    let mut i = 0;
-    if let Some(c) = curve {
-        let area = &parts[i];
-        i += 1;
-        let x0 = c.first().map(|p| p.bytes).unwrap_or(4096) as f64;
-        let x1 = c.last().map(|p| p.bytes).unwrap_or(1 << 30) as f64;
-        let y0 = c.iter().map(|p| p.ns).fold(f64::MAX, f64::min) * 0.7;
-        let y1 = c.iter().map(|p| p.ns).fold(0.0, f64::max) * 1.4;
+    let font = ("sans-serif", 16).into_font();
+    for (k, (label, col, sw)) in entries.iter().enumerate() {
+        let y = top + 24 * k as i32;
+        match sw {
+            Swatch::Square => area
+                .draw(&Rectangle::new([(4, y - 5), (16, y + 7)], col.filled()))
+                .map_err(err)?,
+            Swatch::Line => area
+                .draw(&PathElement::new(
+                    [(2, y + 1), (18, y + 1)],
+                    col.stroke_width(2),
+                ))
+                .map_err(err)?,
+            Swatch::Cross => area
+                .draw(&Cross::new((10, y + 1), 5, col.stroke_width(2)))
+                .map_err(err)?,
+        }
+        area.draw(&Text::new(label.clone(), (24, y - 6), font.clone()))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A log scale when the values span more than a decade, else linear from 0.
+fn wants_log(lo: f64, hi: f64) -> bool {
+    lo > 0.0 && hi / lo > 10.0
+}
+
+/// Tick labels for a ratio axis: 1.5×, 10×.
+fn times(v: &f64) -> String {
+    if *v >= 10.0 || (*v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}×")
+    } else {
+        format!("{v:.1}×")
+    }
+}
+
+// ---------------------------------------------------------------- bench
+
+/// One cell of a bench result: a system at an expansion ratio.
+#[derive(Debug, Clone)]
+pub struct BenchCell {
+    pub system: String,
+    pub expansion: f64,
+    /// Runtime over all-local runtime, where the run succeeded.
+    pub relative: Option<f64>,
+    /// Why it did not, in a few words ("OOM-killed", "timed out (> 150 s)").
+    pub failure: Option<String>,
+}
+
+/// Slowdown against expansion, one series per system, with the all-local
+/// line at 1.0 and failed runs marked at the top edge.
+pub struct Bench<'a> {
+    pub title: &'a str,
+    pub cells: &'a [BenchCell],
+}
+
+impl Bench<'_> {
+    /// The systems in order of first appearance, all-local left out.
+    fn systems(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for c in self.cells {
+            if c.system != "local" && !v.contains(&c.system.as_str()) {
+                v.push(&c.system);
+            }
+        }
+        v
+    }
+
+    /// The y range (with room at the top for failure marks), whether it is
+    /// logarithmic, and where failures are drawn.
+    pub fn y_axis(&self) -> (Range<f64>, bool, f64) {
+        let vals = self.cells.iter().filter_map(|c| c.relative);
+        let (lo, hi) = vals.fold((1.0f64, 1.0f64), |(a, b), v| (a.min(v), b.max(v)));
+        if wants_log(lo, hi) {
+            (lo / 1.5..hi * 6.0, true, hi * 4.0)
+        } else {
+            (0.0..hi * 1.5, false, hi * 1.38)
+        }
+    }
+
+    /// The expansions, in order: the x axis has one evenly spaced slot for
+    /// each, labelled with its ratio.
+    pub fn expansions(&self) -> Vec<f64> {
+        let mut e: Vec<f64> = self
+            .cells
+            .iter()
+            .filter(|c| c.system != "local")
+            .map(|c| c.expansion)
+            .collect();
+        e.sort_by(|a, b| a.total_cmp(b));
+        e.dedup();
+        e
+    }
+
+    fn panel<DB, Y>(&self, area: &DrawingArea<DB, Shift>, y: Y, fail_y: f64) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+        Y: AsRangedCoord<Value = f64>,
+        Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        let exps = self.expansions();
+        let slots = exps.len().max(1);
+        let index = |e: f64| exps.iter().position(|x| *x == e).unwrap_or(0) as f64;
+        let xr = -0.5..slots as f64 - 0.5;
         let mut ch = ChartBuilder::on(area)
-            .caption(format!("load latency — {title}"), ("sans-serif", 16))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+            .caption(self.title, ("sans-serif", 19))
+            .margin(14)
+            .x_label_area_size(48)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xr, y)
             .map_err(err)?;
         ch.configure_mesh()
-            .x_desc("working set")
-            .y_desc("ns per load")
-            .x_label_formatter(&|v| format_size(*v as u64))
+            .x_desc("memory expansion: footprint / local memory (×)")
+            .y_desc("runtime relative to all-local (×, lower is better)")
+            // One tick per slot: a range n wide with n ticks puts them on
+            // the integers, which the formatter names.
+            .x_labels(slots)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                exps.get(i as usize).map(times).unwrap_or_default()
+            })
+            .y_label_formatter(&times)
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 15))
+            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(err)?;
+        ch.draw_series(std::iter::once(PathElement::new(
+            [(-0.5, 1.0), (slots as f64 - 0.5, 1.0)],
+            GREY.stroke_width(2),
+        )))
+        .map_err(err)?;
+        let systems = self.systems();
+        let n = systems.len() as f64;
+        // Each system sits a few pixels beside the slot's centre, so equal
+        // figures (farmem 6.20×, ssd-mmap 6.17× at one ratio) both show.
+        let px = slots as f64 / f64::from(area.dim_in_pixel().0.max(1));
+        let mut failed_at = vec![0i32; slots];
+        for (k, s) in systems.iter().enumerate() {
+            let col = color(k);
+            let x = |e: f64| index(e) + 6.0 * px * (2.0 * k as f64 - (n - 1.0));
+            let mut pts: Vec<(f64, f64)> = self
+                .cells
+                .iter()
+                .filter(|c| c.system == *s)
+                .filter_map(|c| c.relative.map(|r| (x(c.expansion), r)))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            ch.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+                .map_err(err)?;
+            ch.draw_series(pts.iter().map(|&p| Circle::new(p, 5, col.filled())))
+                .map_err(err)?;
+            // Each figure beside its point, away from its neighbours: a log
+            // axis has few labels to read it from.
+            let (h, tx) = if (k as f64) < (n - 1.0) / 2.0 {
+                (HPos::Right, -8)
+            } else {
+                (HPos::Left, 8)
+            };
+            let style = ("sans-serif", 13)
+                .into_font()
+                .color(&col)
+                .pos(Pos::new(h, VPos::Center));
+            ch.draw_series(pts.iter().map(|&(x, r)| {
+                EmptyElement::at((x, r)) + Text::new(format!("{r:.2}×"), (tx, 0), style.clone())
+            }))
+            .map_err(err)?;
+            // A failed run: a cross at the top with its reason above it,
+            // one row per failure at that ratio.
+            for c in self.cells.iter().filter(|c| c.system == *s) {
+                if let (None, Some(f)) = (c.relative, &c.failure) {
+                    let row = &mut failed_at[index(c.expansion) as usize];
+                    let dy = 34 * *row;
+                    *row += 1;
+                    let style = TextStyle::from(("sans-serif", 15).into_font())
+                        .pos(Pos::new(HPos::Center, VPos::Bottom));
+                    ch.draw_series(std::iter::once(
+                        EmptyElement::at((x(c.expansion), fail_y))
+                            + Cross::new((0, dy), 6, col.stroke_width(3))
+                            + Text::new(format!("{s}: {f}"), (0, dy - 9), style),
+                    ))
+                    .map_err(err)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Figure for Bench<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1000, 520)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(err)?;
+        let (w, _) = self.size();
+        let (chart, side) = root.split_horizontally(w - LEGEND_W);
+        let (yr, log, fail_y) = self.y_axis();
+        if log {
+            self.panel(&chart, yr.log_scale(), fail_y)?;
+        } else {
+            self.panel(&chart, yr, fail_y)?;
+        }
+        let mut entries: Vec<(String, RGBColor, Swatch)> = self
+            .systems()
+            .iter()
+            .enumerate()
+            .map(|(k, s)| (s.to_string(), color(k), Swatch::Square))
+            .collect();
+        entries.push(("all-local = 1.0×".into(), GREY, Swatch::Line));
+        if self.cells.iter().any(|c| c.relative.is_none()) {
+            entries.push(("run failed (reason beside)".into(), BLACK, Swatch::Cross));
+        }
+        legend(&side, 60, &entries)
+    }
+}
+
+// ---------------------------------------------------------------- probe
+
+/// Latency against working set (log-log) with the detected levels marked,
+/// and far throughput against transfer size; whichever are present.
+pub struct Probe<'a> {
+    pub curve: Option<&'a [Point]>,
+    pub levels: Option<&'a [Level]>,
+    pub far: Option<&'a [Tier]>,
+    pub title: &'a str,
+}
+
+impl Probe<'_> {
+    pub fn check(&self) -> Result<()> {
+        if self.curve.is_none() && self.far.is_none() {
+            bail!("--plot: nothing to plot (use it with latency, far or all)");
+        }
+        Ok(())
+    }
+
+    fn latency<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, c: &[Point]) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (chart, side) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
+        let x0 = c.first().map_or(4096, |p| p.bytes) as f64;
+        let x1 = c.last().map_or(1 << 30, |p| p.bytes) as f64;
+        let y0 = c.iter().map(|p| p.ns).fold(f64::MAX, f64::min) * 0.7;
+        let y1 = c.iter().map(|p| p.ns).fold(0.0, f64::max) * 1.4;
+        let mut ch = ChartBuilder::on(&chart)
+            .caption(
+                format!("load latency by working set — {}", self.title),
+                ("sans-serif", 15),
+            )
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(
+                (x0 / 1.2..x1 * 1.2).log_scale().base(2.0),
+                (y0..y1).log_scale(),
+            )
+            .map_err(err)?;
+        ch.configure_mesh()
+            .x_desc("working set (bytes)")
+            .y_desc("latency (ns per dependent load)")
+            .x_label_formatter(&|v| format_size(*v as u64))
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
+            .draw()
+            .map_err(err)?;
+        let col = color(0);
         ch.draw_series(LineSeries::new(
             c.iter().map(|p| (p.bytes as f64, p.ns)),
-            &BLUE,
+            col.stroke_width(2),
         ))
         .map_err(err)?;
         ch.draw_series(
             c.iter()
-                .map(|p| Circle::new((p.bytes as f64, p.ns), 3, BLUE.filled())),
+                .map(|p| Circle::new((p.bytes as f64, p.ns), 4, col.filled())),
         )
         .map_err(err)?;
-        for l in levels.unwrap_or(&[]) {
-            let style = ShapeStyle::from(&RED).stroke_width(1);
-            ch.draw_series(LineSeries::new([(x0, l.ns), (l.bytes as f64, l.ns)], style))
-                .map_err(err)?;
+        let red = color(1);
+        for l in self.levels.unwrap_or(&[]) {
+            ch.draw_series(std::iter::once(PathElement::new(
+                [(x0 / 1.2, l.ns), (l.bytes as f64, l.ns)],
+                red.stroke_width(1),
+            )))
+            .map_err(err)?;
             ch.draw_series(std::iter::once(Text::new(
                 format!("{} {:.1} ns ≤ {}", l.name, l.ns, format_size(l.bytes)),
-                (x0 * 1.1, l.ns * 1.08),
-                ("sans-serif", 13).into_font().color(&RED),
+                (x0 / 1.1, l.ns * 1.08),
+                ("sans-serif", 14).into_font().color(&red),
             )))
             .map_err(err)?;
         }
+        let mut entries = vec![("measured latency".to_string(), col, Swatch::Square)];
+        if self.levels.is_some_and(|l| !l.is_empty()) {
+            entries.push(("detected level".into(), red, Swatch::Line));
+        }
+        legend(&side, 60, &entries)
     }
-    if let Some(tiers) = far {
-        let area = &parts[i];
+
+    fn far<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, tiers: &[Tier]) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (chart, side) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
         let pts: Vec<_> = tiers.iter().flat_map(|t| t.curve.iter()).collect();
         let y1 = pts
             .iter()
@@ -115,165 +463,330 @@ where
             .fold(f64::MAX, f64::min)
             .max(0.1)
             * 0.5;
-        let mut ch = ChartBuilder::on(area)
-            .caption("far tiers: throughput by transfer size", ("sans-serif", 16))
+        let xs = pts.iter().map(|c| c.transfer_bytes as f64);
+        let (x0, x1) = xs.fold((4096f64, 4096f64), |(a, b), x| (a.min(x), b.max(x)));
+        let mut ch = ChartBuilder::on(&chart)
+            .caption("far tiers: throughput by transfer size", ("sans-serif", 15))
             .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
             .build_cartesian_2d(
-                (4096f64..(4u64 << 20) as f64).log_scale(),
+                (x0 / 1.3..x1 * 1.3).log_scale().base(2.0),
                 (y0..y1).log_scale(),
             )
             .map_err(err)?;
         ch.configure_mesh()
-            .x_desc("transfer size")
-            .y_desc("MB/s")
+            .x_desc("transfer size (bytes per request)")
+            .y_desc("throughput (MB/s)")
+            .y_labels(6)
             .x_label_formatter(&|v| format_size(*v as u64))
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(err)?;
-        let colors = [BLUE, RED, GREEN, MAGENTA, CYAN];
+        let mut entries = Vec::new();
         for (k, t) in tiers.iter().enumerate() {
-            let col = colors[k % colors.len()];
-            ch.draw_series(LineSeries::new(
-                t.curve
+            // Read and write of one tier in two shades of one hue.
+            let read = color(2 * k);
+            let write = color(2 * k + 1);
+            for (col, get, what) in [
+                (
+                    read,
+                    (|c: &farmem_probe::far::Throughput| c.read_mbps) as fn(_) -> f64,
+                    "read",
+                ),
+                (write, |c| c.write_mbps, "write"),
+            ] {
+                let p: Vec<(f64, f64)> = t
+                    .curve
                     .iter()
-                    .map(|c| (c.transfer_bytes as f64, c.read_mbps)),
-                col.stroke_width(2),
-            ))
-            .map_err(err)?
-            .label(format!("{} read", t.name))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2)));
-            ch.draw_series(LineSeries::new(
-                t.curve
-                    .iter()
-                    .map(|c| (c.transfer_bytes as f64, c.write_mbps)),
-                col.stroke_width(1),
-            ))
-            .map_err(err)?
-            .label(format!("{} write", t.name))
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(1)));
+                    .map(|c| (c.transfer_bytes as f64, get(c)))
+                    .filter(|p| p.1 > 0.0)
+                    .collect();
+                ch.draw_series(LineSeries::new(p.iter().copied(), col.stroke_width(2)))
+                    .map_err(err)?;
+                ch.draw_series(p.iter().map(|&p| Circle::new(p, 4, col.filled())))
+                    .map_err(err)?;
+                entries.push((format!("{} {what}", t.name), col, Swatch::Square));
+            }
         }
-        ch.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
+        legend(&side, 60, &entries)
+    }
+}
+
+impl Figure for Probe<'_> {
+    fn size(&self) -> (u32, u32) {
+        let panels = self.curve.is_some() as u32 + self.far.is_some() as u32;
+        (1000, 480 * panels.max(1))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        self.check()?;
+        root.fill(&WHITE).map_err(err)?;
+        let n = self.curve.is_some() as usize + self.far.is_some() as usize;
+        let parts = root.split_evenly((n, 1));
+        let mut i = 0;
+        if let Some(c) = self.curve {
+            self.latency(&parts[i], c)?;
+            i += 1;
+        }
+        if let Some(t) = self.far {
+            self.far(&parts[i], t)?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- numa
+
+/// Heat map of a memory-node × CPU-node matrix: each cell coloured by its
+/// slowdown against local, labelled with its time and slowdown.
+pub struct Heatmap<'a> {
+    pub ids: &'a [usize],
+    /// (memory node, CPU node, seconds, slowdown %).
+    pub cells: &'a [(usize, usize, f64, f64)],
+    pub title: &'a str,
+}
+
+impl Figure for Heatmap<'_> {
+    fn size(&self) -> (u32, u32) {
+        let n = self.ids.len().max(1) as u32;
+        (240 + 150 * n, 150 + 110 * n)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let ids = self.ids;
+        let n = ids.len().max(1);
+        root.fill(&WHITE).map_err(err)?;
+        let mut ch = ChartBuilder::on(root)
+            .caption(self.title, ("sans-serif", 15))
+            .margin(16)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0..n as i32, 0..n as i32)
+            .map_err(err)?;
+        let name = |v: &i32| ids.get(*v as usize).map(|i| format!("node {i}"));
+        ch.configure_mesh()
+            .disable_mesh()
+            .x_desc("threads on node Y")
+            .y_desc("memory on node X")
+            .x_labels(n)
+            .y_labels(n)
+            .x_label_formatter(&|v| name(v).unwrap_or_default())
+            .y_label_formatter(&|v| name(v).unwrap_or_default())
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(err)?;
+        let worst = self.cells.iter().map(|c| c.3).fold(1.0, f64::max);
+        for &(x, y, secs, slow) in self.cells {
+            let (Some(xi), Some(yi)) = (
+                ids.iter().position(|&i| i == x),
+                ids.iter().position(|&i| i == y),
+            ) else {
+                continue;
+            };
+            // White for local, deepening red with the slowdown.
+            let f = (slow.max(0.0) / worst).clamp(0.0, 1.0);
+            let shade = (255.0 * (1.0 - 0.7 * f)) as u8;
+            let (xi, yi) = (xi as i32, yi as i32);
+            ch.draw_series(std::iter::once(Rectangle::new(
+                [(yi, xi), (yi + 1, xi + 1)],
+                RGBColor(255, shade, shade).filled(),
+            )))
+            .map_err(err)?;
+            ch.draw_series(std::iter::once(Rectangle::new(
+                [(yi, xi), (yi + 1, xi + 1)],
+                GREY.stroke_width(1),
+            )))
+            .map_err(err)?;
+            ch.draw_series(std::iter::once(
+                EmptyElement::at((yi, xi + 1))
+                    + Text::new(
+                        format!("{secs:.4} s, {slow:+.1}%"),
+                        (10, 12),
+                        ("sans-serif", 14),
+                    ),
+            ))
+            .map_err(err)?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
-/// Heat map of an X×Y matrix: each cell coloured by its slowdown against
-/// local, labelled with its time and slowdown.
-pub fn heatmap(
-    path: &Path,
-    ids: &[usize],
-    cells: &[(usize, usize, f64, f64)],
-    title: &str,
-) -> Result<()> {
-    let n = ids.len().max(1);
-    let root =
-        SVGBackend::new(path, (200 + 140 * n as u32, 140 + 110 * n as u32)).into_drawing_area();
-    let err = |e: DrawingAreaErrorKind<std::io::Error>| anyhow!("plot: {e:?}");
-    root.fill(&WHITE).map_err(err)?;
-    let mut ch = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 15))
-        .margin(16)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0..n as i32, 0..n as i32)
-        .map_err(err)?;
-    ch.configure_mesh()
-        .disable_mesh()
-        .x_desc("threads on node Y")
-        .y_desc("memory on node X")
-        .x_labels(n)
-        .y_labels(n)
-        .x_label_formatter(&|v| {
-            ids.get(*v as usize)
-                .map(|i| i.to_string())
-                .unwrap_or_default()
+/// One line per named series of (seconds since start, value) points: a
+/// command's own rate under each NUMA policy.
+pub struct Series<'a> {
+    pub lines: &'a [(String, Vec<(f64, f64)>)],
+    pub title: &'a str,
+    pub y_desc: &'a str,
+}
+
+impl Figure for Series<'_> {
+    fn size(&self) -> (u32, u32) {
+        (1000, 520)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(err)?;
+        let (chart, side) = root.split_horizontally(self.size().0 - LEGEND_W);
+        let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
+        for &(x, y) in self.lines.iter().flat_map(|l| l.1.iter()) {
+            x1 = x1.max(x);
+            y1 = y1.max(y);
+        }
+        let mut ch = ChartBuilder::on(&chart)
+            .caption(self.title, ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0f64..x1 * 1.04, 0f64..y1 * 1.1)
+            .map_err(err)?;
+        ch.configure_mesh()
+            .x_desc("time since start (s)")
+            .y_desc(self.y_desc)
+            .axis_desc_style(("sans-serif", 16))
+            .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(238, 238, 238))
+            .draw()
+            .map_err(err)?;
+        let mut entries = Vec::new();
+        for (k, (name, s)) in self.lines.iter().enumerate() {
+            let col = color(k);
+            ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
+                .map_err(err)?;
+            ch.draw_series(s.iter().map(|&p| Circle::new(p, 3, col.filled())))
+                .map_err(err)?;
+            entries.push((name.clone(), col, Swatch::Square));
+        }
+        legend(&side, 60, &entries)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(s: &str, e: f64, r: Option<f64>, f: Option<&str>) -> BenchCell {
+        BenchCell {
+            system: s.into(),
+            expansion: e,
+            relative: r,
+            failure: f.map(str::to_string),
+        }
+    }
+
+    /// The defects of issue 16: a one-point system drew nothing, the x axis
+    /// said "seconds", failures were absent, and there was no 1.0 line.
+    #[test]
+    fn bench_svg_has_a_marker_per_point_axis_titles_and_failures() {
+        let cells = [
+            cell("local", 1.0, Some(1.0), None),
+            cell("farmem", 1.67, Some(1.9), None),
+            cell("farmem", 6.0, Some(3.1), None),
+            cell("swap", 1.67, Some(2.48), None),
+            cell("swap", 6.0, None, Some("OOM-killed")),
+        ];
+        let s = svg_string(&Bench {
+            title: "qsort 1G",
+            cells: &cells,
         })
-        .y_label_formatter(&|v| {
-            ids.get(*v as usize)
-                .map(|i| i.to_string())
-                .unwrap_or_default()
-        })
-        .draw()
-        .map_err(err)?;
-    let worst = cells.iter().map(|c| c.3).fold(1.0, f64::max);
-    for &(x, y, secs, slow) in cells {
-        let (Some(xi), Some(yi)) = (
-            ids.iter().position(|&i| i == x),
-            ids.iter().position(|&i| i == y),
-        ) else {
-            continue;
+        .unwrap();
+        assert_eq!(s.matches("<circle").count(), 3, "one marker per point");
+        assert!(s.contains("memory expansion: footprint / local memory (×)"));
+        assert!(s.contains("runtime relative to all-local (×, lower is better)"));
+        assert!(!s.contains("seconds"));
+        assert!(s.contains("swap: OOM-killed"));
+        assert!(s.contains("all-local = 1.0×"));
+        assert!(s.contains("run failed"));
+    }
+
+    #[test]
+    fn bench_y_axis_goes_logarithmic_past_a_decade() {
+        let lin = [cell("farmem", 2.0, Some(3.0), None)];
+        let b = Bench {
+            title: "",
+            cells: &lin,
         };
-        // White for local, deepening red with the slowdown.
-        let f = (slow.max(0.0) / worst).clamp(0.0, 1.0);
-        let col = RGBColor(
-            255,
-            (255.0 * (1.0 - 0.7 * f)) as u8,
-            (255.0 * (1.0 - 0.7 * f)) as u8,
-        );
-        ch.draw_series(std::iter::once(Rectangle::new(
-            [(yi as i32, xi as i32), (yi as i32 + 1, xi as i32 + 1)],
-            col.filled(),
-        )))
-        .map_err(err)?;
-        ch.draw_series(std::iter::once(Text::new(
-            format!("{secs:.4} s {slow:+.1}%"),
-            (yi as i32, xi as i32),
-            ("sans-serif", 13).into_font(),
-        )))
-        .map_err(err)?;
+        let (r, log, fail) = b.y_axis();
+        assert!(!log);
+        assert_eq!(r.start, 0.0);
+        assert!(fail < r.end && fail > 3.0);
+        let wide = [
+            cell("farmem", 2.0, Some(1.1), None),
+            cell("swap", 4.0, Some(60.0), None),
+        ];
+        let (r, log, fail) = Bench {
+            title: "",
+            cells: &wide,
+        }
+        .y_axis();
+        assert!(log);
+        assert!(r.start < 1.0 && r.end > 60.0 && fail > 60.0 && fail < r.end);
     }
-    root.present()
-        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-    Ok(())
-}
 
-/// One line per named series of (seconds, value) points.
-pub fn series(
-    path: &Path,
-    lines: &[(String, Vec<(f64, f64)>)],
-    title: &str,
-    y_desc: &str,
-) -> Result<()> {
-    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-    let err = |e: DrawingAreaErrorKind<std::io::Error>| anyhow!("plot: {e:?}");
-    root.fill(&WHITE).map_err(err)?;
-    let pts = lines.iter().flat_map(|l| l.1.iter());
-    let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
-    for &(x, y) in pts {
-        x1 = x1.max(x);
-        y1 = y1.max(y);
+    #[test]
+    fn the_x_axis_has_one_slot_per_expansion() {
+        let cells = [
+            cell("local", 1.0, Some(1.0), None),
+            cell("farmem", 6.0, Some(2.0), None),
+            cell("swap", 1.67, None, Some("OOM-killed")),
+            cell("zram", 6.0, Some(3.0), None),
+        ];
+        let b = Bench {
+            title: "",
+            cells: &cells,
+        };
+        assert_eq!(b.expansions(), vec![1.67, 6.0]);
+        let s = svg_string(&b).unwrap();
+        let labels: Vec<&str> = s
+            .split("</text>")
+            .filter_map(|t| t.rsplit('>').next())
+            .map(str::trim)
+            .collect();
+        assert!(
+            labels.contains(&"1.7×") && labels.contains(&"6×"),
+            "ticks name the ratios: {labels:?}"
+        );
     }
-    let mut ch = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..x1 * 1.02, 0f64..y1 * 1.1)
-        .map_err(err)?;
-    ch.configure_mesh()
-        .x_desc("seconds")
-        .y_desc(y_desc)
-        .draw()
-        .map_err(err)?;
-    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
-    for (k, (name, s)) in lines.iter().enumerate() {
-        let col = colors[k % colors.len()];
-        ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
-            .map_err(err)?
-            .label(name.clone())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], col.stroke_width(2)));
+
+    #[test]
+    fn png_plots_render_text_with_the_bundled_font() {
+        let dir = std::env::temp_dir().join(format!("farmem-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("b.png");
+        let cells = [cell("farmem", 2.0, Some(1.5), None)];
+        write(
+            &p,
+            &Bench {
+                title: "t",
+                cells: &cells,
+            },
+        )
+        .unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        assert!(bytes.len() > 5000, "a chart with text, not a blank image");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    ch.configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(err)?;
-    root.present()
-        .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
-    Ok(())
+
+    #[test]
+    fn plot_paths_are_svg_or_png() {
+        assert_eq!(format_of(Path::new("a.svg")).unwrap(), Format::Svg);
+        assert_eq!(format_of(Path::new("a.png")).unwrap(), Format::Png);
+        let e = format_of(Path::new("a.jpg")).unwrap_err().to_string();
+        assert!(e.contains("*.svg") && e.contains("*.png"), "{e}");
+    }
 }

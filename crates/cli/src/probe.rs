@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long)]
     csv: bool,
     /// Plot latency against working set, and far throughput against transfer
-    /// size, to FILE (SVG; the name must end in .svg).
+    /// size, to FILE (*.svg or *.png).
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -107,12 +107,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.threads.contains(&0) {
         bail!("--threads values must be at least 1");
     }
-    if let Some(p) = &a.plot {
-        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if ext != "svg" {
-            bail!("--plot {}: plots are written as SVG; name the file *.svg (convert with e.g. rsvg-convert for PNG)", p.display());
-        }
-    }
+    crate::plot::check_path(a.plot.as_deref())?;
     let machine = Machine::detect();
     let mut r = Report {
         machine: Some(machine.clone()),
@@ -241,12 +236,14 @@ pub fn run(a: Args) -> Result<()> {
     r.params = Some(params);
 
     if let Some(p) = &a.plot {
-        crate::plot::probe(
+        crate::plot::write(
             p,
-            r.curve.as_deref(),
-            r.levels.as_deref(),
-            r.far.as_deref(),
-            &machine.summary(),
+            &crate::plot::Probe {
+                curve: r.curve.as_deref(),
+                levels: r.levels.as_deref(),
+                far: r.far.as_deref(),
+                title: &machine.summary(),
+            },
         )?;
     }
     if a.json {

@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
+use farmem_runtime::config::format_size;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ pub struct Args {
     text: bool,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Probe,
     Bench,
@@ -51,19 +52,7 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
-}
-
-/// Run a plot function into a temporary SVG file and return its text.
-fn svg(f: impl FnOnce(&std::path::Path) -> Result<()>) -> Result<String> {
-    let p = std::env::temp_dir().join(format!(
-        "farmem-report-{}-{}.svg",
-        std::process::id(),
-        farmem_sys::now_ns()
-    ));
-    f(&p)?;
-    let s = std::fs::read_to_string(&p)?;
-    let _ = std::fs::remove_file(&p);
-    Ok(s)
+        .replace('"', "&quot;")
 }
 
 fn machine_line(v: &Value) -> String {
@@ -82,72 +71,169 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
 }
 
+fn bytes(v: &Value) -> Option<u64> {
+    v.as_u64()
+}
+
+/// One cell of a bench result, read back from its JSON.
+struct Cell {
+    system: String,
+    expansion: f64,
+    budget: Option<u64>,
+    seconds: f64,
+    relative: Option<f64>,
+    metric: f64,
+    unit: String,
+    /// The full reason a run failed, as the bench recorded it.
+    why: Option<String>,
+    stats: Option<String>,
+    fetched: Option<u64>,
+    written: Option<u64>,
+    bound_fetched: Option<u64>,
+    bound_written: Option<u64>,
+}
+
+impl Cell {
+    fn from_json(r: &Value) -> Cell {
+        Cell {
+            system: r["system"].as_str().unwrap_or("?").to_string(),
+            expansion: f(&r["expansion"]),
+            budget: bytes(&r["local_budget_bytes"]),
+            seconds: f(&r["seconds"]),
+            relative: Some(f(&r["relative_runtime"])).filter(|x| x.is_finite()),
+            metric: f(&r["metric"]),
+            unit: r["unit"].as_str().unwrap_or("").to_string(),
+            why: r["unavailable"].as_str().map(str::to_string),
+            stats: r["farmem_stats"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+            fetched: bytes(&r["timed_fetched_bytes"]),
+            written: bytes(&r["timed_written_back_bytes"]),
+            bound_fetched: bytes(&r["bound_fetched_bytes"]),
+            bound_written: bytes(&r["bound_written_back_bytes"]),
+        }
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.why.as_deref().map(crate::bench::failure_words)
+    }
+
+    /// The cell as table text: "2.18× (12.3 MB/s)" or why it failed.
+    fn text(&self) -> String {
+        match (&self.relative, self.failure()) {
+            (_, Some(w)) => w,
+            (Some(r), None) => format!("{r:.2}× ({} {})", short(self.metric), self.unit),
+            (None, None) => "-".into(),
+        }
+    }
+}
+
+fn short(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A bench result: its workload and its cells.
+struct Bench {
+    workload: String,
+    size: Option<u64>,
+    threads: Value,
+    runs: Value,
+    cells: Vec<Cell>,
+}
+
+impl Bench {
+    fn from_json(v: &Value) -> Bench {
+        let p = &v["params"];
+        Bench {
+            workload: p["workload"].as_str().unwrap_or("?").to_string(),
+            size: bytes(&p["size_bytes"]),
+            threads: p["threads"].clone(),
+            runs: p["runs"].clone(),
+            cells: v["results"]
+                .as_array()
+                .map(|r| r.iter().map(Cell::from_json).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn title(&self) -> String {
+        match self.size {
+            Some(s) => format!("{} {}", self.workload, format_size(s)),
+            None => self.workload.clone(),
+        }
+    }
+
+    fn local(&self) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.system == "local")
+    }
+
+    fn expansions(&self) -> Vec<f64> {
+        let mut e: Vec<f64> = self
+            .cells
+            .iter()
+            .filter(|c| c.system != "local")
+            .map(|c| c.expansion)
+            .collect();
+        e.sort_by(|a, b| a.total_cmp(b));
+        e.dedup();
+        e
+    }
+
+    fn systems(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for c in self.cells.iter().filter(|c| c.system != "local") {
+            if !v.contains(&c.system.as_str()) {
+                v.push(&c.system);
+            }
+        }
+        v
+    }
+
+    fn at(&self, system: &str, e: f64) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|c| c.system == system && c.expansion == e)
+    }
+}
+
 /// A bench result as a text table: runtime relative to local per system and
-/// expansion.
+/// expansion (`farmem report --text`).
 pub fn bench_table(v: &Value) -> String {
+    let b = Bench::from_json(v);
     let mut s = String::new();
-    let p = &v["params"];
     let _ = writeln!(
         s,
-        "workload {} over {} bytes, {} threads ({})",
-        p["workload"].as_str().unwrap_or("?"),
-        p["size_bytes"],
-        p["threads"],
+        "workload {}, {} threads ({})",
+        b.title(),
+        b.threads,
         machine_line(v)
     );
-    let res = v["results"].as_array().cloned().unwrap_or_default();
-    if let Some(l) = res.iter().find(|r| r["system"] == "local") {
+    if let Some(l) = b.local() {
         let _ = writeln!(
             s,
-            "all-local: {:.3} s, {:.1} {}",
-            f(&l["seconds"]),
-            f(&l["metric"]),
-            l["unit"].as_str().unwrap_or("")
+            "all-local: {:.3} s, {} {}",
+            l.seconds,
+            short(l.metric),
+            l.unit
         );
     }
-    let mut exps: Vec<f64> = res
-        .iter()
-        .filter(|r| r["system"] != "local")
-        .map(|r| f(&r["expansion"]))
-        .collect();
-    exps.sort_by(|a, b| a.total_cmp(b));
-    exps.dedup();
+    let exps = b.expansions();
     let _ = write!(s, "{:<10}", "system");
     for e in &exps {
         let _ = write!(s, "{:>24}", format!("{e}x"));
     }
     s.push('\n');
-    let mut systems: Vec<String> = res
-        .iter()
-        .filter(|r| r["system"] != "local")
-        .map(|r| r["system"].as_str().unwrap_or("").to_string())
-        .collect();
-    systems.dedup();
-    for sys in systems {
+    for sys in b.systems() {
         let _ = write!(s, "{sys:<10}");
         for e in &exps {
-            let r = res
-                .iter()
-                .find(|r| r["system"] == sys.as_str() && f(&r["expansion"]) == *e);
-            let cell = match r {
-                Some(r) if r.get("unavailable").is_some() => {
-                    let u = r["unavailable"].as_str().unwrap_or("");
-                    if u.contains("OOM") {
-                        "OOM-killed".into()
-                    } else if u.contains("timed out") {
-                        format!("> {} s", u.split_whitespace().nth(3).unwrap_or("?"))
-                    } else {
-                        "unavailable".into()
-                    }
-                }
-                Some(r) => format!(
-                    "{:.2}x ({:.1} {})",
-                    f(&r["relative_runtime"]),
-                    f(&r["metric"]),
-                    r["unit"].as_str().unwrap_or("")
-                ),
-                None => "-".into(),
-            };
+            let cell = b.at(sys, *e).map_or("-".into(), Cell::text);
             let _ = write!(s, "{cell:>24}");
         }
         s.push('\n');
@@ -155,69 +241,226 @@ pub fn bench_table(v: &Value) -> String {
     s
 }
 
-fn bench_html(v: &Value, out: &mut String) -> Result<()> {
+/// One row per (workload, expansion): farmem, the best system, and farmem
+/// against each baseline.
+fn summary_html(benches: &[Bench], out: &mut String) {
+    if benches.is_empty() {
+        return;
+    }
+    let mut baselines: Vec<&str> = Vec::new();
+    for b in benches {
+        for s in b.systems() {
+            if s != "farmem" && !baselines.contains(&s) {
+                baselines.push(s);
+            }
+        }
+    }
+    out.push_str("<section id=summary><h2>Summary</h2><table class=sortable><thead><tr><th>workload</th><th>expansion</th><th>farmem</th><th>best system</th>");
+    for s in &baselines {
+        let _ = write!(out, "<th>farmem vs {}</th>", esc(s));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for b in benches {
+        for e in b.expansions() {
+            let fm = b.at("farmem", e);
+            let best = b
+                .cells
+                .iter()
+                .filter(|c| c.system != "local" && c.expansion == e)
+                .filter_map(|c| c.relative.map(|r| (c, r)))
+                .min_by(|x, y| x.1.total_cmp(&y.1));
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{e}×</td><td>{}</td><td>{}</td>",
+                esc(&b.title()),
+                fm.map_or("-".into(), |c| esc(&c.text())),
+                best.map_or("none ran".into(), |(c, r)| format!(
+                    "{} ({r:.2}×)",
+                    esc(&c.system)
+                )),
+            );
+            for s in &baselines {
+                let cell = match (fm, b.at(s, e)) {
+                    (_, None) => "-".to_string(),
+                    (Some(f), Some(o)) => match (f.relative, o.relative) {
+                        (Some(fr), Some(or)) if fr <= or => {
+                            format!("<span class=good>{:.2}× faster</span>", or / fr)
+                        }
+                        (Some(fr), Some(or)) => {
+                            format!("<span class=bad>{:.2}× slower</span>", fr / or)
+                        }
+                        (Some(_), None) => format!(
+                            "<span class=good>{s} {}</span>",
+                            esc(&o.failure().unwrap_or_default())
+                        ),
+                        (None, _) => format!(
+                            "<span class=bad>farmem {}</span>",
+                            esc(&f.failure().unwrap_or_default())
+                        ),
+                    },
+                    (None, Some(_)) => "farmem not run".into(),
+                };
+                let _ = write!(out, "<td>{cell}</td>");
+            }
+            out.push_str("</tr>");
+        }
+    }
+    out.push_str("</tbody></table><p class=m>Runtime relative to all-local at each memory expansion (footprint / local memory); lower is better.</p></section>\n");
+}
+
+/// The farmem statistics block (`farmem run --stats`) as key/value pairs.
+fn stat_rows(block: &str) -> Vec<(String, String)> {
+    block
+        .lines()
+        .skip_while(|l| !l.starts_with("farmem stats"))
+        .skip(1)
+        .filter_map(|l| {
+            let l = l.trim();
+            let at = l.find("  ")?;
+            Some((l[..at].trim().to_string(), l[at..].trim().to_string()))
+        })
+        .collect()
+}
+
+fn size_or_dash(b: Option<u64>) -> String {
+    b.map_or("-".into(), format_size)
+}
+
+fn bench_html(b: &Bench, out: &mut String) -> Result<()> {
     let _ = writeln!(
         out,
-        "<h2>bench: {}</h2><p class=m>{}</p><pre>{}</pre>",
-        esc(v["params"]["workload"].as_str().unwrap_or("?")),
-        esc(&machine_line(v)),
-        esc(&bench_table(v))
+        "<h2>bench: {}</h2><p class=m>{} threads, median of {} run(s)</p>",
+        esc(&b.title()),
+        b.threads,
+        b.runs
     );
-    let res = v["results"].as_array().cloned().unwrap_or_default();
-    let mut systems: Vec<String> = res
+    let exps = b.expansions();
+    out.push_str("<table class=sortable><thead><tr><th>system</th>");
+    for e in &exps {
+        let _ = write!(out, "<th>{e}×</th>");
+    }
+    out.push_str("</tr></thead><tbody>");
+    if let Some(l) = b.local() {
+        let _ = write!(
+            out,
+            "<tr><td>all-local</td><td colspan={}>{:.3} s ({} {}) = 1.00×</td></tr>",
+            exps.len().max(1),
+            l.seconds,
+            short(l.metric),
+            esc(&l.unit)
+        );
+    }
+    for sys in b.systems() {
+        let _ = write!(out, "<tr><td>{}</td>", esc(sys));
+        for e in &exps {
+            match b.at(sys, *e) {
+                Some(c) if c.why.is_some() => {
+                    let _ = write!(
+                        out,
+                        "<td class=fail title=\"{}\">{}</td>",
+                        esc(c.why.as_deref().unwrap_or("")),
+                        esc(&c.text())
+                    );
+                }
+                Some(c) => {
+                    let _ = write!(out, "<td>{}</td>", esc(&c.text()));
+                }
+                None => out.push_str("<td>-</td>"),
+            }
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table><p class=m>Runtime relative to all-local; in brackets the workload's own metric.</p>");
+    let cells: Vec<crate::plot::BenchCell> = b
+        .cells
         .iter()
-        .filter(|r| r["system"] != "local")
-        .map(|r| r["system"].as_str().unwrap_or("").to_string())
-        .collect();
-    systems.dedup();
-    let lines: Vec<(String, Vec<(f64, f64)>)> = systems
-        .iter()
-        .map(|s| {
-            let pts = res
-                .iter()
-                .filter(|r| r["system"] == s.as_str() && f(&r["relative_runtime"]).is_finite())
-                .map(|r| (f(&r["expansion"]), f(&r["relative_runtime"])))
-                .collect();
-            (s.clone(), pts)
+        .map(|c| crate::plot::BenchCell {
+            system: c.system.clone(),
+            expansion: c.expansion,
+            relative: c.relative,
+            failure: c.failure(),
         })
-        .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
         .collect();
-    if !lines.is_empty() {
-        out.push_str(&svg(|p| {
-            crate::plot::series(
-                p,
-                &lines,
-                "runtime relative to all-local against expansion",
-                "runtime / local",
-            )
+    if cells.iter().any(|c| c.system != "local") {
+        out.push_str(&crate::plot::svg_string(&crate::plot::Bench {
+            title: &format!("{}: runtime relative to all-local", b.title()),
+            cells: &cells,
         })?);
     }
-    for r in &res {
-        if let Some(st) = r
-            .get("farmem_stats")
-            .and_then(|s| s.as_str())
-            .filter(|s| !s.is_empty())
-        {
-            let _ = writeln!(
+    for c in b.cells.iter().filter(|c| c.why.is_some()) {
+        let _ = writeln!(
+            out,
+            "<p class=m>{} at {}×: {}</p>",
+            esc(&c.system),
+            c.expansion,
+            esc(c.why.as_deref().unwrap_or(""))
+        );
+    }
+    // Bytes moved in the timed region against the least any pager must move.
+    let fm: Vec<&Cell> = b.cells.iter().filter(|c| c.system == "farmem").collect();
+    if fm.iter().any(|c| c.fetched.is_some()) {
+        out.push_str("<h3>farmem's far traffic in the timed region</h3><table class=sortable><thead><tr><th>expansion</th><th>local budget</th><th>fetched</th><th>written back</th><th>moved</th><th>least possible</th><th>moved / least</th></tr></thead><tbody>");
+        for c in &fm {
+            let moved = c.fetched.zip(c.written).map(|(a, b)| a + b);
+            let bound = c.bound_fetched.zip(c.bound_written).map(|(a, b)| a + b);
+            let ratio = match (moved, bound) {
+                (Some(m), Some(b)) if b > 0 => format!("{:.2}×", m as f64 / b as f64),
+                _ => "-".into(),
+            };
+            let _ = write!(
                 out,
-                "<details><summary>farmem statistics at {}x</summary><pre>{}</pre></details>",
-                r["expansion"],
-                esc(st)
+                "<tr><td>{}×</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{ratio}</td></tr>",
+                c.expansion,
+                size_or_dash(c.budget),
+                size_or_dash(c.fetched),
+                size_or_dash(c.written),
+                size_or_dash(moved),
+                size_or_dash(bound),
             );
         }
+        out.push_str("</tbody></table><p class=m>\"Least possible\" is the traffic any paging policy must move at this budget, from the workload's access pattern; \"-\" where no simple bound holds.</p>");
+    }
+    // The whole-process statistics, one column per expansion.
+    let stats: Vec<(f64, Vec<(String, String)>)> = fm
+        .iter()
+        .filter_map(|c| c.stats.as_deref().map(|s| (c.expansion, stat_rows(s))))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    if let Some((_, first)) = stats.first() {
+        out.push_str("<h3>farmem statistics (whole process, last run)</h3><table><thead><tr><th>statistic</th>");
+        for (e, _) in &stats {
+            let _ = write!(out, "<th>{e}×</th>");
+        }
+        out.push_str("</tr></thead><tbody>");
+        for (k, (key, _)) in first.iter().enumerate() {
+            let _ = write!(out, "<tr><td class=l>{}</td>", esc(key));
+            for (_, rows) in &stats {
+                let val = rows.get(k).filter(|r| r.0 == *key).map_or("-", |r| &r.1);
+                let _ = write!(out, "<td>{}</td>", esc(val));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</tbody></table>");
     }
     Ok(())
 }
 
 fn probe_html(v: &Value, out: &mut String) -> Result<()> {
-    let _ = writeln!(
-        out,
-        "<h2>probe</h2><p class=m>{}</p>",
-        esc(&machine_line(v))
-    );
+    let what: Vec<&str> = [
+        ("ladder", "the whole ladder"),
+        ("curve", "latency"),
+        ("bandwidth", "bandwidth"),
+        ("faults", "page faults"),
+        ("far", "far tiers"),
+    ]
+    .iter()
+    .filter(|(k, _)| !v[*k].is_null())
+    .map(|(_, w)| *w)
+    .collect();
+    let _ = writeln!(out, "<h2>probe: {}</h2>", esc(&what.join(", ")));
     if let Some(l) = v["ladder"].as_array() {
         out.push_str(
-            "<table><tr><th>tier</th><th>size</th><th>latency</th><th>read GB/s</th></tr>",
+            "<table class=sortable><thead><tr><th>tier</th><th>size</th><th>latency</th><th>read GB/s</th></tr></thead><tbody>",
         );
         for r in l {
             let ns = f(&r["latency_ns"]);
@@ -228,13 +471,13 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
             };
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{}</td><td>{lat}</td><td>{:.2}</td></tr>",
+                "<tr><td class=l>{}</td><td>{}</td><td>{lat}</td><td>{:.2}</td></tr>",
                 esc(r["tier"].as_str().unwrap_or("")),
-                r["bytes"],
+                r["bytes"].as_u64().map_or("-".into(), format_size),
                 f(&r["read_gbps"])
             );
         }
-        out.push_str("</table>");
+        out.push_str("</tbody></table>");
     }
     // The probe's own types read back its JSON.
     let curve: Option<Vec<Point>> = serde_json::from_value(v["curve"].clone()).ok();
@@ -242,14 +485,11 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
     let far: Option<Vec<Tier>> = serde_json::from_value(v["far"].clone()).ok();
     if curve.is_some() || far.is_some() {
         let title = machine_line(v);
-        out.push_str(&svg(|p| {
-            crate::plot::probe(
-                p,
-                curve.as_deref(),
-                levels.as_deref(),
-                far.as_deref(),
-                &title,
-            )
+        out.push_str(&crate::plot::svg_string(&crate::plot::Probe {
+            curve: curve.as_deref(),
+            levels: levels.as_deref(),
+            far: far.as_deref(),
+            title: &title,
         })?);
     }
     Ok(())
@@ -258,20 +498,19 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
 fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
     let _ = writeln!(
         out,
-        "<h2>numa {}</h2><p class=m>{}</p>",
+        "<h2>numa {}</h2>",
         if k == Kind::NumaXy {
             "X×Y"
         } else {
             "policies"
         },
-        esc(&machine_line(v))
     );
     if let Some(n) = v["note"].as_str() {
         let _ = writeln!(out, "<p><i>{}</i></p>", esc(n));
     }
     if k == Kind::NumaXy {
         let cells = v["cells"].as_array().cloned().unwrap_or_default();
-        out.push_str("<table><tr><th>X (memory)</th><th>Y (threads)</th><th>seconds</th><th>vs local</th></tr>");
+        out.push_str("<table class=sortable><thead><tr><th>X (memory)</th><th>Y (threads)</th><th>seconds</th><th>vs local</th></tr></thead><tbody>");
         for c in &cells {
             let _ = write!(
                 out,
@@ -282,7 +521,7 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
                 f(&c["slowdown_pct"])
             );
         }
-        out.push_str("</table>");
+        out.push_str("</tbody></table>");
         let ids: Vec<usize> = v["topology"]["nodes"]
             .as_array()
             .map(|n| {
@@ -302,27 +541,51 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
                 )
             })
             .collect();
-        out.push_str(&svg(|p| {
-            crate::plot::heatmap(p, &ids, &pts, "slowdown against local memory (X = Y)")
+        out.push_str(&crate::plot::svg_string(&crate::plot::Heatmap {
+            ids: &ids,
+            cells: &pts,
+            title: "time, and slowdown against local memory (X = Y)",
         })?);
     } else {
         out.push_str(
-            "<table><tr><th>policy</th><th>seconds</th><th>mean rate</th><th>vs default</th></tr>",
+            "<table class=sortable><thead><tr><th>policy</th><th>seconds</th><th>mean rate</th><th>vs default</th></tr></thead><tbody>",
         );
-        for r in v["results"].as_array().cloned().unwrap_or_default() {
+        let res = v["results"].as_array().cloned().unwrap_or_default();
+        for r in &res {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{:.3}</td><td>{}</td><td>{:+.1}%</td></tr>",
+                "<tr><td class=l>{}</td><td>{:.3}</td><td>{}</td><td>{:+.1}%</td></tr>",
                 esc(r["policy"].as_str().unwrap_or("")),
                 f(&r["seconds"]),
                 r["mean_rate"],
                 f(&r["change_pct"])
             );
         }
-        out.push_str("</table>");
+        out.push_str("</tbody></table>");
+        let lines: Vec<(String, Vec<(f64, f64)>)> = res
+            .iter()
+            .map(|r| {
+                let pts = r["series"]
+                    .as_array()
+                    .map(|s| s.iter().map(|p| (f(&p[0]), f(&p[1]))).collect())
+                    .unwrap_or_default();
+                (r["policy"].as_str().unwrap_or("").to_string(), pts)
+            })
+            .filter(|(_, p): &(String, Vec<(f64, f64)>)| !p.is_empty())
+            .collect();
+        if !lines.is_empty() {
+            out.push_str(&crate::plot::svg_string(&crate::plot::Series {
+                lines: &lines,
+                title: "the command's rate over time by NUMA policy",
+                y_desc: "rate (the number --rate-regex takes)",
+            })?);
+        }
     }
     Ok(())
 }
+
+/// Click a column's header to sort the table by it (numbers as numbers).
+const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th){th.style.cursor='pointer';th.title='click to sort';th.onclick=function(){var t=th.closest('table'),b=t.tBodies[0],i=th.cellIndex,d=th.dataset.d=th.dataset.d=='1'?'-1':'1';var k=function(r){var c=r.cells[i];var s=c?c.textContent:'';var n=parseFloat(s);return isNaN(n)?s:n;};Array.from(b.rows).sort(function(x,y){var a=k(x),c=k(y);return (a<c?-1:a>c?1:0)*d;}).forEach(function(r){b.appendChild(r);});};});";
 
 pub fn run(a: Args) -> Result<()> {
     let mut docs = Vec::new();
@@ -352,26 +615,46 @@ pub fn run(a: Args) -> Result<()> {
         }
         return Ok(());
     }
+    // The machine once, at the top; a section measured elsewhere says so.
+    let machine = docs.first().map(|d| machine_line(&d.2)).unwrap_or_default();
+    let benches: Vec<Bench> = docs
+        .iter()
+        .filter(|d| d.1 == Kind::Bench)
+        .map(|d| Bench::from_json(&d.2))
+        .collect();
     let mut body = String::new();
-    for (p, k, v) in docs {
+    let _ = writeln!(body, "<p class=machine>Machine: {}</p>", esc(&machine));
+    summary_html(&benches, &mut body);
+    let mut bi = benches.iter();
+    for (p, k, v) in &docs {
         let _ = writeln!(
             body,
             "<section><p class=src>{}</p>",
             esc(&p.display().to_string())
         );
+        let m = machine_line(v);
+        if m != machine {
+            let _ = writeln!(body, "<p class=machine>Measured on: {}</p>", esc(&m));
+        }
         match k {
-            Kind::Bench => bench_html(&v, &mut body)?,
-            Kind::Probe => probe_html(&v, &mut body)?,
-            k => numa_html(&v, k, &mut body)?,
+            Kind::Bench => {
+                let b = bi.next().context("bench results counted twice")?;
+                bench_html(b, &mut body)?
+            }
+            Kind::Probe => probe_html(v, &mut body)?,
+            k => numa_html(v, *k, &mut body)?,
         }
         body.push_str("</section>\n");
     }
     let html = format!(
-        "<!doctype html><html><head><meta charset=utf-8><title>farmem report</title><style>\
-         body{{font-family:sans-serif;max-width:1080px;margin:2em auto;color:#222}}\
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>farmem report</title><style>\
+         body{{font-family:'DejaVu Sans',sans-serif;max-width:1080px;margin:2em auto;color:#222}}\
          table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}\
-         th{{background:#f4f4f4}}pre{{background:#f8f8f8;padding:1em;overflow:auto}}.m,.src{{color:#666;font-size:90%}}\
-         section{{border-top:2px solid #eee;margin-top:2em}}</style></head><body><h1>farmem report</h1>\n{body}</body></html>\n"
+         td.l,td:first-child{{text-align:left}}th{{background:#f4f4f4}}td.fail{{color:#b00;font-weight:bold}}\
+         .good{{color:#060}}.bad{{color:#b00}}.m,.src{{color:#666;font-size:90%}}.machine{{font-size:95%}}\
+         svg{{display:block;max-width:100%;height:auto;margin:1em 0}}\
+         section{{border-top:2px solid #eee;margin-top:2em}}</style></head><body><h1>farmem report</h1>\n{body}\
+         <script>{SORT_JS}</script></body></html>\n"
     );
     let out = a
         .output

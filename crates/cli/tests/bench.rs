@@ -148,9 +148,10 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(
-        h.contains("<h2>bench: qsort</h2>")
-            && h.contains("<h2>probe</h2>")
-            && h.matches("<svg").count() >= 2
+        h.contains("<h2>bench: qsort ")
+            && h.contains("<h2>probe: latency</h2>")
+            && h.matches("<svg").count() >= 2,
+        "{h}"
     );
     let o = farmem()
         .args(["report", bj.to_str().unwrap(), "--text"])
@@ -250,7 +251,7 @@ fn bad_arguments() {
             vec!["qsort", "--size", "20G"],
             "half of this machine's memory",
         ),
-        (vec!["qsort", "--plot", "x.png"], "SVG"),
+        (vec!["qsort", "--plot", "x.jpg"], "*.png"),
         (vec!["--size", "1G", "--", "true"], "footprint is measured"),
         (vec!["--metric-regex", "(", "--", "true"], "--metric-regex"),
         (vec!["--hints", "--", "true"], "built-in workloads"),
