@@ -9,6 +9,7 @@ mod plot;
 mod probe;
 mod report;
 mod run;
+mod secret;
 mod serve;
 
 use anyhow::Result;
@@ -44,6 +45,9 @@ enum Cmd {
     /// NUMA: topology, the X x Y placement matrix, policy comparison, placement.
     #[command(subcommand)]
     Numa(numa::Cmd),
+    /// The shared secret for servers on other machines: init, check.
+    #[command(subcommand)]
+    Secret(secret::Cmd),
     /// The FARMEM_* settings this environment gives (validated), or with
     /// --markdown the documented table of every setting.
     Config(config::Args),
@@ -60,6 +64,7 @@ fn main() {
         Cmd::Report(a) => report::run(a),
         Cmd::Numa(c) => numa::run(c),
         Cmd::Config(a) => config::run(a),
+        Cmd::Secret(c) => secret::run(c),
     };
     if let Err(e) = r {
         // The chain, without causes that a message already quotes.

@@ -2,8 +2,11 @@
 
 use anyhow::{bail, Context, Result};
 use farmem_runtime::config::format_size;
+use farmem_runtime::config::Config;
 use farmem_server::{Server, ServerAddr, ServerConfig};
 use std::io::Write;
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args)]
@@ -33,6 +36,26 @@ pub struct Args {
     /// Shut down when process PID, this server's parent, is gone.
     #[arg(long, value_name = "PID")]
     parent: Option<i32>,
+    /// The shared secret TCP clients must prove they hold (default:
+    /// FARMEM_SECRET_FILE, else ~/.config/farmem/secret if it exists; make
+    /// one with `farmem secret init`).
+    #[arg(long, value_name = "FILE")]
+    secret_file: Option<PathBuf>,
+    /// Serve an address other machines can reach without a shared secret:
+    /// anyone who can connect can then read and overwrite every page here.
+    #[arg(long)]
+    insecure: bool,
+}
+
+/// Whether only this machine can reach `addr` (loopback or a Unix socket).
+fn is_local(addr: &ServerAddr) -> bool {
+    match addr {
+        ServerAddr::Tcp { host, port } => (host.as_str(), *port)
+            .to_socket_addrs()
+            .map(|mut a| a.all(|a| a.ip().is_loopback()))
+            .unwrap_or(false),
+        ServerAddr::Unix(_) | ServerAddr::UnixAbstract(_) => true,
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -70,10 +93,24 @@ pub fn run(a: Args) -> Result<()> {
             bail!("--parent {p}: this server's parent is not process {p} (it has exited, or the pid is wrong)");
         }
     }
+    let explicit = a.secret_file.clone().or(Config::from_env()?.secret_file);
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
+    if secret.is_some() && a.insecure {
+        bail!(
+            "--insecure and a shared secret ({}) contradict each other; drop --insecure",
+            secret
+                .as_ref()
+                .map(|s| s.path().display().to_string())
+                .unwrap_or_default()
+        );
+    }
     let mut cfg = ServerConfig::new(a.listen, a.capacity);
+    cfg.secret = secret.map(std::sync::Arc::new);
     cfg.spin_ns = a.spin_us * 1000;
     cfg.max_connections = a.max_connections;
     cfg.verbose = a.verbose;
+    let cfg_secret_path = cfg.secret.as_ref().map(|s| s.path().to_path_buf());
     let server = match a.listen_fd {
         Some(fd) => {
             if fd < 0 {
@@ -92,6 +129,23 @@ pub fn run(a: Args) -> Result<()> {
         }
         None => Server::bind(cfg)?,
     };
+    // Like Redis's protected mode: an address other machines can reach
+    // needs the shared secret, or an explicit --insecure.
+    let addr = server.local_addr();
+    match (&cfg_secret_path, is_local(&addr), a.insecure) {
+        (None, false, false) => bail!(
+            "refusing to serve {addr} without a shared secret: anyone who can reach it could read and overwrite the pages stored here. \
+             Run `farmem secret init` (it writes {}), give every client the same file (a shared home does), and start again; \
+             or pass --insecure on a network only you use",
+            home.as_deref()
+                .map(|h| farmem_wire::auth::default_path(h).display().to_string())
+                .unwrap_or_else(|| "~/.config/farmem/secret".into())
+        ),
+        (None, false, true) => eprintln!(
+            "farmem serve: WARNING: serving {addr} with NO authentication (--insecure): anyone who can reach this port can read and overwrite every page stored here"
+        ),
+        _ => {}
+    }
     farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
     farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
     let stop = server.shutdown_flag();
@@ -106,10 +160,13 @@ pub fn run(a: Args) -> Result<()> {
         stop.stop();
     });
     println!(
-        "farmem serve: listening on {} (capacity {}, protocol v{})",
-        server.local_addr(),
+        "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
         format_size(a.capacity),
-        farmem_wire::VERSION
+        farmem_wire::VERSION,
+        match &cfg_secret_path {
+            Some(p) => format!("TCP clients authenticated with {}", p.display()),
+            None => "no authentication".into(),
+        }
     );
     std::io::stdout().flush().ok();
     server.run().context("server stopped")?;

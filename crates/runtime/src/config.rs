@@ -49,6 +49,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: Some("--servers"),
     },
     OptionDoc {
+        key: "SECRET_FILE",
+        default: "`~/.config/farmem/secret` if it exists",
+        meaning: "The shared secret for memory servers reached over TCP: a file of 16–4096 random bytes that no other user may read (mode 0600), written by `farmem secret init`. The client and each server prove to each other that they hold it (HMAC-SHA256 challenge–response; the secret never crosses the wire). A file named here must exist and be usable. Without one, TCP connections are not authenticated. Unix sockets never are: only this machine reaches them. Page data is not encrypted.",
+        run_flag: None,
+    },
+    OptionDoc {
         key: "FILE",
         default: "(none)",
         meaning: "Keep far pages in this file (an SSD) instead of on servers. It is created and truncated. Exclusive with `FARMEM_SERVERS`.",
@@ -168,6 +174,9 @@ pub struct Config {
     pub servers: Vec<ServerAddr>,
     /// A file (SSD) backend instead of servers.
     pub file: Option<PathBuf>,
+    /// The shared secret's file for TCP servers (else the default file, if
+    /// it exists).
+    pub secret_file: Option<PathBuf>,
     pub file_direct: FileDirect,
     /// Print statistics on stderr at exit.
     pub stats_at_exit: bool,
@@ -203,6 +212,7 @@ impl Default for Config {
             local_bytes: (phys / 2).max(1 << 20),
             servers: Vec::new(),
             file: None,
+            secret_file: None,
             file_direct: FileDirect::Auto,
             stats_at_exit: false,
             arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
@@ -352,6 +362,16 @@ impl Config {
                 }
                 self.file = Some(PathBuf::from(v));
             }
+            "SECRET_FILE" => {
+                if v.trim().is_empty() {
+                    return Err(invalid(
+                        "SECRET_FILE",
+                        v,
+                        "empty path; name the secret file (`farmem secret init` writes one)",
+                    ));
+                }
+                self.secret_file = Some(PathBuf::from(v));
+            }
             "FILE_DIRECT" => {
                 self.file_direct = match v.trim().to_ascii_lowercase().as_str() {
                     "auto" => FileDirect::Auto,
@@ -476,6 +496,10 @@ impl Config {
                         .file
                         .as_ref()
                         .map_or("(none)".into(), |p| p.display().to_string()),
+                    "SECRET_FILE" => self
+                        .secret_file
+                        .as_ref()
+                        .map_or("(default)".into(), |p| p.display().to_string()),
                     "FILE_DIRECT" => match self.file_direct {
                         FileDirect::Auto => "auto",
                         FileDirect::On => "1",

@@ -8,7 +8,7 @@ use crate::store::{Access, Store};
 use crate::{lock, Shared};
 use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
 use farmem_wire::{
-    self as wire, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
+    self as wire, auth, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
     MAX_BATCH, PAGE_SIZE,
 };
 use std::io;
@@ -26,7 +26,98 @@ pub(crate) enum ConnError {
     Protocol(#[from] wire::WireError),
 }
 
-pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnError> {
+/// Where a connection stands with the shared secret.
+enum Gate {
+    /// Requests are served: a Unix socket, a server without a secret, or a
+    /// client that has proved it holds the secret.
+    Open,
+    /// A TCP connection to a server with a secret: only Auth is taken.
+    Closed,
+    /// The challenge is sent; only the client's proof is taken.
+    Challenged {
+        cn: [u8; auth::NONCE_LEN],
+        sn: [u8; auth::NONCE_LEN],
+    },
+}
+
+/// Take one step of the handshake (module docs of `farmem_wire::auth`).
+/// Returns whether the connection stays open; every refusal also prints
+/// one line here, so both sides say what went wrong.
+fn authenticate(
+    sh: &Shared,
+    gate: &mut Gate,
+    h: &Header,
+    req: Request<'_>,
+    out: &mut Vec<u8>,
+    peer: &str,
+) -> bool {
+    let refuse = |out: &mut Vec<u8>, code: ErrorCode, to_client: &str, here: &str| {
+        eprintln!("farmem serve: refused {peer}: {here}");
+        error_reply(out, h.tag, code, to_client);
+        false
+    };
+    let Some(secret) = sh.cfg.secret.as_deref() else {
+        return refuse(
+            out,
+            ErrorCode::AuthFailed,
+            "this server has no shared secret, so it cannot prove itself; start it with --secret-file, or give this client no secret",
+            "it asked to authenticate, and this server has no secret (start it with --secret-file)",
+        );
+    };
+    match (req, &*gate) {
+        (Request::Auth { nonce: cn }, Gate::Closed) => {
+            let mut sn = [0u8; auth::NONCE_LEN];
+            if !farmem_sys::process::random_bytes(&mut sn) {
+                return refuse(
+                    out,
+                    ErrorCode::AuthFailed,
+                    "the server could not draw a nonce",
+                    "getrandom failed",
+                );
+            }
+            let proof = secret.server_proof(&cn, &sn);
+            out.extend_from_slice(
+                &Frame::AuthChallenge {
+                    nonce: &sn,
+                    proof: &proof,
+                }
+                .encode(h.tag),
+            );
+            *gate = Gate::Challenged { cn, sn };
+            true
+        }
+        (Request::AuthProof { proof }, Gate::Challenged { cn, sn }) => {
+            if secret.verify_client(cn, sn, &proof) {
+                out.extend_from_slice(&Frame::AuthOk.encode(h.tag));
+                *gate = Gate::Open;
+                true
+            } else {
+                refuse(
+                    out,
+                    ErrorCode::AuthFailed,
+                    "wrong secret: this client's secret file differs from the server's",
+                    &format!(
+                        "its proof does not match the secret in {} (a different secret file?)",
+                        secret.path().display()
+                    ),
+                )
+            }
+        }
+        _ => refuse(
+            out,
+            ErrorCode::AuthFailed,
+            "authentication out of order (Auth, then AuthProof, once per connection)",
+            "authentication out of order",
+        ),
+    }
+}
+
+pub(crate) fn serve_connection(
+    sh: &Shared,
+    stream: OwnedFd,
+    tcp: bool,
+    peer: &str,
+) -> Result<(), ConnError> {
     let fd = stream.as_raw_fd();
     set_nonblocking(fd)?;
     // Wait for requests forever (EOF or shutdown ends the loop), spinning first.
@@ -39,6 +130,11 @@ pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnE
         timeout_ns: 30_000_000_000,
     };
     let mut session: Option<(Token, Arc<Store>)> = None;
+    let mut gate = if tcp && sh.cfg.secret.is_some() {
+        Gate::Closed
+    } else {
+        Gate::Open
+    };
     let mut input = Input::new();
     let mut out = Vec::with_capacity(HEADER_LEN + wire::MAX_ERROR_MSG);
     let result = loop {
@@ -62,10 +158,26 @@ pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnE
             }
         };
         out.clear();
+        let gated = !matches!(gate, Gate::Open) && !matches!(h.op, Op::Auth | Op::AuthProof);
         let keep = match h.op {
+            // Nothing but the handshake before it has passed: read past the
+            // payload (so the refusal is not lost to a reset), refuse, close.
+            _ if gated => {
+                input.consume(HEADER_LEN);
+                input.skip(fd, h.len as usize, reply_wait).map(|()| {
+                    eprintln!("farmem serve: refused {peer}: it sent {:?} without the shared secret (give the client this server's secret file)", h.op);
+                    error_reply(
+                        &mut out,
+                        h.tag,
+                        ErrorCode::AuthRequired,
+                        "this server requires the shared secret: give this client the server's secret file (FARMEM_SECRET_FILE, default ~/.config/farmem/secret; see `farmem secret init`)",
+                    );
+                    false
+                })
+            }
             // Page data goes straight into the store, not through `input`.
             Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, fd, reply_wait),
-            Op::Hello | Op::Read | Op::Free | Op::Stats => {
+            Op::Hello | Op::Read | Op::Free | Op::Stats | Op::Auth | Op::AuthProof => {
                 // Small payloads (a Read's page list is at most 2 KiB).
                 let frame = HEADER_LEN + h.len as usize;
                 if let Err(e) = input.fill(fd, frame, reply_wait) {
@@ -73,6 +185,9 @@ pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnE
                 }
                 let payload = &input.peek(frame)[HEADER_LEN..];
                 let keep = match wire::decode_request(&h, payload) {
+                    Ok(req @ (Request::Auth { .. } | Request::AuthProof { .. })) => {
+                        Ok(authenticate(sh, &mut gate, &h, req, &mut out, peer))
+                    }
                     Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
                     Err(e) => {
                         error_reply(&mut out, h.tag, e.code(), &e.to_string());
@@ -109,6 +224,14 @@ pub(crate) fn serve_connection(sh: &Shared, stream: OwnedFd) -> Result<(), ConnE
     };
     if let Some((token, _)) = session {
         session::leave(sh, token);
+    }
+    // A client whose secret differs stops at this server's proof and
+    // hangs up: say so here too.
+    if let (Gate::Challenged { .. }, Some(secret)) = (&gate, sh.cfg.secret.as_deref()) {
+        eprintln!(
+            "farmem serve: refused {peer}: it hung up after this server's proof, which it did not accept (its secret file differs from {}?)",
+            secret.path().display()
+        );
     }
     result
 }
@@ -296,6 +419,9 @@ fn handle(
             Ok(true)
         }
         Request::Write { .. } => unreachable!("Writes are served by serve_write"),
+        Request::Auth { .. } | Request::AuthProof { .. } => {
+            unreachable!("the handshake is served by authenticate")
+        }
         Request::Free { start, pages } => {
             let Some((_, s)) = session else {
                 return err(out, ErrorCode::NoSession, "say Hello before Free");

@@ -58,6 +58,7 @@ pub enum ServerError {
     Spawn(io::Error),
 }
 
+pub use farmem_wire::auth::Secret;
 pub use farmem_wire::ServerAddr;
 
 /// How a server is set up.
@@ -72,6 +73,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Print one line per client error on stderr.
     pub verbose: bool,
+    /// The shared secret TCP clients must prove they hold (see
+    /// `farmem_wire::auth`); None serves without authentication.
+    pub secret: Option<Arc<Secret>>,
 }
 
 impl ServerConfig {
@@ -82,6 +86,7 @@ impl ServerConfig {
             spin_ns: 1_000_000,
             max_connections: 1024,
             verbose: false,
+            secret: None,
         }
     }
 }
@@ -212,10 +217,11 @@ impl Server {
                     if let Ok(clone) = stream.try_clone() {
                         lock(&shared.conns).insert(id, clone);
                     }
+                    let tcp = self.listener.is_tcp();
                     let spawned = std::thread::Builder::new()
                         .name(format!("farmem-conn-{id}"))
                         .spawn(move || {
-                            let r = serve_connection(&sh, stream);
+                            let r = serve_connection(&sh, stream, tcp, &peer);
                             if let Err(e) = r {
                                 if sh.cfg.verbose && !sh.shutdown.load(Ordering::Relaxed) {
                                     eprintln!("farmem serve: client {peer}: {e}");

@@ -33,6 +33,12 @@ impl Listener {
         }
     }
 
+    /// Whether clients arrive over TCP (from anywhere the network reaches)
+    /// rather than a Unix socket (this machine only).
+    pub(crate) fn is_tcp(&self) -> bool {
+        matches!(self, Listener::Tcp(_))
+    }
+
     pub(crate) fn fd(&self) -> std::os::fd::RawFd {
         match self {
             Listener::Tcp(l) => l.as_raw_fd(),

@@ -24,6 +24,13 @@
 //! | Write   | count × page u64, then count × 4096 bytes | WriteOk (no payload) |
 //! | Free    | start u64, pages u64 | FreeOk, count = pages released |
 //! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
+//! | Auth    | client nonce[32] | AuthChallenge: server nonce[32], server proof[32] |
+//! | AuthProof | client proof[32] | AuthOk (no payload) |
+//!
+//! A server with a shared secret takes nothing on a TCP connection before
+//! Auth and AuthProof have passed (see [`auth`]); on a Unix socket, which
+//! only this machine can reach, and on a server without a secret, a
+//! connection starts at Hello.
 //!
 //! One codec for both sides: [`Frame`] encodes any frame's head (header
 //! and fixed payload; page data travels after it, gathered from where it
@@ -40,6 +47,8 @@
     clippy::cast_sign_loss,
     clippy::ptr_as_ptr
 )]
+
+pub mod auth;
 
 use thiserror::Error;
 
@@ -67,11 +76,15 @@ pub enum Op {
     Write = 3,
     Free = 4,
     Stats = 5,
+    Auth = 6,
+    AuthProof = 7,
     HelloOk = 0x81,
     ReadOk = 0x82,
     WriteOk = 0x83,
     FreeOk = 0x84,
     StatsOk = 0x85,
+    AuthChallenge = 0x86,
+    AuthOk = 0x87,
     Error = 0xFF,
 }
 
@@ -83,11 +96,15 @@ impl Op {
             3 => Op::Write,
             4 => Op::Free,
             5 => Op::Stats,
+            6 => Op::Auth,
+            7 => Op::AuthProof,
             0x81 => Op::HelloOk,
             0x82 => Op::ReadOk,
             0x83 => Op::WriteOk,
             0x84 => Op::FreeOk,
             0x85 => Op::StatsOk,
+            0x86 => Op::AuthChallenge,
+            0x87 => Op::AuthOk,
             0xFF => Op::Error,
             _ => return None,
         })
@@ -108,6 +125,10 @@ pub enum ErrorCode {
     Capacity = 8,
     NotFound = 9,
     Malformed = 10,
+    /// This server needs the shared secret before anything else.
+    AuthRequired = 11,
+    /// The client's proof did not match, or this server has no secret.
+    AuthFailed = 12,
 }
 
 impl ErrorCode {
@@ -123,6 +144,8 @@ impl ErrorCode {
             8 => ErrorCode::Capacity,
             9 => ErrorCode::NotFound,
             10 => ErrorCode::Malformed,
+            11 => ErrorCode::AuthRequired,
+            12 => ErrorCode::AuthFailed,
             _ => return None,
         })
     }
@@ -257,6 +280,9 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::FreeOk => l == 0,
         Op::Stats => l == 0,
         Op::StatsOk => l == 32,
+        Op::Auth | Op::AuthProof => l == auth::NONCE_LEN,
+        Op::AuthChallenge => l == auth::NONCE_LEN + auth::MAC_LEN,
+        Op::AuthOk => l == 0,
         Op::Error => l <= MAX_ERROR_MSG,
     }
 }
@@ -281,12 +307,24 @@ pub enum Request<'a> {
         pages: u64,
     },
     Stats,
+    Auth {
+        nonce: [u8; auth::NONCE_LEN],
+    },
+    AuthProof {
+        proof: [u8; auth::MAC_LEN],
+    },
 }
 
 /// Iterate the little-endian u64 page numbers of a Read or Write payload.
 pub fn pages(raw: &[u8]) -> impl Iterator<Item = u64> + '_ {
     raw.chunks_exact(8)
         .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+}
+
+fn array_at<const N: usize>(p: &[u8], o: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&p[o..o + N]);
+    a
 }
 
 fn u64_at(p: &[u8], o: usize) -> u64 {
@@ -324,6 +362,12 @@ pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, 
             pages: u64_at(payload, 8),
         },
         Op::Stats => Request::Stats,
+        Op::Auth => Request::Auth {
+            nonce: array_at(payload, 0),
+        },
+        Op::AuthProof => Request::AuthProof {
+            proof: array_at(payload, 0),
+        },
         other => return Err(WireError::UnknownOp(other as u16)),
     })
 }
@@ -491,6 +535,12 @@ pub enum Frame<'a> {
         pages: u64,
     },
     Stats,
+    Auth {
+        nonce: &'a [u8; auth::NONCE_LEN],
+    },
+    AuthProof {
+        proof: &'a [u8; auth::MAC_LEN],
+    },
     HelloOk {
         capacity_pages: u64,
         used_pages: u64,
@@ -506,6 +556,11 @@ pub enum Frame<'a> {
         released: u32,
     },
     StatsOk(ServerStats),
+    AuthChallenge {
+        nonce: &'a [u8; auth::NONCE_LEN],
+        proof: &'a [u8; auth::MAC_LEN],
+    },
+    AuthOk,
     /// The message is cut at [`MAX_ERROR_MSG`] bytes.
     Error {
         code: ErrorCode,
@@ -544,6 +599,10 @@ impl Frame<'_> {
             Frame::Write { pages } => (Op::Write, n(pages), pages.len() * (8 + PAGE_SIZE)),
             Frame::Free { .. } => (Op::Free, 0, 16),
             Frame::Stats => (Op::Stats, 0, 0),
+            Frame::Auth { .. } => (Op::Auth, 0, auth::NONCE_LEN),
+            Frame::AuthProof { .. } => (Op::AuthProof, 0, auth::MAC_LEN),
+            Frame::AuthChallenge { .. } => (Op::AuthChallenge, 0, auth::NONCE_LEN + auth::MAC_LEN),
+            Frame::AuthOk => (Op::AuthOk, 0, 0),
             Frame::HelloOk { .. } => (Op::HelloOk, 0, 24),
             Frame::ReadOk { count } => (Op::ReadOk, *count, *count as usize * PAGE_SIZE),
             Frame::WriteOk { count } => (Op::WriteOk, *count, 0),
@@ -603,7 +662,17 @@ impl Frame<'_> {
                 }
             }
             Frame::Error { message, .. } => out.put(&message.as_bytes()[..len]),
-            Frame::Stats | Frame::ReadOk { .. } | Frame::WriteOk { .. } | Frame::FreeOk { .. } => {}
+            Frame::Auth { nonce } => out.put(&nonce[..]),
+            Frame::AuthProof { proof } => out.put(&proof[..]),
+            Frame::AuthChallenge { nonce, proof } => {
+                out.put(&nonce[..]);
+                out.put(&proof[..]);
+            }
+            Frame::AuthOk
+            | Frame::Stats
+            | Frame::ReadOk { .. }
+            | Frame::WriteOk { .. }
+            | Frame::FreeOk { .. } => {}
         }
         out
     }
@@ -628,6 +697,11 @@ pub enum Reply<'a> {
         released: u32,
     },
     StatsOk(ServerStats),
+    AuthChallenge {
+        nonce: [u8; auth::NONCE_LEN],
+        proof: [u8; auth::MAC_LEN],
+    },
+    AuthOk,
     Error {
         /// None for a code this version does not know.
         code: Option<ErrorCode>,
@@ -664,6 +738,11 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
             sessions: u64_at(payload, 16),
             connections: u64_at(payload, 24),
         }),
+        Op::AuthChallenge => Reply::AuthChallenge {
+            nonce: array_at(payload, 0),
+            proof: array_at(payload, auth::NONCE_LEN),
+        },
+        Op::AuthOk => Reply::AuthOk,
         Op::Error => Reply::Error {
             code: ErrorCode::from_u32(h.status),
             message: payload,

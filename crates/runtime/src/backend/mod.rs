@@ -22,7 +22,7 @@ pub const MAX_PAGES_PER_CALL: usize = crate::config::MAX_BATCH as usize;
 pub enum BackendError {
     #[error("memory server {server}: {source}")]
     Io { server: String, source: io::Error },
-    #[error("memory server {server} refused: {message} ({code:?})")]
+    #[error("memory server {server} refused: {message} ({})", .code.map_or_else(|| "an unknown error code".to_string(), |c| format!("{c:?}")))]
     Refused {
         server: String,
         code: Option<ErrorCode>,
@@ -34,6 +34,10 @@ pub enum BackendError {
         "cannot connect to memory server {server}: {source} (is `farmem serve` running there?)"
     )]
     Connect { server: String, source: io::Error },
+    #[error("memory server {server}: {why}")]
+    Auth { server: String, why: String },
+    #[error("{0}")]
+    Secret(#[from] farmem_wire::auth::SecretError),
     #[error("far-memory file {path}: {source}")]
     File { path: PathBuf, source: io::Error },
 }

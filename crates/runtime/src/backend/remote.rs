@@ -21,6 +21,7 @@ use farmem_sys::net::{
     recv_exact, send_vectored, set_nonblocking, set_socket_buffers, Wait, MAX_IOV,
 };
 use farmem_sys::PAGE_SIZE;
+use farmem_wire::auth::{self, Secret};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply, ServerAddr, HEADER_LEN};
 use std::cell::UnsafeCell;
 use std::io;
@@ -164,6 +165,48 @@ fn connect_one(addr: &ServerAddr, timeout_ms: u64) -> Result<RawFd, BackendError
     })))
 }
 
+/// Prove this client holds the shared secret, and check that the server
+/// does (see `farmem_wire::auth`).
+fn authenticate(
+    server: &Server,
+    fd: RawFd,
+    secret: &Secret,
+    wait: Wait,
+) -> Result<(), BackendError> {
+    let io_err = |source| BackendError::Io {
+        server: server.name.clone(),
+        source,
+    };
+    let mut cn = [0u8; auth::NONCE_LEN];
+    if !farmem_sys::process::random_bytes(&mut cn) {
+        return Err(io_err(io::Error::other(
+            "getrandom failed: no nonce for the handshake",
+        )));
+    }
+    send_vectored(fd, &[&Frame::Auth { nonce: &cn }.encode(0)], wait).map_err(io_err)?;
+    let mut payload = [0u8; auth::NONCE_LEN + auth::MAC_LEN];
+    let h = expect_reply(server, fd, Op::AuthChallenge, 0, &mut payload, wait)?;
+    let Ok(Reply::AuthChallenge { nonce: sn, proof }) = wire::decode_reply(&h, &payload) else {
+        return Err(BackendError::Protocol {
+            server: server.name.clone(),
+            why: "an AuthChallenge that does not decode".into(),
+        });
+    };
+    if !secret.verify_server(&cn, &sn, &proof) {
+        return Err(BackendError::Auth {
+            server: server.name.clone(),
+            why: format!(
+                "it did not prove it holds the secret in {}: its secret file differs from this client's",
+                secret.path().display()
+            ),
+        });
+    }
+    let mine = secret.client_proof(&cn, &sn);
+    send_vectored(fd, &[&Frame::AuthProof { proof: &mine }.encode(0)], wait).map_err(io_err)?;
+    expect_reply(server, fd, Op::AuthOk, 0, &mut [], wait)?;
+    Ok(())
+}
+
 fn random_token() -> [u8; wire::TOKEN_LEN] {
     let mut t = [0u8; wire::TOKEN_LEN];
     if !farmem_sys::process::random_bytes(&mut t) {
@@ -183,6 +226,8 @@ impl RemoteBackend {
         max_pages: u64,
     ) -> Result<RemoteBackend, BackendError> {
         let token = random_token();
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let secret = farmem_wire::auth::find(cfg.secret_file.as_deref(), home.as_deref())?;
         let wait = Wait {
             spin_ns: cfg.spin_us * 1000,
             timeout_ns: cfg.timeout_ms * 1_000_000,
@@ -214,6 +259,9 @@ impl RemoteBackend {
                 // so neither side waits for the other to drain (best effort:
                 // the kernel caps it at net.core.wmem_max).
                 let _ = set_socket_buffers(fd, 1 << 20);
+                if let (Some(secret), ServerAddr::Tcp { .. }) = (&secret, addr) {
+                    authenticate(&server, fd, secret, wait)?;
+                }
                 let hello = Frame::Hello {
                     token: &token,
                     max_pages,
