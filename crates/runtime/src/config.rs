@@ -67,6 +67,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: None,
     },
     OptionDoc {
+        key: "CHECKSUM",
+        default: "`1`",
+        meaning: "`1`: keep a CRC32C of every page written to far memory (4 bytes per far page, beside the page table) and check it on every fetch; a page that comes back different stops the program with a message naming the server and the page, and is never installed. `0`: no checksums.",
+        run_flag: None,
+    },
+    OptionDoc {
         key: "STATS",
         default: "`0`",
         meaning: "`1`: print the statistics table on stderr at exit.",
@@ -180,6 +186,8 @@ pub struct Config {
     pub file_direct: FileDirect,
     /// Print statistics on stderr at exit.
     pub stats_at_exit: bool,
+    /// Keep and check a CRC32C per far page.
+    pub checksum: bool,
     /// Virtual address space reserved for far allocations, bytes.
     pub arena_bytes: u64,
     /// Largest prefetch window, pages (0 turns prefetch off).
@@ -215,6 +223,7 @@ impl Default for Config {
             secret_file: None,
             file_direct: FileDirect::Auto,
             stats_at_exit: false,
+            checksum: true,
             arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
             prefetch_pages: 64,
             evict_batch: 32,
@@ -381,6 +390,7 @@ impl Config {
                 }
             }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
+            "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
             "ARENA" => {
                 let b = size("ARENA")?;
                 if !(1 << 24..=1 << 50).contains(&b) {
@@ -507,6 +517,7 @@ impl Config {
                     }
                     .into(),
                     "STATS" => u8::from(self.stats_at_exit).to_string(),
+                    "CHECKSUM" => u8::from(self.checksum).to_string(),
                     "ARENA" => size(self.arena_bytes),
                     "PREFETCH" => self.prefetch_pages.to_string(),
                     "EVICT_BATCH" => self.evict_batch.to_string(),

@@ -91,6 +91,7 @@ impl Runtime {
             wb_data[k] = unsafe {
                 std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE)
             };
+            self.record_sum(q as usize, wb_data[k]);
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {

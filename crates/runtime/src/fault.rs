@@ -160,6 +160,9 @@ impl Runtime {
             if let Err(e) = self.backend.read(&remote[..r], &mut buf[..r * PAGE_SIZE]) {
                 self.fatal_backend("fetch", p, &e);
             }
+            for (j, &q) in remote[..r].iter().enumerate() {
+                self.verify_sum(q as usize, &buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE]);
+            }
         }
 
         // Install: the demand page writable if the fault was a write, every

@@ -137,6 +137,9 @@ pub struct Runtime {
     /// Per page: the eviction stamp that refault distances are measured
     /// from (see [`replacement`]).
     pub(crate) aux: Mapping,
+    /// Per page: the CRC32C of its contents on the backend, written at
+    /// write-back and checked at every fetch (when `cfg.checksum`).
+    pub(crate) sums: Mapping,
     pub(crate) regions: Mutex<Regions>,
     pub(crate) slots: Slots,
     /// Access streams for prefetch: see `plan_prefetch`.
@@ -298,6 +301,7 @@ impl Runtime {
         let meta_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
         let meta = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
         let aux = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
+        let sums = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
         let uffd = Uffd::new(
             farmem_sys::uffd::UFFD_FEATURE_SIGBUS
                 | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,
@@ -347,6 +351,7 @@ impl Runtime {
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(Queues::new(budget, 4 * MAXB)),
             aux,
+            sums,
             regions: Mutex::new(Regions::default()),
             slots,
             streams: [const { AtomicU64::new(0) }; NSTREAMS],

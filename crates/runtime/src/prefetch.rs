@@ -216,6 +216,12 @@ impl Runtime {
     /// Install `k` pages at `first` from page `offset` of slot `slot`.
     fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
         let src = self.slots.buf(slot).wrapping_add(offset * PAGE_SIZE);
+        for i in 0..k {
+            // SAFETY: the slot holds k received pages from `offset` on, and
+            // nothing writes them until the slot is released.
+            let page = unsafe { std::slice::from_raw_parts(src.add(i * PAGE_SIZE), PAGE_SIZE) };
+            self.verify_sum(first + i, page);
+        }
         // SAFETY: the slot holds the received pages; the destination pages
         // are in the registered arena and owned by this request (IN_FLIGHT).
         let res = unsafe {

@@ -25,6 +25,45 @@ impl Runtime {
         unsafe { &*self.aux.as_ptr().cast::<AtomicU32>().add(p) }
     }
 
+    fn sum_word(&self, p: usize) -> &AtomicU32 {
+        debug_assert!(p < self.npages);
+        // SAFETY: as for `word`: sums holds npages aligned u32 words for the
+        // runtime's static life.
+        unsafe { &*self.sums.as_ptr().cast::<AtomicU32>().add(p) }
+    }
+
+    /// Record the checksum of page `p`'s contents as written back. The page
+    /// is Evicting and write-protected, so `data` is what the backend gets;
+    /// the state change to Absent that follows publishes the sum to any
+    /// later fetch.
+    pub(crate) fn record_sum(&self, p: usize, data: &[u8]) {
+        if self.cfg.checksum {
+            self.sum_word(p)
+                .store(crc32c::crc32c(data), Ordering::Relaxed);
+        }
+    }
+
+    /// Check that `data`, fetched for page `p`, is what was written back.
+    /// A page that differs is never installed: the program stops, naming the
+    /// server and the page.
+    pub(crate) fn verify_sum(&self, p: usize, data: &[u8]) {
+        if !self.cfg.checksum {
+            return;
+        }
+        let want = self.sum_word(p).load(Ordering::Relaxed);
+        let got = crc32c::crc32c(data);
+        if got != want {
+            let mut m = MsgBuf::new();
+            let _ = write!(
+                m,
+                "farmem: far page at {:#x} came back from {} with the wrong contents (CRC32C {got:#010x}, written as {want:#010x}): the server, its memory or the network corrupted it\nfarmem: stopping the program: the page was not installed, and continuing would give it wrong data.\n",
+                self.addr_of(p),
+                self.backend.holder(p as u64),
+            );
+            farmem_sys::fatal(m.as_bytes());
+        }
+    }
+
     pub(crate) fn load(&self, p: usize) -> PageWord {
         PageWord(self.word(p).load(Ordering::Acquire))
     }

@@ -41,6 +41,7 @@ pub fn build_c_at(rel: &str, name: &str) -> PathBuf {
     let out_dir = std::env::temp_dir().join(format!("farmem-cprog-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir).unwrap();
     let exe = out_dir.join(name);
+    let tmp = building(&exe);
     let st = Command::new("gcc")
         .args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-fopenmp", "-I"])
         .arg(repo().join("include"))
@@ -50,11 +51,21 @@ pub fn build_c_at(rel: &str, name: &str) -> PathBuf {
         .args(["-lfarmem", "-lm"])
         .arg(format!("-Wl,-rpath,{}", target_dir().display()))
         .arg("-o")
-        .arg(&exe)
+        .arg(&tmp)
         .status()
         .expect("gcc is needed for these tests");
     assert!(st.success(), "compiling {name}.c failed");
+    std::fs::rename(&tmp, &exe).unwrap();
     exe
+}
+
+/// A private output path for one compile of `exe`. Tests run in parallel
+/// and build the same program: each links its own file and renames it into
+/// place, so none writes a file another is executing (ETXTBSY).
+fn building(exe: &std::path::Path) -> PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    exe.with_extension(format!("build{n}"))
 }
 
 /// Compile a C/C++/Fortran program at `rel` with `compiler` and `flags`,
@@ -63,17 +74,19 @@ pub fn build_plain(compiler: &str, rel: &str, name: &str, flags: &[&str]) -> Pat
     let out_dir = std::env::temp_dir().join(format!("farmem-cprog-{}", std::process::id()));
     std::fs::create_dir_all(&out_dir).unwrap();
     let exe = out_dir.join(name);
+    let tmp = building(&exe);
     let st = Command::new(compiler)
         .args(["-O2", "-g", "-Wall", "-Werror"])
         .args(flags)
         .arg(repo().join(rel))
         .arg("-o")
-        .arg(&exe)
+        .arg(&tmp)
         .status()
         .unwrap_or_else(|e| {
             panic!("{compiler} is needed for this test ({e}); scripts/setup.sh installs it")
         });
     assert!(st.success(), "compiling {rel} failed");
+    std::fs::rename(&tmp, &exe).unwrap();
     exe
 }
 
