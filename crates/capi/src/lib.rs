@@ -245,7 +245,7 @@ pub extern "C" fn fm_stats_reset_latency() {
 #[cfg_attr(not(test), no_mangle)]
 pub extern "C" fn fm_stats_print() {
     if let Some(r) = rt::get() {
-        eprint!("{}", r.snapshot().render());
+        eprint!("{}", r.stats_text());
     }
 }
 

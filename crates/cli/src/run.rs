@@ -15,6 +15,10 @@ pub struct Args {
     /// Memory servers, host:port[,host:port...] (FARMEM_SERVERS).
     #[arg(long)]
     servers: Option<String>,
+    /// Copies of every far page, on different servers (FARMEM_REPLICAS):
+    /// with 2, the program survives the loss of a server.
+    #[arg(long)]
+    replicas: Option<String>,
     /// Keep far pages in this file (an SSD) instead (FARMEM_FILE).
     #[arg(long)]
     file: Option<PathBuf>,
@@ -60,6 +64,9 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(v) = &a.file {
         set("FARMEM_FILE", v.display().to_string());
+    }
+    if let Some(v) = &a.replicas {
+        set("FARMEM_REPLICAS", v.clone());
     }
     if let Some(v) = &a.threshold {
         set("FARMEM_THRESHOLD", v.clone());

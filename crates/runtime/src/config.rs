@@ -67,6 +67,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: None,
     },
     OptionDoc {
+        key: "REPLICAS",
+        default: "`1`",
+        meaning: "Copies of every far page, each on a different server of `FARMEM_SERVERS` (1–3, at most the number of servers). With 2, a server that dies (an I/O error, or no reply within `FARMEM_TIMEOUT_MS`) is marked down with one warning line, and its pages are read from their other copy; the program finishes with every byte right, and the statistics say which servers were lost and how many page writes kept fewer copies. With 1, a lost server stops the program with a message naming it. Each write-back goes to every copy: the network carries `REPLICAS` times the written bytes.",
+        run_flag: Some("--replicas"),
+    },
+    OptionDoc {
         key: "CHECKSUM",
         default: "`1`",
         meaning: "`1`: keep a CRC32C of every page written to far memory (4 bytes per far page, beside the page table) and check it on every fetch; a page that comes back different stops the program with a message naming the server and the page, and is never installed. `0`: no checksums.",
@@ -188,6 +194,8 @@ pub struct Config {
     pub stats_at_exit: bool,
     /// Keep and check a CRC32C per far page.
     pub checksum: bool,
+    /// Copies of every far page, on different servers.
+    pub replicas: usize,
     /// Virtual address space reserved for far allocations, bytes.
     pub arena_bytes: u64,
     /// Largest prefetch window, pages (0 turns prefetch off).
@@ -224,6 +232,7 @@ impl Default for Config {
             file_direct: FileDirect::Auto,
             stats_at_exit: false,
             checksum: true,
+            replicas: 1,
             arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
             prefetch_pages: 64,
             evict_batch: 32,
@@ -391,6 +400,7 @@ impl Config {
             }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
             "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
+            "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, 3)? as usize,
             "ARENA" => {
                 let b = size("ARENA")?;
                 if !(1 << 24..=1 << 50).contains(&b) {
@@ -518,6 +528,7 @@ impl Config {
                     .into(),
                     "STATS" => u8::from(self.stats_at_exit).to_string(),
                     "CHECKSUM" => u8::from(self.checksum).to_string(),
+                    "REPLICAS" => self.replicas.to_string(),
                     "ARENA" => size(self.arena_bytes),
                     "PREFETCH" => self.prefetch_pages.to_string(),
                     "EVICT_BATCH" => self.evict_batch.to_string(),

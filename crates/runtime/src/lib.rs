@@ -381,6 +381,16 @@ impl Runtime {
         (self.budget * PAGE_SIZE) as u64
     }
 
+    /// The statistics table, and the backend's health where it has any
+    /// (servers lost under replication).
+    pub fn stats_text(&self) -> String {
+        let mut t = self.snapshot().render();
+        if let Some(h) = self.backend.health() {
+            t.push_str(&h);
+        }
+        t
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();

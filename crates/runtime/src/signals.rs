@@ -30,7 +30,7 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) extern "C" fn print_stats_at_exit() {
     if let Some(rt) = get() {
-        farmem_sys::write_stderr(rt.snapshot().render().as_bytes());
+        farmem_sys::write_stderr(rt.stats_text().as_bytes());
     }
 }
 

@@ -88,4 +88,10 @@ pub trait Backend: Send + Sync {
 
     /// The function that installs a completed asynchronous read.
     fn set_completion(&self, _f: fn(u64)) {}
+
+    /// Lines for the statistics table on the backend's health (servers
+    /// lost, pages left with fewer copies), where that applies.
+    fn health(&self) -> Option<String> {
+        None
+    }
 }

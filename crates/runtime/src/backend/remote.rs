@@ -14,6 +14,25 @@
 //! serves one connection's requests in order: `Read p` queues behind
 //! `Write p`. `free` drains every connection first, so a Free cannot overtake
 //! a write either.
+//!
+//! **Replicas** (`FARMEM_REPLICAS`): copy k of a page lives on the server
+//! after its primary's k places further on (by stripe), on that server's
+//! connection for the page, so the ordering above holds on every copy.
+//! A write goes to every live copy; a read goes to the first live one. An I/O
+//! or protocol error on a server marks it down for good (one warning line),
+//! and the replies it still owed are *salvaged*: an owed read is read again
+//! from the next live copy into the same buffer and completed; an owed
+//! write acknowledgement counts its pages as kept on fewer copies. Then the
+//! failed request is retried on the next copy. With one copy left and that
+//! server lost, the error reaches the runtime, which stops the program
+//! naming the server: never zeros.
+//!
+//! Hazard: the failed-over read must not overtake the write it should see.
+//! Thread A evicts p: `Write p` to primary P (conn P1) and replica R (conn
+//! R1). P dies. Thread B faults p: the read fails on P, so B reads p from R,
+//! on R1, behind A's `Write p` there. Had B used any other connection of R,
+//! it could get the old bytes; [`RemoteBackend::route`] gives every copy of
+//! a page one connection.
 
 use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
 use crate::config::Config;
@@ -54,11 +73,13 @@ const MAX_PENDING: usize = 16;
 
 #[derive(Clone, Copy)]
 enum Owed {
-    /// A write's acknowledgement.
-    Ack { tag: u32 },
-    /// An asynchronous read's pages, to land in `buf`.
+    /// A write's acknowledgement, for `pages` pages.
+    Ack { tag: u32, pages: u32 },
+    /// An asynchronous read of `pages` pages from `first` on, to land in
+    /// `buf`.
     Read {
         tag: u32,
+        first: u64,
         pages: u32,
         buf: *mut u8,
         token: u64,
@@ -74,7 +95,7 @@ struct Pending {
 impl Pending {
     fn new() -> Pending {
         Pending {
-            q: [Owed::Ack { tag: 0 }; MAX_PENDING],
+            q: [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING],
             head: 0,
             len: 0,
         }
@@ -83,6 +104,9 @@ impl Pending {
         debug_assert!(self.len < MAX_PENDING);
         self.q[(self.head + self.len) % MAX_PENDING] = o;
         self.len += 1;
+    }
+    fn front(&self) -> Option<Owed> {
+        (self.len > 0).then(|| self.q[self.head])
     }
     fn pop(&mut self) -> Option<Owed> {
         if self.len == 0 {
@@ -98,6 +122,8 @@ impl Pending {
 struct Server {
     name: String,
     conns: Vec<Conn>,
+    /// Lost for good: nothing is routed to it any more.
+    down: AtomicBool,
 }
 
 /// Pages striped over `farmem serve` memory servers.
@@ -105,6 +131,10 @@ pub struct RemoteBackend {
     servers: Vec<Server>,
     stripe: u64,
     wait: Wait,
+    /// Copies of every page, on as many different servers.
+    replicas: usize,
+    /// Pages whose write reached fewer than `replicas` servers.
+    under_replicated: std::sync::atomic::AtomicU64,
     /// Installs a completed asynchronous read (the runtime's).
     complete: OnceLock<fn(u64)>,
 }
@@ -225,6 +255,17 @@ impl RemoteBackend {
         servers: &[ServerAddr],
         max_pages: u64,
     ) -> Result<RemoteBackend, BackendError> {
+        if cfg.replicas > servers.len() {
+            return Err(BackendError::Protocol {
+                server: servers.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+                why: format!(
+                    "FARMEM_REPLICAS={} needs at least {} servers, and {} are given (FARMEM_SERVERS)",
+                    cfg.replicas,
+                    cfg.replicas,
+                    servers.len()
+                ),
+            });
+        }
         let token = random_token();
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let secret = farmem_wire::auth::find(cfg.secret_file.as_deref(), home.as_deref())?;
@@ -249,6 +290,7 @@ impl RemoteBackend {
                 let server = Server {
                     name: name.clone(),
                     conns: vec![conn],
+                    down: AtomicBool::new(false),
                 };
                 let io_err = |source| BackendError::Io {
                     server: name.clone(),
@@ -286,28 +328,108 @@ impl RemoteBackend {
             out.push(Server {
                 name: name.clone(),
                 conns,
+                down: AtomicBool::new(false),
             });
         }
         Ok(RemoteBackend {
             servers: out,
             stripe: cfg.stripe_pages,
             wait,
+            replicas: cfg.replicas,
+            under_replicated: std::sync::atomic::AtomicU64::new(0),
             complete: OnceLock::new(),
         })
     }
 
-    fn server_of(&self, page: u64) -> usize {
-        self.route(page).0
-    }
-
-    /// The server and the connection that carry every request for `page`
-    /// (see the hazard in the module comment).
-    fn route(&self, page: u64) -> (usize, usize) {
+    /// The server and the connection that carry every request for copy `k`
+    /// of `page` (see the hazards in the module comment).
+    fn route(&self, page: u64, k: usize) -> (usize, usize) {
         let stripe = page / self.stripe;
         let ns = self.servers.len() as u64;
-        let s = (stripe % ns) as usize;
+        let s = ((stripe + k as u64) % ns) as usize;
         let c = ((stripe / ns) % self.servers[s].conns.len() as u64) as usize;
         (s, c)
+    }
+
+    fn is_down(&self, s: usize) -> bool {
+        self.servers[s].down.load(Ordering::Acquire)
+    }
+
+    /// The route of the first live copy of `page`, if any is left.
+    fn live_route(&self, page: u64) -> Option<(usize, usize)> {
+        (0..self.replicas)
+            .map(|k| self.route(page, k))
+            .find(|&(s, _)| !self.is_down(s))
+    }
+
+    /// Whether `e` means server `s` is gone (rather than refusing a request).
+    fn lost(&self, e: &BackendError) -> bool {
+        self.replicas > 1 && matches!(e, BackendError::Io { .. } | BackendError::Protocol { .. })
+    }
+
+    /// Mark server `s` down (once, with one warning line), then salvage what
+    /// its connections still owed. Called with no connection held.
+    fn fail_over(&self, s: usize, e: &BackendError) -> Result<(), BackendError> {
+        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+            use std::fmt::Write as _;
+            let mut m = crate::signals::MsgBuf::new();
+            let name = &self.servers[s].name;
+            let _ = match e {
+                BackendError::Io { source, .. } => write!(
+                    m,
+                    "farmem: warning: memory server {name} is down ({source})"
+                ),
+                BackendError::Protocol { why, .. } => {
+                    write!(
+                        m,
+                        "farmem: warning: memory server {name} is down (a bad reply: {why})"
+                    )
+                }
+                other => write!(m, "farmem: warning: memory server {name} is down ({other})"),
+            };
+            let _ = writeln!(m, "; its pages are served from their other copies");
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+        for c in 0..self.servers[s].conns.len() {
+            let conn = self.acquire(s, c);
+            let mut owed = [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING];
+            let mut n = 0;
+            while let Some(o) = self.pending(conn).pop() {
+                owed[n] = o;
+                n += 1;
+            }
+            conn.busy.store(false, Ordering::Release);
+            for o in &owed[..n] {
+                match *o {
+                    Owed::Ack { pages, .. } => {
+                        self.under_replicated
+                            .fetch_add(u64::from(pages), Ordering::Relaxed);
+                    }
+                    Owed::Read {
+                        first,
+                        pages,
+                        buf,
+                        token,
+                        ..
+                    } => {
+                        let mut list = [0u64; MAX_PAGES_PER_CALL];
+                        for (i, p) in list[..pages as usize].iter_mut().enumerate() {
+                            *p = first + i as u64;
+                        }
+                        // SAFETY: `read_async`'s caller keeps `buf` valid and
+                        // untouched for `pages` pages until this completion.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE)
+                        };
+                        self.read(&list[..pages as usize], dst)?;
+                        if let Some(done) = self.complete.get() {
+                            done(token);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Take connection `c` of server `s` (spinning while another thread holds it).
@@ -341,24 +463,30 @@ impl RemoteBackend {
     /// Receive every reply `conn` (held) still owes, in order: write
     /// acknowledgements, and asynchronous reads, each installed by the
     /// completion function as soon as its pages are in.
+    ///
+    /// An entry leaves the queue only once its reply is in, so after an
+    /// error the queue still holds every reply owed, for [`Self::fail_over`].
     fn drain(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
-        while let Some(o) = self.pending(conn).pop() {
+        while let Some(o) = self.pending(conn).front() {
             match o {
-                Owed::Ack { tag } => {
+                Owed::Ack { tag, .. } => {
                     let h = read_header(server, conn.fd, self.wait)?;
                     check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)?;
+                    self.pending(conn).pop();
                 }
                 Owed::Read {
                     tag,
                     pages,
                     buf,
                     token,
+                    ..
                 } => {
                     // SAFETY: `read_async`'s caller keeps `buf` valid and
                     // untouched for `pages` pages until this completion.
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE) };
                     recv_reply(server, conn.fd, Op::ReadOk, tag, dst, self.wait)?;
+                    self.pending(conn).pop();
                     if let Some(done) = self.complete.get() {
                         done(token);
                     }
@@ -476,7 +604,10 @@ impl RemoteBackend {
             })?;
             // Sent: the data is in the socket buffer. The reply is read by
             // the next request on this connection (see the module comment).
-            self.pending(conn).push(Owed::Ack { tag });
+            self.pending(conn).push(Owed::Ack {
+                tag,
+                pages: n as u32,
+            });
             Ok(())
         })();
         conn.busy.store(false, Ordering::Release);
@@ -488,6 +619,7 @@ impl RemoteBackend {
     fn per_route(
         &self,
         pages: &[u64],
+        route_of: impl Fn(u64) -> (usize, usize),
         mut f: impl FnMut((usize, usize), &[usize]) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
         assert!(pages.len() <= MAX_PAGES_PER_CALL);
@@ -496,11 +628,11 @@ impl RemoteBackend {
             if done[i] {
                 continue;
             }
-            let route = self.route(pages[i]);
+            let route = route_of(pages[i]);
             let mut idx = [0usize; MAX_PAGES_PER_CALL];
             let mut n = 0;
             for (k, &p) in pages.iter().enumerate().skip(i) {
-                if !done[k] && self.route(p) == route {
+                if !done[k] && route_of(p) == route {
                     done[k] = true;
                     idx[n] = k;
                     n += 1;
@@ -509,6 +641,28 @@ impl RemoteBackend {
             f(route, &idx[..n])?;
         }
         Ok(())
+    }
+
+    /// Free `[start, start+n)` on server `s`, after draining its connections
+    /// (see `Backend::free`).
+    fn free_on(&self, s: usize, server: &Server, start: u64, n: u64) -> Result<(), BackendError> {
+        for c in 1..server.conns.len() {
+            self.drain_conn(s, c)?;
+        }
+        let conn = self.acquire(s, 0);
+        let r = (|| {
+            self.drain(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let head = Frame::Free { start, pages: n }.encode(tag);
+            send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+            let h = read_header(server, conn.fd, self.wait)?;
+            check_reply(server, conn.fd, &h, Op::FreeOk, tag, 0, self.wait)
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
     }
 }
 
@@ -646,11 +800,87 @@ fn expect_reply(
 
 impl Backend for RemoteBackend {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
-        self.per_route(pages, |r, idx| self.read_from(r, pages, idx, buf))
+        // Each round reads from the first live copy of every page; a server
+        // lost meanwhile is failed over and the round tried again.
+        loop {
+            let mut lost = None;
+            let r = self.per_route(
+                pages,
+                |p| self.live_route(p).unwrap_or(self.route(p, 0)),
+                |r, idx| {
+                    let res = self.read_from(r, pages, idx, buf);
+                    match res {
+                        Err(e) if self.lost(&e) => {
+                            lost = Some((r.0, e));
+                            Ok(())
+                        }
+                        other => other,
+                    }
+                },
+            );
+            match lost {
+                Some((s, e)) => {
+                    self.fail_over(s, &e)?;
+                    if pages.iter().any(|&p| self.live_route(p).is_none()) {
+                        return Err(e);
+                    }
+                }
+                None => return r,
+            }
+        }
     }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
-        self.per_route(pages, |r, idx| self.write_to(r, pages, data, idx))
+        if self.replicas == 1 {
+            return self.per_route(
+                pages,
+                |p| self.route(p, 0),
+                |r, idx| self.write_to(r, pages, data, idx),
+            );
+        }
+        // Every live copy; a copy whose server is lost is counted, and the
+        // write fails only if no copy of some page is left.
+        let mut copies = [0u8; MAX_PAGES_PER_CALL];
+        for k in 0..self.replicas {
+            let mut lost = None;
+            self.per_route(
+                pages,
+                |p| self.route(p, k),
+                |r, idx| {
+                    if self.is_down(r.0) {
+                        return Ok(());
+                    }
+                    match self.write_to(r, pages, data, idx) {
+                        Ok(()) => {
+                            for &i in idx {
+                                copies[i] += 1;
+                            }
+                            Ok(())
+                        }
+                        Err(e) if self.lost(&e) => {
+                            lost = Some((r.0, e));
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                },
+            )?;
+            if let Some((s, e)) = lost {
+                self.fail_over(s, &e)?;
+            }
+        }
+        for (i, &c) in copies[..pages.len()].iter().enumerate() {
+            if c == 0 {
+                return Err(BackendError::Io {
+                    server: self.holder(pages[i]),
+                    source: io::Error::other("every server holding a copy of this page is down"),
+                });
+            }
+            if (c as usize) < self.replicas {
+                self.under_replicated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
     }
 
     fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
@@ -658,23 +888,14 @@ impl Backend for RemoteBackend {
         // were all sent before the pages were released; draining every
         // connection makes sure the server stored them before it frees.
         for (s, server) in self.servers.iter().enumerate() {
-            for c in 1..server.conns.len() {
-                self.drain_conn(s, c)?;
+            if self.is_down(s) {
+                continue;
             }
-            let conn = self.acquire(s, 0);
-            let r = (|| {
-                self.drain(server, conn)?;
-                let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-                let head = Frame::Free { start, pages: n }.encode(tag);
-                send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                })?;
-                let h = read_header(server, conn.fd, self.wait)?;
-                check_reply(server, conn.fd, &h, Op::FreeOk, tag, 0, self.wait)
-            })();
-            conn.busy.store(false, Ordering::Release);
-            r?;
+            let r = self.free_on(s, server, start, n);
+            match r {
+                Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                other => other?,
+            }
         }
         Ok(())
     }
@@ -685,7 +906,28 @@ impl Backend for RemoteBackend {
     }
 
     fn holder(&self, page: u64) -> String {
-        self.servers[self.server_of(page)].name.clone()
+        let names: Vec<&str> = (0..self.replicas)
+            .map(|k| self.servers[self.route(page, k).0].name.as_str())
+            .collect();
+        names.join(" and ")
+    }
+
+    fn health(&self) -> Option<String> {
+        if self.replicas == 1 {
+            return None;
+        }
+        let down: Vec<&str> = self
+            .servers
+            .iter()
+            .filter(|s| s.down.load(Ordering::Acquire))
+            .map(|s| s.name.as_str())
+            .collect();
+        let under = self.under_replicated.load(Ordering::Relaxed);
+        Some(format!(
+            "  replicas                       {:>12} (servers down: {}; page writes kept on fewer copies: {under})\n",
+            self.replicas,
+            if down.is_empty() { "none".into() } else { down.join(", ") },
+        ))
     }
 
     unsafe fn read_async(
@@ -694,8 +936,10 @@ impl Backend for RemoteBackend {
         buf: *mut u8,
         token: u64,
     ) -> Result<bool, BackendError> {
-        let route = self.route(pages[0]);
-        debug_assert!(pages.iter().all(|&p| self.route(p) == route));
+        let Some(route) = self.live_route(pages[0]) else {
+            // Every copy is down: the synchronous read reports it.
+            return Ok(false);
+        };
         let (s, c) = route;
         let server = &self.servers[s];
         let conn = self.acquire(s, c);
@@ -706,6 +950,7 @@ impl Backend for RemoteBackend {
             let tag = self.send_read(server, conn, pages, &idx[..n])?;
             self.pending(conn).push(Owed::Read {
                 tag,
+                first: pages[0],
                 pages: n as u32,
                 buf,
                 token,
@@ -713,18 +958,51 @@ impl Backend for RemoteBackend {
             Ok(true)
         })();
         conn.busy.store(false, Ordering::Release);
-        r
+        match r {
+            // The request may or may not be queued: salvage whatever the
+            // server owed (this read included, if it was), then let the
+            // caller read synchronously if it was not.
+            Err(e) if self.lost(&e) => {
+                let queued = {
+                    let conn = self.acquire(s, c);
+                    let q = self.pending(conn);
+                    let found = (0..q.len).any(|i| {
+                        matches!(q.q[(q.head + i) % MAX_PENDING], Owed::Read { token: t, .. } if t == token)
+                    });
+                    conn.busy.store(false, Ordering::Release);
+                    found
+                };
+                self.fail_over(s, &e)?;
+                Ok(queued)
+            }
+            other => other,
+        }
     }
 
     fn progress(&self, page: u64) -> Result<(), BackendError> {
-        let (s, c) = self.route(page);
-        self.drain_conn(s, c)
+        // Every copy's connection: a read owed by a server that is now down
+        // is salvaged here, or its page would wait for ever.
+        for k in 0..self.replicas {
+            let (s, c) = self.route(page, k);
+            if let Err(e) = self.drain_conn(s, c) {
+                if !self.lost(&e) {
+                    return Err(e);
+                }
+                self.fail_over(s, &e)?;
+            }
+        }
+        Ok(())
     }
 
     fn progress_all(&self) -> Result<(), BackendError> {
         for (s, server) in self.servers.iter().enumerate() {
             for c in 0..server.conns.len() {
-                self.drain_conn(s, c)?;
+                if let Err(e) = self.drain_conn(s, c) {
+                    if !self.lost(&e) {
+                        return Err(e);
+                    }
+                    self.fail_over(s, &e)?;
+                }
             }
         }
         Ok(())

@@ -1,0 +1,156 @@
+//! Replication against real `kill -9`: three `farmem serve` processes, every
+//! page on two of them, an unmodified OpenMP program at 8x expansion, and
+//! one server killed at a random moment. Every run must end with every byte
+//! right. With one copy, a lost server stops the program naming it.
+
+mod common;
+use common::*;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// integrity_omp over `servers` with `replicas`, sending `signal` to
+/// process `victim` `after` the start.
+fn integrity(
+    servers: &[String],
+    replicas: &str,
+    victim: u32,
+    signal: i32,
+    after: Duration,
+) -> Output {
+    let exe = build_c("integrity_omp");
+    let mut child = Command::new(exe)
+        .arg("64")
+        .env("FARMEM_LOCAL", "8M")
+        .env("FARMEM_SERVERS", servers.join(","))
+        .env("FARMEM_REPLICAS", replicas)
+        .env("FARMEM_STATS", "1")
+        .env("FARMEM_TIMEOUT_MS", "1000")
+        .env("OMP_NUM_THREADS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(victim as i32, signal) };
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// A different moment in [100, 100 + span) ms each call, from the clock.
+fn some_moment(span_ms: u64) -> Duration {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    Duration::from_millis(100 + ns % span_ms)
+}
+
+#[test]
+fn a_server_killed_mid_run_loses_no_byte_with_two_replicas() {
+    for round in 0..3 {
+        let servers = [
+            Serve::start("512M"),
+            Serve::start("512M"),
+            Serve::start("512M"),
+        ];
+        let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+        let v = round % 3;
+        let at = some_moment(1500);
+        let out = integrity(&addrs, "2", servers[v].child.id(), libc::SIGKILL, at);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("mismatches=0"),
+            "round {round}: {} killed after {at:?}:\n{stdout}\n{stderr}",
+            addrs[v]
+        );
+        // One warning line names the lost server, and the statistics too
+        // (unless the program had finished before the kill).
+        if stderr.contains("is down") {
+            assert_eq!(stderr.matches("is down").count(), 1, "{stderr}");
+            assert!(
+                stderr.contains(&format!("memory server {} is down", addrs[v]))
+                    && stderr.contains(&format!("servers down: {}", addrs[v])),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+/// A server that hangs (SIGSTOP) rather than dies: no reply within
+/// FARMEM_TIMEOUT_MS marks it down, and its pages come from their copies.
+#[test]
+fn a_hung_server_times_out_and_its_copies_serve() {
+    let servers = [
+        Serve::start("512M"),
+        Serve::start("512M"),
+        Serve::start("512M"),
+    ];
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let pid = servers[2].child.id();
+    let out = integrity(&addrs, "2", pid, libc::SIGSTOP, Duration::from_millis(800));
+    // SAFETY: kill(2) on our own child, to let it exit at clean-up.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mismatches=0"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("memory server {} is down (no reply", addrs[2])),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn with_one_copy_a_lost_server_stops_the_program_naming_it() {
+    let servers = [Serve::start("512M"), Serve::start("512M")];
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let out = integrity(
+        &addrs,
+        "1",
+        servers[1].child.id(),
+        libc::SIGKILL,
+        Duration::from_millis(300),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stderr.contains(&addrs[1]) && stderr.contains("stopping the program"),
+        "{stderr}"
+    );
+    assert!(
+        !stdout.contains("mismatches="),
+        "never computes on with zeros: {stdout}"
+    );
+}
+
+#[test]
+fn more_replicas_than_servers_is_refused_with_the_fix() {
+    let s = Serve::start("64M");
+    let exe = build_c("integrity_omp");
+    let o = Command::new(exe)
+        .arg("8")
+        .env("FARMEM_SERVERS", &s.addr)
+        .env("FARMEM_REPLICAS", "2")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("FARMEM_REPLICAS=2 needs at least 2 servers"),
+        "{e}"
+    );
+    let o = farmem()
+        .args(["run", "--replicas", "4", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("FARMEM_REPLICAS"));
+}
