@@ -24,7 +24,7 @@ for r in $(seq "$ROUNDS"); do
         pids+=($!)
     done
     for i in 0 1 2; do
-        until grep -q listening "$T/s$i.out"; do sleep 0.05; done
+        until grep -qs listening "$T/s$i.out"; do sleep 0.05; done
         addrs+=("$(awk '/listening/ {print $5; exit}' "$T/s$i.out")")
     done
     victim=$((RANDOM % 3))
