@@ -161,7 +161,7 @@ impl Runtime {
                 self.fatal_backend("fetch", p, &e);
             }
             for (j, &q) in remote[..r].iter().enumerate() {
-                self.verify_sum(q as usize, &buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE]);
+                self.verify_sum(q as usize, &mut buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE]);
             }
         }
 

@@ -217,9 +217,10 @@ impl Runtime {
     fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
         let src = self.slots.buf(slot).wrapping_add(offset * PAGE_SIZE);
         for i in 0..k {
-            // SAFETY: the slot holds k received pages from `offset` on, and
-            // nothing writes them until the slot is released.
-            let page = unsafe { std::slice::from_raw_parts(src.add(i * PAGE_SIZE), PAGE_SIZE) };
+            // SAFETY: the slot holds k received pages from `offset` on; this
+            // request owns them (nothing else reads or writes them) until
+            // the slot is released.
+            let page = unsafe { std::slice::from_raw_parts_mut(src.add(i * PAGE_SIZE), PAGE_SIZE) };
             self.verify_sum(first + i, page);
         }
         // SAFETY: the slot holds the received pages; the destination pages

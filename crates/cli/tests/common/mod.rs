@@ -2,6 +2,8 @@
 //! C programs under tests/programs, start real `farmem serve` processes.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

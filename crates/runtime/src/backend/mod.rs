@@ -89,6 +89,13 @@ pub trait Backend: Send + Sync {
     /// The function that installs a completed asynchronous read.
     fn set_completion(&self, _f: fn(u64)) {}
 
+    /// `page` came back with the wrong checksum from the server that served
+    /// it: stop using that server. Returns whether another copy of the page
+    /// is left to read.
+    fn distrust(&self, _page: u64) -> bool {
+        false
+    }
+
     /// Lines for the statistics table on the backend's health (servers
     /// lost, pages left with fewer copies), where that applies.
     fn health(&self) -> Option<String> {

@@ -912,6 +912,34 @@ impl Backend for RemoteBackend {
         names.join(" and ")
     }
 
+    fn distrust(&self, page: u64) -> bool {
+        if self.replicas == 1 {
+            return false;
+        }
+        let Some((s, _)) = self.live_route(page) else {
+            return false;
+        };
+        // Only the flag: this may run inside `drain` (an asynchronous read's
+        // completion) holding one of this server's connections, so no
+        // salvage here. The server still answers; what it owes arrives and
+        // is checked like any page. Hazard: the re-read that follows takes
+        // a connection of the next copy's server while this thread may hold
+        // one of the distrusted server's; a thread doing the same the other
+        // way round at once (two servers corrupting pages at the same
+        // moment) would wait for ever.
+        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+            use std::fmt::Write as _;
+            let mut m = crate::signals::MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",
+                self.servers[s].name
+            );
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+        self.live_route(page).is_some()
+    }
+
     fn health(&self) -> Option<String> {
         if self.replicas == 1 {
             return None;
@@ -959,21 +987,12 @@ impl Backend for RemoteBackend {
         })();
         conn.busy.store(false, Ordering::Release);
         match r {
-            // The request may or may not be queued: salvage whatever the
-            // server owed (this read included, if it was), then let the
-            // caller read synchronously if it was not.
+            // Every error comes before the request is queued (the push
+            // is the last step): salvage what the server owed, and let the
+            // caller read synchronously from another copy.
             Err(e) if self.lost(&e) => {
-                let queued = {
-                    let conn = self.acquire(s, c);
-                    let q = self.pending(conn);
-                    let found = (0..q.len).any(|i| {
-                        matches!(q.q[(q.head + i) % MAX_PENDING], Owed::Read { token: t, .. } if t == token)
-                    });
-                    conn.busy.store(false, Ordering::Release);
-                    found
-                };
                 self.fail_over(s, &e)?;
-                Ok(queued)
+                Ok(false)
             }
             other => other,
         }
