@@ -25,6 +25,20 @@ pub struct Args {
     /// Most simultaneous connections.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Most sessions (client processes) at once.
+    #[arg(long, default_value_t = 1024)]
+    max_sessions: usize,
+    /// Most memory one session (one client process) may store here, e.g.
+    /// 8G (default: the whole capacity).
+    #[arg(long, value_parser = crate::size_arg)]
+    session_quota: Option<u64>,
+    /// Seconds a client may take to finish sending a frame it has begun, or
+    /// to take a reply, before it is disconnected.
+    #[arg(long, default_value_t = 30)]
+    client_timeout: u64,
+    /// Seconds a new connection may stay silent before it says Hello.
+    #[arg(long, default_value_t = 10)]
+    hello_timeout: u64,
     /// Print a line for every client error.
     #[arg(long)]
     verbose: bool,
@@ -85,6 +99,26 @@ pub fn run(a: Args) -> Result<()> {
     if a.max_connections == 0 {
         bail!("--max-connections must be at least 1");
     }
+    if a.max_sessions == 0 {
+        bail!("--max-sessions must be at least 1");
+    }
+    if let Some(q) = a.session_quota {
+        if q < 4096 || q > a.capacity {
+            bail!(
+                "--session-quota {} must be at least one page (4K) and at most --capacity ({})",
+                format_size(q),
+                format_size(a.capacity)
+            );
+        }
+    }
+    for (name, v) in [
+        ("--client-timeout", a.client_timeout),
+        ("--hello-timeout", a.hello_timeout),
+    ] {
+        if !(1..=86_400).contains(&v) {
+            bail!("{name} {v}: give 1 to 86400 seconds");
+        }
+    }
     if let Some(p) = a.parent {
         if p <= 1 {
             bail!("--parent {p} is not a parent process id; give the pid of the process this server belongs to");
@@ -110,6 +144,10 @@ pub fn run(a: Args) -> Result<()> {
     cfg.spin_ns = a.spin_us * 1000;
     cfg.max_connections = a.max_connections;
     cfg.verbose = a.verbose;
+    cfg.max_sessions = a.max_sessions;
+    cfg.session_quota_pages = a.session_quota.map_or(0, |q| q / 4096);
+    cfg.client_timeout_ns = a.client_timeout * 1_000_000_000;
+    cfg.hello_timeout_ns = a.hello_timeout * 1_000_000_000;
     let cfg_secret_path = cfg.secret.as_ref().map(|s| s.path().to_path_buf());
     let server = match a.listen_fd {
         Some(fd) => {

@@ -120,14 +120,22 @@ pub(crate) fn serve_connection(
 ) -> Result<(), ConnError> {
     let fd = stream.as_raw_fd();
     set_nonblocking(fd)?;
-    // Wait for requests forever (EOF or shutdown ends the loop), spinning first.
-    let idle = Wait {
+    // Between frames, wait for the next one forever once the client has
+    // said Hello (EOF or shutdown ends the loop), spinning first; before
+    // Hello, only `hello_timeout`. Within a frame, and for a reply to
+    // leave, `client_timeout`: a client that sends half a frame and stalls
+    // costs this server one thread for that long, no more.
+    let idle_after_hello = Wait {
         spin_ns: sh.cfg.spin_ns,
         timeout_ns: u64::MAX / 2,
     };
+    let idle_before_hello = Wait {
+        spin_ns: sh.cfg.spin_ns,
+        timeout_ns: sh.cfg.hello_timeout_ns,
+    };
     let reply_wait = Wait {
         spin_ns: sh.cfg.spin_ns,
-        timeout_ns: 30_000_000_000,
+        timeout_ns: sh.cfg.client_timeout_ns,
     };
     let mut session: Option<(Token, Arc<Store>)> = None;
     let mut gate = if tcp && sh.cfg.secret.is_some() {
@@ -138,7 +146,15 @@ pub(crate) fn serve_connection(
     let mut input = Input::new();
     let mut out = Vec::with_capacity(HEADER_LEN + wire::MAX_ERROR_MSG);
     let result = loop {
-        match input.fill(fd, HEADER_LEN, idle) {
+        let idle = if session.is_some() {
+            idle_after_hello
+        } else {
+            idle_before_hello
+        };
+        match input
+            .fill(fd, 1, idle)
+            .and_then(|more| Ok(more && input.fill(fd, HEADER_LEN, reply_wait)?))
+        {
             Ok(true) => {}
             Ok(false) => break Ok(()),
             Err(e) => break Err(e.into()),
@@ -493,6 +509,19 @@ fn serve_write(
     // (store.rs, hazard 2).
     let access = s.access();
     let new = access.count_absent(unique);
+    // The session's quota (checked, not reserved: connections of one session
+    // writing at once may pass it by a batch each).
+    let quota = sh.cfg.session_quota_pages;
+    if quota > 0 && s.len() + new > quota {
+        drop(access);
+        return refuse(
+            ErrorCode::Capacity,
+            &format!(
+                "this session's quota is full ({} of {quota} pages); the server was started with --session-quota",
+                s.len()
+            ),
+        );
+    }
     // Reserve capacity for the whole batch first: all or nothing.
     let reserved = sh
         .used_pages

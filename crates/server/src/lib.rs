@@ -76,6 +76,15 @@ pub struct ServerConfig {
     /// The shared secret TCP clients must prove they hold (see
     /// `farmem_wire::auth`); None serves without authentication.
     pub secret: Option<Arc<Secret>>,
+    /// Most sessions (client processes) at once.
+    pub max_sessions: usize,
+    /// Most pages one session may store (0: up to the whole capacity).
+    pub session_quota_pages: u64,
+    /// How long a client may take to finish a frame it has begun, or to
+    /// take a reply: a client that stalls longer is disconnected.
+    pub client_timeout_ns: u64,
+    /// How long a new connection may stay silent before Hello.
+    pub hello_timeout_ns: u64,
 }
 
 impl ServerConfig {
@@ -87,6 +96,10 @@ impl ServerConfig {
             max_connections: 1024,
             verbose: false,
             secret: None,
+            max_sessions: 1024,
+            session_quota_pages: 0,
+            client_timeout_ns: 30_000_000_000,
+            hello_timeout_ns: 10_000_000_000,
         }
     }
 }
@@ -98,6 +111,8 @@ struct Shared {
     conns: Mutex<HashMap<u64, OwnedFd>>,
     next_conn: AtomicU64,
     shutdown: AtomicBool,
+    /// When the last "cannot accept" line was printed (ns).
+    last_accept_warning: AtomicU64,
 }
 
 /// A bound server, not yet accepting.
@@ -134,6 +149,7 @@ impl Server {
                 conns: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
                 shutdown: AtomicBool::new(false),
+                last_accept_warning: AtomicU64::new(0),
             }),
         }
     }
@@ -239,6 +255,23 @@ impl Server {
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_transient_accept_error(&e) => {
+                    // Out of descriptors (or memory) for now: new clients
+                    // wait in the backlog, and those connected go on. Say so
+                    // once a minute at most.
+                    let now = farmem_sys::now_ns();
+                    if now.saturating_sub(shared.last_accept_warning.load(Ordering::Relaxed))
+                        > 60_000_000_000
+                    {
+                        shared.last_accept_warning.store(now, Ordering::Relaxed);
+                        eprintln!(
+                            "farmem serve: cannot accept connections for now ({e}); they wait until some close{}",
+                            if e.raw_os_error() == Some(libc::EMFILE) {
+                                ": raise the descriptor limit (ulimit -n) or lower --max-connections"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 Err(e) => return Err(ServerError::Accept(e)),

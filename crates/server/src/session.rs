@@ -62,8 +62,17 @@ pub(crate) fn join(
     max_pages: u64,
 ) -> Result<Arc<Store>, (ErrorCode, String)> {
     let mut sessions = lock(&sh.sessions);
+    let open = sessions.len();
     let entry = match sessions.entry(token) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {
+            return Err((
+                ErrorCode::Capacity,
+                format!(
+                    "server has its most sessions ({open}); start it with a larger --max-sessions, or use another server"
+                ),
+            ))
+        }
         std::collections::hash_map::Entry::Vacant(v) => match Store::new(max_pages) {
             Ok(store) => v.insert(SessionEntry {
                 store: Arc::new(store),
