@@ -48,6 +48,14 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
+# AFL++ through cargo-afl (stable Rust; builds AFL++'s runtime with make and
+# gcc), for the coverage-guided fuzz targets that scripts/test.sh runs
+# briefly (fuzz/run.sh).
+if ! cargo afl --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-afl (AFL++)"
+    cargo install --quiet --locked cargo-afl
+fi
+
 # numpy, for the `farmem run` Python test: pip where it may install
 # (a pyenv or venv Python), else Debian's package (system Python, PEP 668).
 if ! python3 -c 'import numpy' 2>/dev/null; then

@@ -27,3 +27,5 @@ cargo test --release --workspace 2>&1 | tee target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')
 echo "all suites: $passed passed, $failed failed"
+echo "== fuzzing: AFL++, 10 s a target (fuzz/run.sh; longer runs in docs/benchmarks.md)"
+bash fuzz/run.sh 10

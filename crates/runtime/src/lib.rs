@@ -32,7 +32,7 @@ pub mod page;
 mod peers;
 mod pins;
 mod prefetch;
-mod regions;
+pub mod regions;
 pub mod replacement;
 pub mod signals;
 pub mod stats;

@@ -11,13 +11,100 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-#[derive(Default)]
-pub(crate) struct Regions {
+/// The arena's page ranges: live allocations, free ranges below `top`, and
+/// never-used space from `top` up. Pure bookkeeping (no page is touched), so
+/// it is property-tested and fuzzed against a model (`fuzz/`).
+///
+/// Invariants: live and free ranges are disjoint and lie below `top`;
+/// together they cover `[0, top)`; no two free ranges touch (they are
+/// merged), and none ends at `top` (it is given back).
+#[derive(Default, Debug)]
+pub struct Regions {
     /// Free page ranges below `top`: start -> length.
     free: BTreeMap<usize, usize>,
     /// Live allocations: start page -> pages.
     live: HashMap<usize, usize>,
     top: usize,
+}
+
+impl Regions {
+    /// First fit: the lowest free range of at least `pages`, split, else
+    /// fresh space at the top if `top + pages <= limit`. None: no room.
+    pub fn take(&mut self, pages: usize, limit: usize) -> Option<usize> {
+        debug_assert!(pages > 0);
+        let fit = self
+            .free
+            .iter()
+            .find(|(_, &len)| len >= pages)
+            .map(|(&s, &l)| (s, l));
+        let start = match fit {
+            Some((s, l)) => {
+                self.free.remove(&s);
+                if l > pages {
+                    self.free.insert(s + pages, l - pages);
+                }
+                s
+            }
+            None => {
+                if self.top.checked_add(pages).is_none_or(|end| end > limit) {
+                    return None;
+                }
+                self.top += pages;
+                self.top - pages
+            }
+        };
+        self.live.insert(start, pages);
+        Some(start)
+    }
+
+    /// The pages of the live allocation starting at `start`.
+    pub fn pages_of(&self, start: usize) -> Option<usize> {
+        self.live.get(&start).copied()
+    }
+
+    /// End the live allocation at `start`, merging it with free neighbours
+    /// and giving the top back. Returns its pages; None if nothing is live
+    /// there (a double free loses the race here, not the free list).
+    pub fn give(&mut self, start: usize) -> Option<usize> {
+        let pages = self.live.remove(&start)?;
+        let mut s = start;
+        let mut len = pages;
+        if let Some((&ps, &pl)) = self.free.range(..s).next_back() {
+            if ps + pl == s {
+                self.free.remove(&ps);
+                s = ps;
+                len += pl;
+            }
+        }
+        if let Some(nl) = self.free.remove(&(s + len)) {
+            len += nl;
+        }
+        if s + len == self.top {
+            self.top = s;
+        } else {
+            self.free.insert(s, len);
+        }
+        Some(pages)
+    }
+
+    /// Pages not allocated, out of `limit`.
+    pub fn free_pages(&self, limit: usize) -> usize {
+        self.free.values().sum::<usize>() + (limit - self.top)
+    }
+
+    /// The live allocations, (start, pages), in no order.
+    pub fn live(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.live.iter().map(|(&s, &p)| (s, p))
+    }
+
+    /// The free ranges below the top, (start, pages), in order.
+    pub fn free_ranges(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.free.iter().map(|(&s, &p)| (s, p))
+    }
+
+    pub fn top(&self) -> usize {
+        self.top
+    }
 }
 
 impl Runtime {
@@ -38,34 +125,17 @@ impl Runtime {
         let pages = size.div_ceil(PAGE_SIZE);
         let start = {
             let mut r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-            let fit = r
-                .free
-                .iter()
-                .find(|(_, &len)| len >= pages)
-                .map(|(&s, &l)| (s, l));
-            let start = match fit {
-                Some((s, l)) => {
-                    r.free.remove(&s);
-                    if l > pages {
-                        r.free.insert(s + pages, l - pages);
-                    }
-                    s
-                }
+            match r.take(pages, self.npages) {
+                Some(s) => s,
                 None => {
-                    if r.top + pages > self.npages {
-                        let free: usize = r.free.values().sum::<usize>() + (self.npages - r.top);
-                        return Err(RuntimeError::OutOfSpace {
-                            want: config::format_size(size as u64),
-                            free: config::format_size((free * PAGE_SIZE) as u64),
-                            arena: config::format_size(self.cfg.arena_bytes),
-                        });
-                    }
-                    r.top += pages;
-                    r.top - pages
+                    let free = r.free_pages(self.npages);
+                    return Err(RuntimeError::OutOfSpace {
+                        want: config::format_size(size as u64),
+                        free: config::format_size((free * PAGE_SIZE) as u64),
+                        arena: config::format_size(self.cfg.arena_bytes),
+                    });
                 }
-            };
-            r.live.insert(start, pages);
-            start
+            }
         };
         for p in start..start + pages {
             self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
@@ -123,33 +193,16 @@ impl Runtime {
         let start = (addr - self.base) / PAGE_SIZE;
         let pages = {
             let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-            *r.live
-                .get(&start)
+            r.pages_of(start)
                 .ok_or(RuntimeError::InvalidPointer(addr))?
         };
         if !is_forked_child() {
             self.release_pages(start, pages);
         }
+        // Two frees of one pointer at once both get here; the second finds
+        // nothing live and is refused.
         let mut r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-        r.live.remove(&start);
-        // Coalesce with free neighbours; give the top back.
-        let mut s = start;
-        let mut len = pages;
-        if let Some((&ps, &pl)) = r.free.range(..s).next_back() {
-            if ps + pl == s {
-                r.free.remove(&ps);
-                s = ps;
-                len += pl;
-            }
-        }
-        if let Some(nl) = r.free.remove(&(s + len)) {
-            len += nl;
-        }
-        if s + len == r.top {
-            r.top = s;
-        } else {
-            r.free.insert(s, len);
-        }
+        r.give(start).ok_or(RuntimeError::InvalidPointer(addr))?;
         Ok(())
     }
 
@@ -239,5 +292,121 @@ impl Runtime {
             }
         }
         Ok((first, last))
+    }
+}
+
+/// A reference model of [`Regions`], for its property test and its fuzz
+/// target: live allocations as a `BTreeMap` of intervals, and first fit
+/// worked out from scratch on every step.
+pub mod model {
+    use super::Regions;
+    use std::collections::BTreeMap;
+
+    /// One step: allocate `pages` (1..), or free the live allocation at
+    /// position `which` (modulo the number live).
+    #[derive(Debug, Clone, Copy)]
+    pub enum Op {
+        Alloc(usize),
+        Free(usize),
+    }
+
+    /// Decode fuzzer bytes into steps: 3 bytes each.
+    pub fn ops_from_bytes(b: &[u8]) -> Vec<Op> {
+        b.chunks_exact(3)
+            .map(|c| {
+                let v = usize::from(u16::from_le_bytes([c[1], c[2]]));
+                if c[0] & 1 == 0 {
+                    Op::Alloc(v % 300 + 1)
+                } else {
+                    Op::Free(v)
+                }
+            })
+            .collect()
+    }
+
+    /// Run `ops` on a fresh [`Regions`] of `limit` pages and on the model;
+    /// panic on the first difference or broken invariant.
+    pub fn check(ops: &[Op], limit: usize) {
+        let mut r = Regions::default();
+        let mut m: BTreeMap<usize, usize> = BTreeMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            match *op {
+                Op::Alloc(pages) => {
+                    let top = m.last_key_value().map_or(0, |(s, l)| s + l);
+                    // The lowest gap below the top that fits, else the top.
+                    let mut at = 0;
+                    let mut want = None;
+                    for (&s, &l) in &m {
+                        if s - at >= pages {
+                            want = Some(at);
+                            break;
+                        }
+                        at = s + l;
+                    }
+                    let want = want.or((top + pages <= limit).then_some(top));
+                    let got = r.take(pages, limit);
+                    assert_eq!(got, want, "step {i}: alloc {pages}");
+                    if let Some(s) = got {
+                        m.insert(s, pages);
+                    }
+                }
+                Op::Free(which) => {
+                    if m.is_empty() {
+                        assert_eq!(r.give(0), None, "step {i}: nothing is live");
+                        continue;
+                    }
+                    let (&s, &l) = m.iter().nth(which % m.len()).expect("in range");
+                    assert_eq!(r.give(s), Some(l), "step {i}: free {s}");
+                    assert_eq!(r.give(s), None, "step {i}: double free of {s}");
+                    m.remove(&s);
+                }
+            }
+            // The invariants: the top is the end of the last allocation;
+            // the free ranges are exactly the gaps below it.
+            let top = m.last_key_value().map_or(0, |(s, l)| s + l);
+            assert_eq!(r.top(), top, "step {i}: top");
+            let mut gaps = Vec::new();
+            let mut at = 0;
+            for (&s, &l) in &m {
+                if s > at {
+                    gaps.push((at, s - at));
+                }
+                at = s + l;
+            }
+            assert_eq!(
+                r.free_ranges().collect::<Vec<_>>(),
+                gaps,
+                "step {i}: free list"
+            );
+            let mut live: Vec<_> = r.live().collect();
+            live.sort_unstable();
+            assert_eq!(live, m.iter().map(|(&s, &l)| (s, l)).collect::<Vec<_>>());
+            assert_eq!(
+                r.free_pages(limit),
+                limit - m.values().sum::<usize>(),
+                "step {i}: free pages"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model::{check, Op};
+    use proptest::prelude::*;
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1usize..300).prop_map(Op::Alloc),
+            any::<usize>().prop_map(Op::Free),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+        #[test]
+        fn regions_match_the_model(ops in prop::collection::vec(op(), 0..200), limit in 1usize..5000) {
+            check(&ops, limit);
+        }
     }
 }
