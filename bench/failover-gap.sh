@@ -11,20 +11,14 @@ RUNS=${1:-3}
 cargo build --release --quiet
 F=$PWD/target/release/farmem
 T=$(mktemp -d)
+source bench/servers.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 gcc -O2 -Wall -Wextra -Werror -Iinclude bench/failover-gap.c -Ltarget/release -lfarmem \
     -Wl,-rpath,"$PWD/target/release" -o "$T/gap"
 for r in $(seq "$RUNS"); do
     for sig in none KILL STOP; do
-        addrs=() pids=()
-        for i in 0 1 2; do
-            "$F" serve --listen 127.0.0.1:0 --capacity 1G > "$T/s$i.out" 2>&1 &
-            pids+=($!)
-        done
-        for i in 0 1 2; do
-            until grep -qs listening "$T/s$i.out"; do sleep 0.05; done
-            addrs+=("$(awk '/listening/ {print $5; exit}' "$T/s$i.out")")
-        done
+        start_servers 3 "$T"
+        pids=("${SERVER_PIDS[@]}") addrs=("${SERVER_ADDRS[@]}")
         # The loop starts after the region is written (about 1 s at most here).
         [ "$sig" = none ] || ( sleep 4; kill -"$sig" "${pids[1]}" ) &
         out=$(FARMEM_REPLICAS=2 FARMEM_LOCAL=32M FARMEM_TIMEOUT_MS=1000 \

@@ -16,16 +16,10 @@ make -C workloads >/dev/null
 F=$PWD/target/release/farmem
 W=$PWD/target/release/workloads
 T=$(mktemp -d)
+source bench/servers.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
-addrs=()
-for i in 0 1 2; do
-    "$F" serve --listen 127.0.0.1:0 --capacity 4G > "$T/s$i.out" 2>&1 &
-done
-for i in 0 1 2; do
-    until grep -qs listening "$T/s$i.out"; do sleep 0.05; done
-    addrs+=("$(awk '/listening/ {print $5; exit}' "$T/s$i.out")")
-done
-S=$(IFS=,; echo "${addrs[*]}")
+CAPACITY=4G start_servers 3 "$T"
+S=$SERVERS
 for r in $(seq "$RUNS"); do
     for rep in 1 2; do
         for ck in 1 0; do

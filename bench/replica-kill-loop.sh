@@ -13,20 +13,14 @@ LOCAL=${3:-16M}
 cargo build --release --quiet
 F=$PWD/target/release/farmem
 T=$(mktemp -d)
+source bench/servers.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 gcc -O2 -fopenmp -Iinclude tests/programs/integrity_omp.c -Ltarget/release -lfarmem -lm \
     -Wl,-rpath,"$PWD/target/release" -o "$T/integrity_omp"
 ok=0
 for r in $(seq "$ROUNDS"); do
-    addrs=() pids=()
-    for i in 0 1 2; do
-        "$F" serve --listen 127.0.0.1:0 --capacity 1G > "$T/s$i.out" 2>&1 &
-        pids+=($!)
-    done
-    for i in 0 1 2; do
-        until grep -qs listening "$T/s$i.out"; do sleep 0.05; done
-        addrs+=("$(awk '/listening/ {print $5; exit}' "$T/s$i.out")")
-    done
+    start_servers 3 "$T"
+    pids=("${SERVER_PIDS[@]}") addrs=("${SERVER_ADDRS[@]}")
     victim=$((RANDOM % 3))
     delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.1 + 2.9 * r / 32768 }')
     ( sleep "$delay"; kill -9 "${pids[$victim]}" ) &

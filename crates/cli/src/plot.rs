@@ -176,6 +176,30 @@ fn times(v: &f64) -> String {
 
 // ---------------------------------------------------------------- bench
 
+/// The distinct expansion ratios of (system, expansion) cells, all-local
+/// left out, in increasing order.
+pub fn ratios<'a>(cells: impl Iterator<Item = (&'a str, f64)>) -> Vec<f64> {
+    let mut e: Vec<f64> = cells
+        .filter(|(s, _)| *s != "local")
+        .map(|(_, e)| e)
+        .collect();
+    e.sort_by(|a, b| a.total_cmp(b));
+    e.dedup();
+    e
+}
+
+/// A white figure split into the chart and, at its right, the legend column.
+fn chart_and_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(DrawingArea<DB, Shift>, DrawingArea<DB, Shift>)>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    let w = root.dim_in_pixel().0;
+    Ok(root.split_horizontally(w - LEGEND_W))
+}
+
 /// One cell of a bench result: a system at an expansion ratio.
 #[derive(Debug, Clone)]
 pub struct BenchCell {
@@ -221,15 +245,7 @@ impl Bench<'_> {
     /// The expansions, in order: the x axis has one evenly spaced slot for
     /// each, labelled with its ratio.
     pub fn expansions(&self) -> Vec<f64> {
-        let mut e: Vec<f64> = self
-            .cells
-            .iter()
-            .filter(|c| c.system != "local")
-            .map(|c| c.expansion)
-            .collect();
-        e.sort_by(|a, b| a.total_cmp(b));
-        e.dedup();
-        e
+        ratios(self.cells.iter().map(|c| (c.system.as_str(), c.expansion)))
     }
 
     fn panel<DB, Y>(&self, area: &DrawingArea<DB, Shift>, y: Y, fail_y: f64) -> Result<()>
@@ -340,9 +356,7 @@ impl Figure for Bench<'_> {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE).map_err(err)?;
-        let (w, _) = self.size();
-        let (chart, side) = root.split_horizontally(w - LEGEND_W);
+        let (chart, side) = chart_and_legend(root)?;
         let (yr, log, fail_y) = self.y_axis();
         if log {
             self.panel(&chart, yr.log_scale(), fail_y)?;
@@ -640,8 +654,7 @@ impl Figure for Series<'_> {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE).map_err(err)?;
-        let (chart, side) = root.split_horizontally(self.size().0 - LEGEND_W);
+        let (chart, side) = chart_and_legend(root)?;
         let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
         for &(x, y) in self.lines.iter().flat_map(|l| l.1.iter()) {
             x1 = x1.max(x);

@@ -175,15 +175,7 @@ impl Bench {
     }
 
     fn expansions(&self) -> Vec<f64> {
-        let mut e: Vec<f64> = self
-            .cells
-            .iter()
-            .filter(|c| c.system != "local")
-            .map(|c| c.expansion)
-            .collect();
-        e.sort_by(|a, b| a.total_cmp(b));
-        e.dedup();
-        e
+        crate::plot::ratios(self.cells.iter().map(|c| (c.system.as_str(), c.expansion)))
     }
 
     fn systems(&self) -> Vec<&str> {

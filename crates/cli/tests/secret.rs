@@ -6,7 +6,6 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -93,10 +92,7 @@ fn serve_refuses_a_reachable_address_without_a_secret() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut child);
     assert!(line.contains("no authentication"), "{line}");
     let _ = child.kill();
     let o = child.wait_with_output().unwrap();
@@ -114,13 +110,9 @@ fn serve_with(home: &Path, secret: &Path, log: &Path) -> (Child, String) {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = first_line(&mut child);
     assert!(line.contains("authenticated with"), "{line}");
-    let addr = line.split_whitespace().nth(4).unwrap().to_string();
-    (child, addr)
+    (child, banner_addr(&line))
 }
 
 #[test]

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use farmem_wire::{Frame, Header, Op, HEADER_LEN, PAGE_SIZE, TOKEN_LEN};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
@@ -87,11 +87,7 @@ fn serve(args: &[&str], nofile: Option<u64>) -> (Child, String) {
         }
     }
     let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.split_whitespace().nth(4).unwrap().to_string();
+    let addr = banner_addr(&first_line(&mut child));
     (child, addr)
 }
 

@@ -269,7 +269,9 @@ impl Header {
             return Err(WireError::Malformed("count must be 0 for this operation"));
         }
         if op != Op::Error && h.status != 0 {
-            return Err(WireError::Malformed("status must be 0 except in an Error reply"));
+            return Err(WireError::Malformed(
+                "status must be 0 except in an Error reply",
+            ));
         }
         Ok(h)
     }

@@ -92,6 +92,23 @@ pub fn build_plain(compiler: &str, rel: &str, name: &str, flags: &[&str]) -> Pat
     exe
 }
 
+/// The first line a child writes on its stdout (a server's banner).
+pub fn first_line(child: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+/// The address in `farmem serve`'s banner ("farmem serve: listening on ADDR (…").
+pub fn banner_addr(line: &str) -> String {
+    line.split_whitespace()
+        .nth(4)
+        .unwrap_or_else(|| panic!("unexpected banner {line:?}"))
+        .to_string()
+}
+
 /// A `farmem serve` process on an ephemeral loopback port; killed on drop.
 pub struct Serve {
     pub child: Child,
@@ -106,15 +123,7 @@ impl Serve {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .split_whitespace()
-            .nth(4)
-            .unwrap_or_else(|| panic!("unexpected banner {line:?}"))
-            .to_string();
+        let addr = banner_addr(&first_line(&mut child));
         Serve { child, addr }
     }
 
