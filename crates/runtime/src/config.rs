@@ -69,7 +69,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "REPLICAS",
         default: "`1`",
-        meaning: "Copies of every far page, each on a different server of `FARMEM_SERVERS` (1–3, at most the number of servers). With 2, a server that dies (an I/O error, or no reply within `FARMEM_TIMEOUT_MS`) is marked down with one warning line, and its pages are read from their other copy; the program finishes with every byte right, and the statistics say which servers were lost and how many page writes kept fewer copies. With 1, a lost server stops the program with a message naming it. Each write-back goes to every copy: the network carries `REPLICAS` times the written bytes.",
+        meaning: "Copies of every far page, each on a different server of `FARMEM_SERVERS` (1–3, at most the number of servers). With 2, a server that dies (an I/O error, or no reply within `FARMEM_TIMEOUT_MS`) is marked down with one warning line, and its pages are read from their other copy; the program finishes with every byte right, and the statistics say which servers were lost and how many page writes kept fewer copies. With 1, a lost server stops the program with a message naming it. Each write-back goes to every copy and waits for every copy's acknowledgement before the page leaves local memory: the network carries `REPLICAS` times the written bytes.",
         run_flag: Some("--replicas"),
     },
     OptionDoc {
@@ -219,6 +219,8 @@ pub struct Config {
 }
 
 pub const MAX_BATCH: u32 = 64;
+/// Most copies of a far page (`FARMEM_REPLICAS`).
+pub const MAX_REPLICAS: usize = 3;
 
 impl Default for Config {
     fn default() -> Config {
@@ -400,7 +402,9 @@ impl Config {
             }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
             "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
-            "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, 3)? as usize,
+            "REPLICAS" => {
+                self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)? as usize
+            }
             "ARENA" => {
                 let b = size("ARENA")?;
                 if !(1 << 24..=1 << 50).contains(&b) {

@@ -18,7 +18,9 @@
 //! **Replicas** (`FARMEM_REPLICAS`): copy k of a page lives on the server
 //! after its primary's k places further on (by stripe), on that server's
 //! connection for the page, so the ordering above holds on every copy.
-//! A write goes to every live copy; a read goes to the first live one. An I/O
+//! A write goes to every live copy and, unlike a single copy's, waits for
+//! every acknowledgement before the page may leave local memory; a read
+//! goes to the first live one. An I/O
 //! or protocol error on a server marks it down for good (one warning line),
 //! and the replies it still owed are *salvaged*: an owed read is read again
 //! from the next live copy into the same buffer and completed; an owed
@@ -838,10 +840,13 @@ impl Backend for RemoteBackend {
                 |r, idx| self.write_to(r, pages, data, idx),
             );
         }
-        // Every live copy; a copy whose server is lost is counted, and the
-        // write fails only if no copy of some page is left.
-        let mut copies = [0u8; MAX_PAGES_PER_CALL];
-        for k in 0..self.replicas {
+        // Send to every live copy, then wait for every acknowledgement: with
+        // replicas, a page leaves local memory only once each live copy has
+        // stored it (with one copy the acknowledgement is read later; see
+        // the module comment). A copy whose server is lost is counted, and
+        // the write fails only if no copy of some page is left.
+        let mut sent = [[false; MAX_PAGES_PER_CALL]; crate::config::MAX_REPLICAS];
+        for (k, sent_k) in sent[..self.replicas].iter_mut().enumerate() {
             let mut lost = None;
             self.per_route(
                 pages,
@@ -851,6 +856,35 @@ impl Backend for RemoteBackend {
                         return Ok(());
                     }
                     match self.write_to(r, pages, data, idx) {
+                        Ok(()) => {
+                            for &i in idx {
+                                sent_k[i] = true;
+                            }
+                            Ok(())
+                        }
+                        Err(e) if self.lost(&e) => {
+                            lost = Some((r.0, e));
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                },
+            )?;
+            if let Some((s, e)) = lost {
+                self.fail_over(s, &e)?;
+            }
+        }
+        let mut copies = [0u8; MAX_PAGES_PER_CALL];
+        for (k, sent_k) in sent[..self.replicas].iter().enumerate() {
+            let mut lost = None;
+            self.per_route(
+                pages,
+                |p| self.route(p, k),
+                |r, idx| {
+                    if !sent_k[idx[0]] || self.is_down(r.0) {
+                        return Ok(());
+                    }
+                    match self.drain_conn(r.0, r.1) {
                         Ok(()) => {
                             for &i in idx {
                                 copies[i] += 1;
@@ -944,17 +978,24 @@ impl Backend for RemoteBackend {
         if self.replicas == 1 {
             return None;
         }
-        let down: Vec<&str> = self
-            .servers
+        let ns = self.servers.len();
+        let down: Vec<usize> = (0..ns).filter(|&s| self.is_down(s)).collect();
+        let names: Vec<&str> = down
             .iter()
-            .filter(|s| s.down.load(Ordering::Acquire))
-            .map(|s| s.name.as_str())
+            .map(|&s| self.servers[s].name.as_str())
             .collect();
+        // Copy k of stripe unit u is on server (u + k) % ns: the units with
+        // fewer live copies now are those with a copy on a lost server.
+        let short = (0..ns)
+            .filter(|u| (0..self.replicas).any(|k| down.contains(&((u + k) % ns))))
+            .count();
         let under = self.under_replicated.load(Ordering::Relaxed);
         Some(format!(
-            "  replicas                       {:>12} (servers down: {}; page writes kept on fewer copies: {under})\n",
+            "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
             self.replicas,
-            if down.is_empty() { "none".into() } else { down.join(", ") },
+            if names.is_empty() { "none".into() } else { names.join(", ") },
+            self.stripe,
+            self.replicas - 1,
         ))
     }
 
