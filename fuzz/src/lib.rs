@@ -119,9 +119,9 @@ pub fn server_requests(data: &[u8]) {
     token[..8].copy_from_slice(&id.to_le_bytes());
     let mut said_hello = false;
     let mut model: HashMap<u64, u8> = HashMap::new();
-    // At most 100 requests an input: longer ones explore nothing new and
-    // slow every run.
-    let data = &data[..data.len().min(400)];
+    // At most 40 requests an input: longer ones explore little more and
+    // slow every run (the page space is 80 pages).
+    let data = &data[..data.len().min(160)];
     let mut i = 0;
     while i + 4 <= data.len() {
         let (op, a, b, fill) = (data[i] % 6, data[i + 1], data[i + 2], data[i + 3]);

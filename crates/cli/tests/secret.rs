@@ -161,6 +161,16 @@ fn a_program_runs_with_the_right_secret_and_stops_clearly_without_it() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("secret file differs"), "{e}");
+    // The server notices the hang-up on its own thread: give it a moment
+    // before it is stopped.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("did not accept")
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let _ = server.kill();
     let _ = server.wait();
     let l = std::fs::read_to_string(&log).unwrap();
