@@ -188,6 +188,18 @@ pub fn ratios<'a>(cells: impl Iterator<Item = (&'a str, f64)>) -> Vec<f64> {
     e
 }
 
+/// The systems of bench cells in order of first appearance, all-local left
+/// out.
+pub fn systems<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = Vec::new();
+    for n in names {
+        if n != "local" && !v.contains(&n) {
+            v.push(n);
+        }
+    }
+    v
+}
+
 /// A white figure split into the chart and, at its right, the legend column.
 fn chart_and_legend<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -219,15 +231,8 @@ pub struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// The systems in order of first appearance, all-local left out.
     fn systems(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = Vec::new();
-        for c in self.cells {
-            if c.system != "local" && !v.contains(&c.system.as_str()) {
-                v.push(&c.system);
-            }
-        }
-        v
+        systems(self.cells.iter().map(|c| c.system.as_str()))
     }
 
     /// The y range (with room at the top for failure marks), whether it is

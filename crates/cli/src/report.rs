@@ -179,13 +179,7 @@ impl Bench {
     }
 
     fn systems(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = Vec::new();
-        for c in self.cells.iter().filter(|c| c.system != "local") {
-            if !v.contains(&c.system.as_str()) {
-                v.push(&c.system);
-            }
-        }
-        v
+        crate::plot::systems(self.cells.iter().map(|c| c.system.as_str()))
     }
 
     fn at(&self, system: &str, e: f64) -> Option<&Cell> {

@@ -616,6 +616,46 @@ impl RemoteBackend {
         r
     }
 
+    /// Run `f` on each route of copy `k` of `pages` whose server is live;
+    /// the positions where it returned true come back marked. A server
+    /// lost there is failed over once the round is done (its positions stay
+    /// unmarked); any other error ends the round.
+    fn on_copy(
+        &self,
+        pages: &[u64],
+        k: usize,
+        mut f: impl FnMut((usize, usize), &[usize]) -> Result<bool, BackendError>,
+    ) -> Result<[bool; MAX_PAGES_PER_CALL], BackendError> {
+        let mut done = [false; MAX_PAGES_PER_CALL];
+        let mut lost = None;
+        self.per_route(
+            pages,
+            |p| self.route(p, k),
+            |r, idx| {
+                if self.is_down(r.0) {
+                    return Ok(());
+                }
+                match f(r, idx) {
+                    Ok(ok) => {
+                        for &i in idx {
+                            done[i] = ok;
+                        }
+                        Ok(())
+                    }
+                    Err(e) if self.lost(&e) => {
+                        lost = Some((r.0, e));
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            },
+        )?;
+        if let Some((s, e)) = lost {
+            self.fail_over(s, &e)?;
+        }
+        Ok(done)
+    }
+
     /// Group a batch's positions by route (server and connection), then call
     /// `f` once per route, in order of first appearance.
     fn per_route(
@@ -847,60 +887,19 @@ impl Backend for RemoteBackend {
         // the write fails only if no copy of some page is left.
         let mut sent = [[false; MAX_PAGES_PER_CALL]; crate::config::MAX_REPLICAS];
         for (k, sent_k) in sent[..self.replicas].iter_mut().enumerate() {
-            let mut lost = None;
-            self.per_route(
-                pages,
-                |p| self.route(p, k),
-                |r, idx| {
-                    if self.is_down(r.0) {
-                        return Ok(());
-                    }
-                    match self.write_to(r, pages, data, idx) {
-                        Ok(()) => {
-                            for &i in idx {
-                                sent_k[i] = true;
-                            }
-                            Ok(())
-                        }
-                        Err(e) if self.lost(&e) => {
-                            lost = Some((r.0, e));
-                            Ok(())
-                        }
-                        Err(e) => Err(e),
-                    }
-                },
-            )?;
-            if let Some((s, e)) = lost {
-                self.fail_over(s, &e)?;
-            }
+            *sent_k = self.on_copy(pages, k, |r, idx| {
+                self.write_to(r, pages, data, idx).map(|()| true)
+            })?;
         }
         let mut copies = [0u8; MAX_PAGES_PER_CALL];
         for (k, sent_k) in sent[..self.replicas].iter().enumerate() {
-            let mut lost = None;
-            self.per_route(
-                pages,
-                |p| self.route(p, k),
-                |r, idx| {
-                    if !sent_k[idx[0]] || self.is_down(r.0) {
-                        return Ok(());
-                    }
-                    match self.drain_conn(r.0, r.1) {
-                        Ok(()) => {
-                            for &i in idx {
-                                copies[i] += 1;
-                            }
-                            Ok(())
-                        }
-                        Err(e) if self.lost(&e) => {
-                            lost = Some((r.0, e));
-                            Ok(())
-                        }
-                        Err(e) => Err(e),
-                    }
-                },
-            )?;
-            if let Some((s, e)) = lost {
-                self.fail_over(s, &e)?;
+            // Routes group the same positions in both rounds, so one
+            // position tells whether the route's write was sent.
+            let acked = self.on_copy(pages, k, |r, idx| {
+                Ok(sent_k[idx[0]] && self.drain_conn(r.0, r.1).map(|()| true)?)
+            })?;
+            for (c, ok) in copies.iter_mut().zip(acked) {
+                *c += u8::from(ok);
             }
         }
         for (i, &c) in copies[..pages.len()].iter().enumerate() {
