@@ -22,6 +22,9 @@ command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
 # Headless Chromium renders `farmem report` pages in their test (crates/cli/tests/report.rs).
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
+# Emulated hosts for the scale-out test and benchmarks: network namespaces,
+# veth pairs and tc rate limits (scripts/netns-hosts.sh).
+command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 [ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)

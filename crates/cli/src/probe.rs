@@ -39,7 +39,8 @@ pub struct Args {
     /// Thread counts for bandwidth, e.g. 1,2 (default: 1 and every CPU).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// Memory servers to measure (default: the embedded loopback server).
+    /// Memory servers to measure, host:port,... or @DIR (a rendezvous
+    /// directory); default: the embedded loopback server.
     #[arg(long)]
     servers: Option<String>,
     /// SSD file to measure as a far tier (default for `all`: /var/tmp).
@@ -167,6 +168,7 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(s) = &a.servers {
         cfg.set("SERVERS", s)?;
     }
+    cfg.resolve_servers()?;
     if needs_far {
         let room = cfg
             .local_bytes

@@ -12,7 +12,8 @@ pub struct Args {
     /// Local-memory budget for far pages (FARMEM_LOCAL), e.g. 256M.
     #[arg(long)]
     local: Option<String>,
-    /// Memory servers, host:port[,host:port...] (FARMEM_SERVERS).
+    /// Memory servers, host:port[,host:port...], or @DIR for the servers
+    /// that `farmem serve --rendezvous DIR` published (FARMEM_SERVERS).
     #[arg(long)]
     servers: Option<String>,
     /// Copies of every far page, on different servers (FARMEM_REPLICAS):
@@ -74,7 +75,26 @@ pub fn run(a: Args) -> Result<()> {
     if a.stats {
         set("FARMEM_STATS", "1".into());
     }
-    let cfg = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let mut cfg = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    // An @DIR rendezvous is waited for here, once; the program gets the
+    // servers it found.
+    if let Some(found) = cfg.resolve_servers()? {
+        let list: Vec<String> = found.servers.iter().map(|a| a.to_string()).collect();
+        eprintln!(
+            "farmem: {} servers of job {} from the rendezvous: {}",
+            list.len(),
+            if found.job.is_empty() {
+                "(unnamed)"
+            } else {
+                &found.job
+            },
+            list.join(",")
+        );
+        for why in &found.ignored {
+            eprintln!("farmem: rendezvous: passed over {why}");
+        }
+        set_var(&mut vars, "FARMEM_SERVERS", list.join(","));
+    }
     let shim = shim_path()?;
 
     // Check the servers answer now rather than in the middle of the run.

@@ -13,8 +13,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Args {
     /// Address to listen on: IP:PORT (0.0.0.0:PORT serves other machines),
     /// or unix:/PATH or unix:@NAME for clients on this machine (faster).
-    #[arg(long, default_value = "127.0.0.1:7070")]
-    listen: ServerAddr,
+    /// Default 127.0.0.1:7070; with --rendezvous, this node's address and
+    /// any free port.
+    #[arg(long)]
+    listen: Option<ServerAddr>,
+    /// Publish this server's rank and address to DIR, a directory on a
+    /// filesystem every node shares, for clients given `--servers @DIR`.
+    /// The rank and the job's size come from the launcher (mpirun, srun);
+    /// the entry is removed when the server stops.
+    #[arg(long, value_name = "DIR", conflicts_with = "listen_fd")]
+    rendezvous: Option<PathBuf>,
+    /// This server's rank, when no launcher sets one (with --rendezvous).
+    #[arg(long, requires_all = ["rendezvous", "size"])]
+    rank: Option<u32>,
+    /// The number of servers in the job (with --rendezvous).
+    #[arg(long, requires = "rendezvous")]
+    size: Option<u32>,
+    /// The job's identifier, to tell its entries from an earlier job's
+    /// (with --rendezvous; default: the launcher's job id).
+    #[arg(long, requires = "rendezvous")]
+    job: Option<String>,
     /// Most memory all clients together may store here, e.g. 16G.
     #[arg(long, value_parser = crate::size_arg)]
     capacity: u64,
@@ -70,6 +88,43 @@ fn is_local(addr: &ServerAddr) -> bool {
             .unwrap_or(false),
         ServerAddr::Unix(_) | ServerAddr::UnixAbstract(_) => true,
     }
+}
+
+/// This server's rank and job: the command line's, else the launcher's.
+fn launch_of(a: &Args) -> Result<farmem_rendezvous::Launch> {
+    let detected = farmem_rendezvous::Launch::detect(|k| std::env::var(k).ok())
+        .context("reading the launcher's environment")?;
+    let launch = match (a.rank, a.size, detected) {
+        (Some(rank), Some(size), d) => farmem_rendezvous::Launch {
+            launcher: "command line",
+            job: d.map(|d| d.job).unwrap_or_default(),
+            rank,
+            size,
+        },
+        (None, size, Some(mut d)) => {
+            if let Some(s) = size {
+                d.size = s;
+            }
+            d
+        }
+        (None, _, None) => bail!(
+            "--rendezvous: no launcher variables (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, PMI_RANK) say this server's rank; \
+             start it with mpirun or srun, or pass --rank R --size N"
+        ),
+        (Some(_), None, _) => unreachable!("clap requires --size with --rank"),
+    };
+    let launch = farmem_rendezvous::Launch {
+        job: a.job.clone().unwrap_or(launch.job),
+        ..launch
+    };
+    Ok(launch.checked()?)
+}
+
+/// One status line on stdout. A reader that has gone away (`| head -1`, a
+/// test that read the banner) must not stop the server.
+fn say(line: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -139,7 +194,23 @@ pub fn run(a: Args) -> Result<()> {
                 .unwrap_or_default()
         );
     }
-    let mut cfg = ServerConfig::new(a.listen, a.capacity);
+    // Where this server stands in its job, checked before anything binds.
+    let launch = match &a.rendezvous {
+        None => None,
+        Some(_) => Some(launch_of(&a)?),
+    };
+    let listen = match (&a.listen, &a.rendezvous) {
+        (Some(l), _) => l.clone(),
+        (None, None) => ServerAddr::Tcp {
+            host: "127.0.0.1".into(),
+            port: 7070,
+        },
+        (None, Some(_)) => ServerAddr::from(std::net::SocketAddr::new(
+            farmem_rendezvous::node_address()?,
+            0,
+        )),
+    };
+    let mut cfg = ServerConfig::new(listen, a.capacity);
     cfg.secret = secret.map(std::sync::Arc::new);
     cfg.spin_ns = a.spin_us * 1000;
     cfg.max_connections = a.max_connections;
@@ -197,7 +268,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         stop.stop();
     });
-    println!(
+    say(format_args!(
         "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
         format_size(a.capacity),
         farmem_wire::VERSION,
@@ -205,9 +276,25 @@ pub fn run(a: Args) -> Result<()> {
             Some(p) => format!("TCP clients authenticated with {}", p.display()),
             None => "no authentication".into(),
         }
-    );
-    std::io::stdout().flush().ok();
+    ));
+    let _entry = match (&a.rendezvous, &launch) {
+        (Some(dir), Some(l)) => {
+            let at = farmem_rendezvous::advertised(&addr)?;
+            let entry = farmem_rendezvous::Entry::new(l, &at);
+            let p = farmem_rendezvous::publish(dir, &entry)?;
+            say(format_args!(
+                "farmem serve: rank {} of {} ({}, job {}) published {at} in {}",
+                l.rank,
+                l.size,
+                l.launcher,
+                if l.job.is_empty() { "unnamed" } else { &l.job },
+                p.path().display()
+            ));
+            Some(p)
+        }
+        _ => None,
+    };
     server.run().context("server stopped")?;
-    println!("farmem serve: shut down");
+    say(format_args!("farmem serve: shut down"));
     Ok(())
 }

@@ -19,6 +19,8 @@ pub enum ConfigError {
     Unknown(String),
     #[error("FARMEM_SERVERS and FARMEM_FILE are both set; choose one backend")]
     TwoBackends,
+    #[error("FARMEM_SERVERS=@{dir}: {why}")]
+    Rendezvous { dir: String, why: String },
 }
 
 /// One `FARMEM_*` setting as users see it: its name without the prefix,
@@ -45,8 +47,14 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "SERVERS",
         default: "(none)",
-        meaning: "Comma-separated memory servers: `host:port` (a name or an address; IPv6 in brackets, `[::1]:7070`; port 0 is refused), or `unix:/path` / `unix:@name` for a server on this machine (names of at most 107 bytes). Pages are striped across them. The same parser reads `farmem serve --listen` (where port 0 means any free port).",
+        meaning: "Comma-separated memory servers: `host:port` (a name or an address; IPv6 in brackets, `[::1]:7070`; port 0 is refused), or `unix:/path` / `unix:@name` for a server on this machine (names of at most 107 bytes). Pages are striped across them. The same parser reads `farmem serve --listen` (where port 0 means any free port). Or `@DIR`: the servers of the newest job in the rendezvous directory DIR (started as `farmem serve --rendezvous DIR` by mpirun or srun; see the README), in rank order, once every rank has published and answers, waiting up to `FARMEM_RENDEZVOUS_TIMEOUT`.",
         run_flag: Some("--servers"),
+    },
+    OptionDoc {
+        key: "RENDEZVOUS_TIMEOUT",
+        default: "`120`",
+        meaning: "Seconds to wait for every server rank of `FARMEM_SERVERS=@DIR` to publish and answer (1–86400). When it runs out, the program stops with a message naming the ranks still missing and any stale entries passed over.",
+        run_flag: None,
     },
     OptionDoc {
         key: "SECRET_FILE",
@@ -184,6 +192,11 @@ pub struct Config {
     pub local_bytes: u64,
     /// Memory servers; pages are striped across them.
     pub servers: Vec<ServerAddr>,
+    /// A rendezvous directory (`@DIR`) to take the servers from; `servers`
+    /// is empty until [`Config::resolve_servers`] fills it.
+    pub rendezvous: Option<PathBuf>,
+    /// How long to wait for the rendezvous, seconds.
+    pub rendezvous_timeout_s: u64,
     /// A file (SSD) backend instead of servers.
     pub file: Option<PathBuf>,
     /// The shared secret's file for TCP servers (else the default file, if
@@ -229,6 +242,8 @@ impl Default for Config {
         Config {
             local_bytes: (phys / 2).max(1 << 20),
             servers: Vec::new(),
+            rendezvous: None,
+            rendezvous_timeout_s: 120,
             file: None,
             secret_file: None,
             file_direct: FileDirect::Auto,
@@ -375,7 +390,26 @@ impl Config {
                 }
                 self.local_bytes = b;
             }
-            "SERVERS" => self.servers = parse_servers(v)?,
+            "SERVERS" => match v.trim().strip_prefix('@') {
+                Some(dir) => {
+                    if dir.is_empty() || dir.contains(',') {
+                        return Err(invalid(
+                            "SERVERS",
+                            v,
+                            "@DIR names one rendezvous directory and nothing else (e.g. @/shared/job42)",
+                        ));
+                    }
+                    self.rendezvous = Some(PathBuf::from(dir));
+                    self.servers.clear();
+                }
+                None => {
+                    self.servers = parse_servers(v)?;
+                    self.rendezvous = None;
+                }
+            },
+            "RENDEZVOUS_TIMEOUT" => {
+                self.rendezvous_timeout_s = parse_int("RENDEZVOUS_TIMEOUT", v, 1, 86_400)?
+            }
             "FILE" => {
                 if v.trim().is_empty() {
                     return Err(invalid("FILE", v, "empty path"));
@@ -459,7 +493,7 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
-        if !self.servers.is_empty() && self.file.is_some() {
+        if (!self.servers.is_empty() || self.rendezvous.is_some()) && self.file.is_some() {
             return Err(ConfigError::TwoBackends);
         }
         if self.local_bytes >= self.arena_bytes {
@@ -509,7 +543,12 @@ impl Config {
             .map(|o| {
                 let v = match o.key {
                     "LOCAL" => size(self.local_bytes),
+                    "SERVERS" if self.rendezvous.is_some() => self
+                        .rendezvous
+                        .as_ref()
+                        .map_or(String::new(), |d| format!("@{}", d.display())),
                     "SERVERS" if self.servers.is_empty() => "(embedded)".into(),
+                    "RENDEZVOUS_TIMEOUT" => self.rendezvous_timeout_s.to_string(),
                     "SERVERS" => self
                         .servers
                         .iter()
@@ -552,6 +591,23 @@ impl Config {
                 (o.key, v)
             })
             .collect()
+    }
+
+    /// Replace an `@DIR` rendezvous by the servers published there, waiting
+    /// for them (see `farmem_rendezvous::wait`). Returns what was found, or
+    /// `None` when no rendezvous was asked for.
+    pub fn resolve_servers(&mut self) -> Result<Option<farmem_rendezvous::Found>, ConfigError> {
+        let Some(dir) = self.rendezvous.take() else {
+            return Ok(None);
+        };
+        let timeout = std::time::Duration::from_secs(self.rendezvous_timeout_s);
+        let found =
+            farmem_rendezvous::wait(&dir, timeout).map_err(|e| ConfigError::Rendezvous {
+                dir: dir.display().to_string(),
+                why: e.to_string(),
+            })?;
+        self.servers = found.servers.clone();
+        Ok(Some(found))
     }
 
     /// Read this process's `FARMEM_*` variables.

@@ -279,7 +279,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
 }
 
 impl Runtime {
-    fn new(cfg: Config) -> Result<Runtime, RuntimeError> {
+    fn new(mut cfg: Config) -> Result<Runtime, RuntimeError> {
         if farmem_sys::page_size() != PAGE_SIZE {
             return Err(RuntimeError::Uffd(io::Error::other(
                 "farmem needs 4 KiB base pages",
@@ -318,6 +318,13 @@ impl Runtime {
         let backend: Box<dyn Backend> = if let Some(path) = &cfg.file {
             Box::new(FileBackend::open(path, cfg.file_direct)?)
         } else {
+            if let Some(found) = cfg.resolve_servers()? {
+                for why in &found.ignored {
+                    farmem_sys::write_stderr(
+                        format!("farmem: rendezvous: passed over {why}\n").as_bytes(),
+                    );
+                }
+            }
             let servers = if cfg.servers.is_empty() {
                 // The embedded default: a real memory server on loopback, in a
                 // child process of its own (see `spawn_embedded_server`).
@@ -385,6 +392,10 @@ impl Runtime {
     /// (servers lost under replication).
     pub fn stats_text(&self) -> String {
         let mut t = self.snapshot().render();
+        t.push_str(&format!(
+            "  backend                        {}\n",
+            self.backend.describe()
+        ));
         if let Some(h) = self.backend.health() {
             t.push_str(&h);
         }

@@ -553,3 +553,70 @@ mod tests {
         assert_eq!(dst, src);
     }
 }
+
+/// One address of a network interface (`getifaddrs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterfaceAddr {
+    pub interface: String,
+    pub addr: std::net::IpAddr,
+    /// The interface is up (`IFF_UP`).
+    pub up: bool,
+    pub loopback: bool,
+}
+
+/// Every IPv4 and IPv6 address of this host's interfaces, in the kernel's
+/// order.
+pub fn interface_addrs() -> io::Result<Vec<InterfaceAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head into `head`, freed below.
+    cvt(unsafe { libc::getifaddrs(&mut head) })?;
+    let mut out = Vec::new();
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, alive until
+        // freeifaddrs; its name is a NUL-terminated string and its address,
+        // when not null, a sockaddr of the family it states.
+        unsafe {
+            let ifa = &*p;
+            p = ifa.ifa_next;
+            if ifa.ifa_addr.is_null() {
+                continue;
+            }
+            let addr = match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sin = &*ifa.ifa_addr.cast::<libc::sockaddr_in>();
+                    std::net::IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes())
+                }
+                libc::AF_INET6 => {
+                    let sin6 = &*ifa.ifa_addr.cast::<libc::sockaddr_in6>();
+                    std::net::IpAddr::from(sin6.sin6_addr.s6_addr)
+                }
+                _ => continue,
+            };
+            let flags = ifa.ifa_flags;
+            out.push(InterfaceAddr {
+                interface: std::ffi::CStr::from_ptr(ifa.ifa_name)
+                    .to_string_lossy()
+                    .into_owned(),
+                addr,
+                up: flags & libc::IFF_UP as u32 != 0,
+                loopback: flags & libc::IFF_LOOPBACK as u32 != 0,
+            });
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod iface_tests {
+    #[test]
+    fn loopback_is_listed() {
+        let all = super::interface_addrs().unwrap();
+        assert!(
+            all.iter().any(|a| a.loopback && a.addr.is_loopback()),
+            "{all:?}"
+        );
+    }
+}

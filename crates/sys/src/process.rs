@@ -213,14 +213,23 @@ pub fn random_bytes(buf: &mut [u8]) -> bool {
 
 /// The running kernel's release (`uname -r`).
 pub fn kernel_release() -> String {
+    uname_field(|u| &u.release)
+}
+
+/// This host's name (`uname -n`).
+pub fn hostname() -> String {
+    uname_field(|u| &u.nodename)
+}
+
+fn uname_field(field: fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
     // SAFETY: uname fills a zeroed utsname.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
     // SAFETY: u is a live utsname.
     if unsafe { libc::uname(&mut u) } != 0 {
         return "unknown".into();
     }
-    // SAFETY: uname NUL-terminates release.
-    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
+    // SAFETY: uname NUL-terminates each of its fields.
+    unsafe { std::ffi::CStr::from_ptr(field(&u).as_ptr()) }
         .to_string_lossy()
         .into_owned()
 }
