@@ -6,6 +6,7 @@
 
 mod file;
 mod remote;
+pub mod transport;
 
 pub use file::FileBackend;
 pub use remote::RemoteBackend;

@@ -36,24 +36,21 @@
 //! it could get the old bytes; [`RemoteBackend::route`] gives every copy of
 //! a page one connection.
 
+use super::transport::{StreamSocket, Transport};
 use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
 use crate::config::Config;
-use farmem_sys::net::{
-    recv_exact, send_vectored, set_nonblocking, set_socket_buffers, Wait, MAX_IOV,
-};
+use farmem_sys::net::{Wait, MAX_IOV};
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::auth::{self, Secret};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply, ServerAddr, HEADER_LEN};
 use std::cell::UnsafeCell;
 use std::io;
-use std::net::{TcpStream, ToSocketAddrs};
-use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 struct Conn {
     busy: AtomicBool,
-    fd: RawFd,
+    link: Box<dyn Transport>,
     tag: AtomicU32,
     /// Requests sent whose replies are still unread, oldest first. Only the
     /// holder of `busy` touches it.
@@ -141,17 +138,6 @@ pub struct RemoteBackend {
     complete: OnceLock<fn(u64)>,
 }
 
-impl Drop for RemoteBackend {
-    fn drop(&mut self) {
-        for s in &self.servers {
-            for c in &s.conns {
-                // SAFETY: the fd was created by `connect` and is owned here.
-                drop(unsafe { OwnedFd::from_raw_fd(c.fd) });
-            }
-        }
-    }
-}
-
 /// The page numbers `pages[i]` for `i` in `idx`, in that order.
 fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
     let mut list = [0u64; MAX_PAGES_PER_CALL];
@@ -161,47 +147,11 @@ fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
     list
 }
 
-/// Open one connection to server `addr`.
-fn connect_one(addr: &ServerAddr, timeout_ms: u64) -> Result<RawFd, BackendError> {
-    let err = |source| BackendError::Connect {
-        server: addr.to_string(),
-        source,
-    };
-    let (host, port) = match addr {
-        ServerAddr::Unix(path) => {
-            let s = std::os::unix::net::UnixStream::connect(path).map_err(err)?;
-            return Ok(s.into_raw_fd());
-        }
-        ServerAddr::UnixAbstract(name) => {
-            use std::os::linux::net::SocketAddrExt;
-            let sa = std::os::unix::net::SocketAddr::from_abstract_name(name).map_err(err)?;
-            let s = std::os::unix::net::UnixStream::connect_addr(&sa).map_err(err)?;
-            return Ok(s.into_raw_fd());
-        }
-        ServerAddr::Tcp { host, port } => (host.as_str(), *port),
-    };
-    let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(err)?.collect();
-    let timeout = std::time::Duration::from_millis(timeout_ms.min(5000));
-    let mut last = None;
-    for a in &addrs {
-        match TcpStream::connect_timeout(a, timeout) {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s.into_raw_fd());
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(err(last.unwrap_or_else(|| {
-        io::Error::other("the name resolves to no address")
-    })))
-}
-
 /// Prove this client holds the shared secret, and check that the server
 /// does (see `farmem_wire::auth`).
 fn authenticate(
     server: &Server,
-    fd: RawFd,
+    link: &dyn Transport,
     secret: &Secret,
     wait: Wait,
 ) -> Result<(), BackendError> {
@@ -215,9 +165,10 @@ fn authenticate(
             "getrandom failed: no nonce for the handshake",
         )));
     }
-    send_vectored(fd, &[&Frame::Auth { nonce: &cn }.encode(0)], wait).map_err(io_err)?;
+    link.send(&[&Frame::Auth { nonce: &cn }.encode(0)], wait)
+        .map_err(io_err)?;
     let mut payload = [0u8; auth::NONCE_LEN + auth::MAC_LEN];
-    let h = expect_reply(server, fd, Op::AuthChallenge, 0, &mut payload, wait)?;
+    let h = expect_reply(server, link, Op::AuthChallenge, 0, &mut payload, wait)?;
     let Ok(Reply::AuthChallenge { nonce: sn, proof }) = wire::decode_reply(&h, &payload) else {
         return Err(BackendError::Protocol {
             server: server.name.clone(),
@@ -234,8 +185,9 @@ fn authenticate(
         });
     }
     let mine = secret.client_proof(&cn, &sn);
-    send_vectored(fd, &[&Frame::AuthProof { proof: &mine }.encode(0)], wait).map_err(io_err)?;
-    expect_reply(server, fd, Op::AuthOk, 0, &mut [], wait)?;
+    link.send(&[&Frame::AuthProof { proof: &mine }.encode(0)], wait)
+        .map_err(io_err)?;
+    expect_reply(server, link, Op::AuthOk, 0, &mut [], wait)?;
     Ok(())
 }
 
@@ -280,15 +232,19 @@ impl RemoteBackend {
             let name = &addr.to_string();
             let mut conns = Vec::new();
             for _ in 0..cfg.conns {
-                let fd = connect_one(addr, cfg.timeout_ms)?;
+                let link = StreamSocket::connect(addr, cfg.timeout_ms).map_err(|source| {
+                    BackendError::Connect {
+                        server: name.clone(),
+                        source,
+                    }
+                })?;
                 let conn = Conn {
                     busy: AtomicBool::new(false),
-                    fd,
+                    link: Box::new(link),
                     tag: AtomicU32::new(1),
                     pending: UnsafeCell::new(Pending::new()),
                 };
-                // The Hello handshake on this connection (an error here
-                // leaks the fd; initialisation then fails anyway).
+                // The handshake on this connection.
                 let server = Server {
                     name: name.clone(),
                     conns: vec![conn],
@@ -298,22 +254,18 @@ impl RemoteBackend {
                     server: name.clone(),
                     source,
                 };
-                set_nonblocking(fd).map_err(io_err)?;
-                // Room for a whole batch of deferred write-backs plus a read,
-                // so neither side waits for the other to drain (best effort:
-                // the kernel caps it at net.core.wmem_max).
-                let _ = set_socket_buffers(fd, 1 << 20);
-                if let (Some(secret), ServerAddr::Tcp { .. }) = (&secret, addr) {
-                    authenticate(&server, fd, secret, wait)?;
+                let link = &*server.conns[0].link;
+                if let (Some(secret), false) = (&secret, link.is_local()) {
+                    authenticate(&server, link, secret, wait)?;
                 }
                 let hello = Frame::Hello {
                     token: &token,
                     max_pages,
                 }
                 .encode(0);
-                send_vectored(fd, &[&hello], wait).map_err(io_err)?;
+                link.send(&[&hello], wait).map_err(io_err)?;
                 let mut payload = [0u8; 24];
-                let h = expect_reply(&server, fd, Op::HelloOk, 0, &mut payload, wait)?;
+                let h = expect_reply(&server, link, Op::HelloOk, 0, &mut payload, wait)?;
                 if let Ok(Reply::HelloOk { page_size, .. }) = wire::decode_reply(&h, &payload) {
                     if page_size != PAGE_SIZE as u64 {
                         return Err(BackendError::Protocol {
@@ -472,8 +424,8 @@ impl RemoteBackend {
         while let Some(o) = self.pending(conn).front() {
             match o {
                 Owed::Ack { tag, .. } => {
-                    let h = read_header(server, conn.fd, self.wait)?;
-                    check_reply(server, conn.fd, &h, Op::WriteOk, tag, 0, self.wait)?;
+                    let h = read_header(server, &*conn.link, self.wait)?;
+                    check_reply(server, &*conn.link, &h, Op::WriteOk, tag, 0, self.wait)?;
                     self.pending(conn).pop();
                 }
                 Owed::Read {
@@ -487,7 +439,7 @@ impl RemoteBackend {
                     // untouched for `pages` pages until this completion.
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE) };
-                    recv_reply(server, conn.fd, Op::ReadOk, tag, dst, self.wait)?;
+                    recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
                     self.pending(conn).pop();
                     if let Some(done) = self.complete.get() {
                         done(token);
@@ -521,10 +473,12 @@ impl RemoteBackend {
             pages: &list[..idx.len()],
         }
         .encode(tag);
-        send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+        conn.link
+            .send(&[&head], self.wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
         Ok(tag)
     }
 
@@ -562,14 +516,14 @@ impl RemoteBackend {
             if contiguous {
                 let start = idx[0] * PAGE_SIZE;
                 let dst = &mut buf[start..start + n * PAGE_SIZE];
-                recv_reply(server, conn.fd, Op::ReadOk, tag, dst, self.wait)?;
+                recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
             } else {
-                let h = read_header(server, conn.fd, self.wait)?;
+                let h = read_header(server, &*conn.link, self.wait)?;
                 let len = (n * PAGE_SIZE) as u32;
-                check_reply(server, conn.fd, &h, Op::ReadOk, tag, len, self.wait)?;
+                check_reply(server, &*conn.link, &h, Op::ReadOk, tag, len, self.wait)?;
                 for &i in idx {
                     let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-                    recv_exact(conn.fd, dst, self.wait).map_err(io_err)?;
+                    conn.link.recv_exact(dst, self.wait).map_err(io_err)?;
                 }
             }
             Ok(())
@@ -598,12 +552,12 @@ impl RemoteBackend {
             for (k, &i) in idx.iter().enumerate() {
                 parts[1 + k] = data[i];
             }
-            send_vectored(conn.fd, &parts[..1 + n], self.wait).map_err(|source| {
-                BackendError::Io {
+            conn.link
+                .send(&parts[..1 + n], self.wait)
+                .map_err(|source| BackendError::Io {
                     server: server.name.clone(),
                     source,
-                }
-            })?;
+                })?;
             // Sent: the data is in the socket buffer. The reply is read by
             // the next request on this connection (see the module comment).
             self.pending(conn).push(Owed::Ack {
@@ -696,24 +650,27 @@ impl RemoteBackend {
             self.drain(server, conn)?;
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
             let head = Frame::Free { start, pages: n }.encode(tag);
-            send_vectored(conn.fd, &[&head], self.wait).map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
-            let h = read_header(server, conn.fd, self.wait)?;
-            check_reply(server, conn.fd, &h, Op::FreeOk, tag, 0, self.wait)
+            conn.link
+                .send(&[&head], self.wait)
+                .map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                })?;
+            let h = read_header(server, &*conn.link, self.wait)?;
+            check_reply(server, &*conn.link, &h, Op::FreeOk, tag, 0, self.wait)
         })();
         conn.busy.store(false, Ordering::Release);
         r
     }
 }
 
-fn read_header(server: &Server, fd: RawFd, wait: Wait) -> Result<Header, BackendError> {
+fn read_header(server: &Server, link: &dyn Transport, wait: Wait) -> Result<Header, BackendError> {
     let mut hb = [0u8; HEADER_LEN];
-    recv_exact(fd, &mut hb, wait).map_err(|source| BackendError::Io {
-        server: server.name.clone(),
-        source,
-    })?;
+    link.recv_exact(&mut hb, wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
     Header::decode(&hb).map_err(|e| BackendError::Protocol {
         server: server.name.clone(),
         why: e.to_string(),
@@ -723,7 +680,7 @@ fn read_header(server: &Server, fd: RawFd, wait: Wait) -> Result<Header, Backend
 /// Check a reply header; an Error reply becomes `Refused` with its message.
 fn check_reply(
     server: &Server,
-    fd: RawFd,
+    link: &dyn Transport,
     h: &Header,
     op: Op,
     tag: u32,
@@ -733,10 +690,11 @@ fn check_reply(
     if h.op == Op::Error {
         let mut msg = [0u8; wire::MAX_ERROR_MSG];
         let n = h.len as usize;
-        recv_exact(fd, &mut msg[..n], wait).map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+        link.recv_exact(&mut msg[..n], wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
         return Err(refused(server, h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len != len {
@@ -756,7 +714,7 @@ fn check_reply(
 /// reply (shorter) is recognised from its header and returned as `Refused`.
 fn recv_reply(
     server: &Server,
-    fd: RawFd,
+    link: &dyn Transport,
     op: Op,
     tag: u32,
     data: &mut [u8],
@@ -772,7 +730,8 @@ fn recv_reply(
     // request is outstanding per connection, so nothing beyond this reply
     // can arrive.
     while got < HEADER_LEN {
-        let r = farmem_sys::net::recv_some_vectored(fd, &mut [&mut hb[got..], &mut data[..]], wait)
+        let r = link
+            .recv_some(&mut [&mut hb[got..], &mut data[..]], wait)
             .map_err(io_err)?;
         if r == 0 {
             let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed by peer");
@@ -790,7 +749,7 @@ fn recv_reply(
         let mut msg = [0u8; wire::MAX_ERROR_MSG];
         let have = in_data.min(n);
         msg[..have].copy_from_slice(&data[..have]);
-        recv_exact(fd, &mut msg[have..n], wait).map_err(io_err)?;
+        link.recv_exact(&mut msg[have..n], wait).map_err(io_err)?;
         return Err(refused(server, &h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len as usize != data.len() {
@@ -805,7 +764,7 @@ fn recv_reply(
             ),
         });
     }
-    recv_exact(fd, &mut data[in_data..], wait).map_err(io_err)
+    link.recv_exact(&mut data[in_data..], wait).map_err(io_err)
 }
 
 /// An Error reply (header `h`, message `msg`) as the backend's error.
@@ -825,18 +784,19 @@ fn refused(server: &Server, h: &Header, msg: &[u8]) -> BackendError {
 
 fn expect_reply(
     server: &Server,
-    fd: RawFd,
+    link: &dyn Transport,
     op: Op,
     tag: u32,
     payload: &mut [u8],
     wait: Wait,
 ) -> Result<Header, BackendError> {
-    let h = read_header(server, fd, wait)?;
-    check_reply(server, fd, &h, op, tag, payload.len() as u32, wait)?;
-    recv_exact(fd, payload, wait).map_err(|source| BackendError::Io {
-        server: server.name.clone(),
-        source,
-    })?;
+    let h = read_header(server, link, wait)?;
+    check_reply(server, link, &h, op, tag, payload.len() as u32, wait)?;
+    link.recv_exact(payload, wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
     Ok(h)
 }
 
