@@ -40,9 +40,11 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
     /// Memory servers to measure, host:port,... or @DIR (a rendezvous
-    /// directory); default: the embedded loopback server.
+    /// directory); default: the embedded loopback server. Given more than
+    /// once, each set is a far tier of its own (e.g. 1, 2 and 4 servers
+    /// side by side on one plot).
     #[arg(long)]
-    servers: Option<String>,
+    servers: Vec<String>,
     /// SSD file to measure as a far tier (default for `all`: /var/tmp).
     #[arg(long)]
     file: Option<PathBuf>,
@@ -165,10 +167,18 @@ pub fn run(a: Args) -> Result<()> {
     let samples = if a.quick { 500 } else { 5000 };
     let needs_far = want(What::Faults) || want(What::Far);
     let mut cfg = Config::from_env()?;
-    if let Some(s) = &a.servers {
-        cfg.set("SERVERS", s)?;
+    // Each --servers set, resolved (an @DIR waited for); the fault probe
+    // uses the first.
+    let mut sets = Vec::new();
+    for s in &a.servers {
+        let mut c = cfg.clone();
+        c.set("SERVERS", s)?;
+        c.resolve_servers()?;
+        sets.push(c.servers);
     }
-    cfg.resolve_servers()?;
+    if let Some(first) = sets.first() {
+        cfg.servers = first.clone();
+    }
     if needs_far {
         let room = cfg
             .local_bytes
@@ -188,28 +198,36 @@ pub fn run(a: Args) -> Result<()> {
         let min = if a.quick { 8 << 20 } else { 64 << 20 };
         let rtt_n = if a.quick { 300 } else { 3000 };
         let mut tiers = Vec::new();
-        let servers = if cfg.servers.is_empty() {
-            vec![farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?.addr]
-        } else {
-            cfg.servers.clone()
-        };
+        let b = bar(
+            (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
+            "far",
+        );
         let mut bcfg = cfg.clone();
         bcfg.set("CONNS", "1")?;
-        let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64 * 2)?;
-        let b = bar((far::transfer_sizes().len() + 1) as u64 * 2, "far");
-        let name = if cfg.servers.is_empty() {
-            "far memory (embedded server)"
-        } else {
-            "far memory (servers)"
-        };
-        tiers.push(far::measure(
-            name,
-            &remote as &dyn Backend,
-            set,
-            rtt_n,
-            min,
-            || b.inc(1),
-        )?);
+        if sets.is_empty() {
+            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+            let remote = RemoteBackend::connect(&bcfg, &[server.addr], (set / 4096) as u64 * 2)?;
+            tiers.push(far::measure(
+                "far memory (embedded server)",
+                &remote as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || b.inc(1),
+            )?);
+        }
+        for servers in &sets {
+            let remote = RemoteBackend::connect(&bcfg, servers, (set / 4096) as u64 * 2)?;
+            let n = servers.len();
+            tiers.push(far::measure(
+                &format!("far memory ({n} server{})", if n == 1 { "" } else { "s" }),
+                &remote as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || b.inc(1),
+            )?);
+        }
         let file = a.file.clone().or_else(|| {
             (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
         });

@@ -124,3 +124,33 @@ fn bad_arguments_are_refused_clearly() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// Each `--servers` set is a far tier of its own: one and two servers side by
+/// side, and a transfer striped over two servers reads back.
+#[test]
+fn far_with_two_server_sets_gives_a_tier_each() {
+    let a = Serve::start("128M");
+    let b = Serve::start("128M");
+    let c = Serve::start("128M");
+    let two = format!("{},{}", b.addr, c.addr);
+    let v = json(&[
+        "far",
+        "--quick",
+        "--json",
+        "--servers",
+        &a.addr,
+        "--servers",
+        &two,
+    ]);
+    let names: Vec<&str> = v["far"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["far memory (1 server)", "far memory (2 servers)"]);
+    for t in v["far"].as_array().unwrap() {
+        let big = t["curve"].as_array().unwrap().last().unwrap().clone();
+        assert!(big["read_mbps"].as_f64().unwrap() > 0.0, "{t}");
+    }
+}

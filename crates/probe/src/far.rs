@@ -1,8 +1,11 @@
 //! Far tiers measured directly through a backend: one-page round trip, and
 //! read and write throughput by transfer size, 4 KiB to 4 MiB (Nuzura's
-//! Fig. 3). A transfer is one `Backend::read`/`write` call of that size;
-//! calls larger than 256 KiB (the runtime's batch limit) are issued as
-//! consecutive 256 KiB requests, as the runtime itself would.
+//! Fig. 3). A transfer is one `Backend::read`/`write` call of that size.
+//! A transfer larger than 256 KiB (the runtime's batch limit) is issued as
+//! consecutive requests of at most 256 KiB, all in flight at once, as the
+//! runtime's pipelined prefetch issues them: striped over several servers,
+//! they are served in parallel. (Writes never wait for their
+//! acknowledgement; reads are started asynchronously and then awaited.)
 
 use crate::chase::{Buffer, PageMode};
 use crate::{quantile, ProbeError};
@@ -47,17 +50,31 @@ fn io(
     write: bool,
 ) -> Result<(), ProbeError> {
     let mut done = 0;
+    let mut started = false;
     while done < pages {
-        let n = (pages - done).min(MAX_PAGES_PER_CALL);
-        let list: Vec<u64> = (0..n as u64).map(|k| first + (done as u64) + k).collect();
-        let chunk = &mut buf[..n * PAGE];
+        let at = first + done as u64;
+        let n = (pages - done)
+            .min(MAX_PAGES_PER_CALL)
+            .min(usize::try_from(b.route_run(at)).unwrap_or(usize::MAX));
+        let list: Vec<u64> = (0..n as u64).map(|k| at + k).collect();
+        let chunk = &mut buf[done * PAGE..(done + n) * PAGE];
         if write {
             let slices: Vec<&[u8]> = chunk.chunks(PAGE).collect();
             b.write(&list, &slices)?;
+        } else if n < pages
+            // SAFETY: `chunk` is part of `buf`, which the caller holds and
+            // nothing touches until `progress_all` below has received
+            // every reply (the backend has no completion function here).
+            && unsafe { b.read_async(&list, chunk.as_mut_ptr(), 0)? }
+        {
+            started = true;
         } else {
             b.read(&list, chunk)?;
         }
         done += n;
+    }
+    if started {
+        b.progress_all()?;
     }
     Ok(())
 }
