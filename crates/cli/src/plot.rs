@@ -420,7 +420,7 @@ impl Probe<'_> {
             .y_label_area_size(64)
             .build_cartesian_2d(
                 (x0 / 1.2..x1 * 1.2).log_scale().base(2.0),
-                (y0..y1).log_scale(),
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
             )
             .map_err(err)?;
         ch.configure_mesh()
@@ -491,13 +491,12 @@ impl Probe<'_> {
             .y_label_area_size(64)
             .build_cartesian_2d(
                 (x0 / 1.3..x1 * 1.3).log_scale().base(2.0),
-                (y0..y1).log_scale(),
+                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
             )
             .map_err(err)?;
         ch.configure_mesh()
             .x_desc("transfer size (bytes per request)")
             .y_desc("throughput (MB/s)")
-            .y_labels(6)
             .x_label_formatter(&|v| format_size(*v as u64))
             .y_label_formatter(&|v| format!("{v:.0}"))
             .axis_desc_style(("sans-serif", 16))
@@ -532,6 +531,28 @@ impl Probe<'_> {
             }
         }
         legend(&side, 60, &entries)
+    }
+}
+
+/// Labels for a log axis over `[lo, hi]`: 1, 2 and 5 of each decade, or
+/// only the powers of ten when that would crowd it. Plotters alone labels
+/// only powers of ten, which leaves a range inside one decade with one
+/// label or none.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (lo, hi) = (lo.max(1e-9), hi.max(lo * 1.0001));
+    let decades = lo.log10().floor() as i32..=hi.log10().ceil() as i32;
+    let all = |steps: &[f64]| -> Vec<f64> {
+        decades
+            .clone()
+            .flat_map(|k| steps.iter().map(move |m| m * 10f64.powi(k)))
+            .filter(|v| (lo..=hi).contains(v))
+            .collect()
+    };
+    let fine = all(&[1.0, 2.0, 5.0]);
+    if fine.len() <= 10 {
+        fine
+    } else {
+        all(&[1.0])
     }
 }
 
@@ -696,6 +717,16 @@ impl Figure for Series<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_axes_get_labels_inside_one_decade() {
+        assert_eq!(log_ticks(150.0, 1300.0), vec![200.0, 500.0, 1000.0]);
+        assert_eq!(
+            log_ticks(1.0, 1e6),
+            vec![1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]
+        );
+        assert!(log_ticks(300.0, 400.0).is_empty() || log_ticks(300.0, 400.0).len() < 3);
+    }
 
     fn cell(s: &str, e: f64, r: Option<f64>, f: Option<&str>) -> BenchCell {
         BenchCell {
