@@ -1,13 +1,20 @@
-/* stencil7: 7-point 3-D Jacobi stencil (DLM's workload), three variants:
+/* stencil7: 7-point 3-D Jacobi stencil (DLM's workload), four variants:
  *   naive     one sweep over the whole grid per time step
  *   spatial   the same sweep in cache-sized tiles of the j-k plane
  *   temporal  overlapped temporal blocking: blocks of Z planes, each advanced
  *             T steps at once in a local buffer with T halo planes per side,
- *             so far memory is read and written once per T steps
- * usage: stencil7 SIZE [naive|spatial|temporal] [STEPS=8] [T=4]
+ *             so far memory is read and written once per T steps (the halo
+ *             planes are computed by both neighbouring blocks)
+ *   wavefront temporal blocking without redundant work: one wave over the
+ *             planes advances each plane T steps as soon as its neighbours
+ *             allow, in 3T planes of local memory; far memory is read and
+ *             written once per T steps, and every point is computed once
+ *             per step
+ * usage: stencil7 SIZE [naive|spatial|temporal|wavefront] [STEPS=8] [T=4]
  *                 [--block-steps T] [--block BZ] [--budget BYTES]
  * SIZE: bytes of the two n^3 double grids. STEPS: time steps in all. T (the
- * 4th argument, or --block-steps): time steps per block, temporal only.
+ * 4th argument, or --block-steps): time steps per block or wave (temporal
+ * and wavefront).
  * BZ, the planes per block, comes from --block, or else from the local memory
  * budget (see block_planes); the budget is --budget, else the smaller of
  * FARMEM_LOCAL (set by `farmem run --local`) and this process's memory cgroup
@@ -145,6 +152,61 @@ static double *temporal(double *a, double *b, int steps, int T, size_t BZ) {
     return ((size_t)steps + (size_t)T - 1) / (size_t)T % 2 ? b : a;
 }
 
+/* Wavefront temporal blocking along i. With L_t(p) plane p after t steps,
+ * L_t(p) needs L_{t-1} at p-1, p and p+1. Wave w loads plane w (level 0)
+ * from the input grid and computes, for t = 1..T in that order, plane
+ * p = w - t of level t; L_{t-1}(p+1) was made earlier in the same wave. A
+ * level keeps its last three planes (ring slot p % 3): the slot wave w
+ * overwrites held plane p-2, which level t no longer needs. Level T goes
+ * straight to the output grid. The threads share the wave and split each
+ * plane's rows: one barrier per plane and level, and the far grids are
+ * read and written in plane order, once per T steps. */
+static double *wavefront(double *a, double *b, int steps, int T) {
+    size_t plane = n * n;
+    double *ring = malloc(3 * (size_t)T * plane * sizeof(double));
+    if (!ring) {
+        fprintf(stderr, "out of memory for the wavefront buffers (%zu bytes)\n", 3 * (size_t)T * plane * sizeof(double));
+        exit(2);
+    }
+#define LV(t, p) (ring + ((size_t)(t) * 3 + (p) % 3) * plane)
+    double *src = a, *dst = b;
+    for (int s0 = 0; s0 < steps; s0 += T) {
+        int ts = steps - s0 < T ? steps - s0 : T;
+#pragma omp parallel
+        for (size_t w = 0; w < n + (size_t)ts; w++) {
+            if (w < n) {
+                double *l0 = LV(0, w);
+#pragma omp for schedule(static)
+                for (size_t j = 0; j < n; j++)
+                    memcpy(l0 + j * n, src + w * plane + j * n, n * sizeof(double));
+            }
+            for (int t = 1; t <= ts && (size_t)t <= w; t++) {
+                size_t p = w - (size_t)t;
+                if (p >= n)
+                    continue;
+                const double *mid = LV(t - 1, p), *lo = p > 0 ? LV(t - 1, p - 1) : mid, *hi = p + 1 < n ? LV(t - 1, p + 1) : mid;
+                double *out = t == ts ? dst + p * plane : LV(t, p);
+#pragma omp for schedule(static)
+                for (size_t j = 0; j < n; j++)
+                    for (size_t k = 0; k < n; k++) {
+                        size_t q = j * n + k;
+                        if (p == 0 || p == n - 1 || j == 0 || j == n - 1 || k == 0 || k == n - 1) {
+                            out[q] = mid[q];
+                            continue;
+                        }
+                        /* The same sum, in the same order, as step_planes. */
+                        out[q] = C0 * mid[q] + C1 * (lo[q] + hi[q] + mid[q - n] + mid[q + n] + mid[q - 1] + mid[q + 1]);
+                    }
+            }
+        }
+        double *x = src;
+        src = dst, dst = x;
+    }
+#undef LV
+    free(ring);
+    return src;
+}
+
 /* This process's memory cgroup limit (v1 or v2) in bytes; 0 if none. Only
  * the process's own group is read, not its ancestors' limits: enough for
  * `farmem bench`, whose groups sit at the top. */
@@ -223,7 +285,7 @@ int main(int argc, char **argv) {
         }
     }
     if (npos < 1) {
-        fprintf(stderr, "usage: stencil7 SIZE [naive|spatial|temporal] [STEPS=8] [T=4] [--block-steps T] [--block BZ] [--budget BYTES]\n");
+        fprintf(stderr, "usage: stencil7 SIZE [naive|spatial|temporal|wavefront] [STEPS=8] [T=4] [--block-steps T] [--block BZ] [--budget BYTES]\n");
         return 2;
     }
     size_t bytes = wl_size(pos[0]);
@@ -257,8 +319,8 @@ int main(int argc, char **argv) {
         BZ = n / 8 > 8 ? n / 8 : 8;
     if (BZ > n)
         BZ = n;
-    if (strcmp(v, "naive") && strcmp(v, "spatial") && strcmp(v, "temporal")) {
-        fprintf(stderr, "variant must be naive, spatial or temporal\n");
+    if (strcmp(v, "naive") && strcmp(v, "spatial") && strcmp(v, "temporal") && strcmp(v, "wavefront")) {
+        fprintf(stderr, "variant must be naive, spatial, temporal or wavefront\n");
         return 2;
     }
     double *a = wl_alloc(n * n * n * 8), *b = wl_alloc(n * n * n * 8), *res;
@@ -269,8 +331,10 @@ int main(int argc, char **argv) {
         res = naive(a, b, steps);
     else if (!strcmp(v, "spatial"))
         res = spatial(a, b, steps);
-    else
+    else if (!strcmp(v, "temporal"))
         res = temporal(a, b, steps, T, BZ);
+    else
+        res = wavefront(a, b, steps, T);
     t = wl_now() - t;
     wl_timed_end();
     /* The check, untimed: the naive sweep again from the same initial data in
@@ -302,7 +366,9 @@ int main(int argc, char **argv) {
     double flops = 8.0 * (double)(n - 2) * (double)(n - 2) * (double)(n - 2) * steps;
     char extra[256];
     int len = snprintf(extra, sizeof extra, "variant=%s n=%zu steps=%d T=%d", v, n, steps, T);
-    if (!strcmp(v, "temporal"))
+    if (!strcmp(v, "wavefront"))
+        snprintf(extra + len, sizeof extra - (size_t)len, " buffer_bytes=%zu", 3 * (size_t)T * n * n * sizeof(double));
+    else if (!strcmp(v, "temporal"))
         snprintf(extra + len, sizeof extra - (size_t)len, " block=%zu block_from=%s budget=%zu buffer_bytes=%zu", BZ, from, budget,
                  2 * (BZ + 2 * (size_t)T) * n * n * sizeof(double) * (size_t)omp_get_max_threads());
     snprintf(extra + strlen(extra), sizeof extra - strlen(extra), " check_by=%s", check);

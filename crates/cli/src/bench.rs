@@ -100,7 +100,8 @@ pub struct Args {
     /// fastest and slowest run beside it.
     #[arg(long, default_value_t = 1)]
     runs: u32,
-    /// stencil7 variant: naive, spatial or temporal (the default).
+    /// stencil7 variant: naive, spatial, temporal (the default; overlapped
+    /// blocks) or wavefront (no redundant halo work).
     #[arg(long)]
     variant: Option<String>,
     /// himeno: pass farmem hints (fm_advise) from the program.
@@ -168,12 +169,16 @@ pub struct RunResult {
     pub timed_written_back_bytes: Option<u64>,
     /// The least any paging policy must fetch and write back in the timed
     /// region at this budget, from the workload's access pattern (see
-    /// [`traffic_bound`]); absent where no simple bound holds (qsort,
-    /// chase, any program).
+    /// [`traffic_bound`]); absent for a program after `--`, whose access
+    /// pattern is unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_fetched_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_written_back_bytes: Option<u64>,
+    /// How long that least traffic takes at the far tier's measured
+    /// ceiling (see [`Ceiling`]): no policy finishes the cell faster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_seconds: Option<f64>,
     pub result_line: String,
 }
 
@@ -586,8 +591,8 @@ pub fn run(a: Args) -> Result<()> {
     if a.classic && a.workload != Some(Workload::Himeno) {
         bail!("--classic is himeno's (its published constant coefficients)");
     }
-    if !["naive", "spatial", "temporal"].contains(&variant(&a)) {
-        bail!("--variant must be naive, spatial or temporal");
+    if !["naive", "spatial", "temporal", "wavefront"].contains(&variant(&a)) {
+        bail!("--variant must be naive, spatial, temporal or wavefront");
     }
     crate::plot::check_path(a.plot.as_deref())?;
     let phys = farmem_sys::phys_memory();
@@ -624,6 +629,14 @@ pub fn run(a: Args) -> Result<()> {
             .expect("template")
             .progress_chars("=> "),
     );
+
+    // The far tier's ceiling, for the time the least traffic takes.
+    let ceiling = if a.systems.contains(&System::Farmem) && !custom {
+        bar.set_message("far ceiling");
+        Some(Ceiling::measure(a.quick).context("measuring the far tier's bandwidth ceiling")?)
+    } else {
+        None
+    };
 
     let mut results: Vec<RunResult> = Vec::new();
     let mut local_secs = None;
@@ -783,6 +796,7 @@ pub fn run(a: Args) -> Result<()> {
                 timed_written_back_bytes: timed_field(&last, "written_back_bytes"),
                 bound_fetched_bytes: bound.map(|b| b.fetched),
                 bound_written_back_bytes: bound.map(|b| b.written_back),
+                bound_seconds: bound.zip(ceiling).map(|(b, c)| c.seconds(&b)),
                 result_line: line,
             });
         }
@@ -810,6 +824,7 @@ pub fn run(a: Args) -> Result<()> {
         "statistic": "median", "variant": variant(&a), "hints": a.hints, "classic": a.classic, "command": cmd,
         "cgroup_allowance_bytes": allowance, "swap_device_bytes": size * 3,
         "footprint_measured": custom, "metric_regex": a.metric_regex,
+        "far_ceiling": ceiling,
     });
     if a.json {
         let v = serde_json::json!({ "machine": Machine::detect(), "params": params, "results": results });
@@ -929,9 +944,51 @@ pub fn run(a: Args) -> Result<()> {
                 against(f, r.bound_fetched_bytes),
                 against(w, r.bound_written_back_bytes)
             );
+            if let (Some(t), Some(c)) = (r.bound_seconds, ceiling) {
+                println!(
+                    "  at the far ceiling ({:.0} MB/s read, {:.0} MB/s write) that least traffic takes {t:.3} s; the cell took {:.3} s ({:.1}x that)",
+                    c.read_mbps,
+                    c.write_mbps,
+                    r.seconds,
+                    r.seconds / t.max(1e-9)
+                );
+            }
         }
     }
     Ok(())
+}
+
+/// The far tier's bandwidth ceiling: `farmem probe far`'s throughput with
+/// 4 MiB transfers (pipelined) against the embedded server, which is where
+/// `farmem run` keeps pages in this harness.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Ceiling {
+    read_mbps: f64,
+    write_mbps: f64,
+    transfer_bytes: u64,
+}
+
+impl Ceiling {
+    fn measure(quick: bool) -> Result<Ceiling> {
+        use farmem_runtime::backend::RemoteBackend;
+        use farmem_runtime::config::Config;
+        let cfg = Config::from_env()?;
+        let set: usize = if quick { 16 << 20 } else { 64 << 20 };
+        let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+        let remote = RemoteBackend::connect(&cfg, &[server.addr.clone()], (set / 4096) as u64)?;
+        let t = farmem_probe::far::ceiling(&remote, set, set)?;
+        Ok(Ceiling {
+            read_mbps: t.read_mbps,
+            write_mbps: t.write_mbps,
+            transfer_bytes: t.transfer_bytes,
+        })
+    }
+
+    /// Seconds to move `b` at this ceiling, one direction after the other
+    /// (on one machine the two share the CPU that moves them).
+    fn seconds(&self, b: &Bound) -> f64 {
+        b.fetched as f64 / (self.read_mbps * 1e6) + b.written_back as f64 / (self.write_mbps * 1e6)
+    }
 }
 
 /// A workload's timed region as rounds that each touch every byte of a
@@ -983,8 +1040,7 @@ fn traffic_bound(s: &Shape, budget: u64) -> Bound {
 
 /// The shape of a built-in workload's timed region at `size`, as `command`
 /// runs it (`line`: its result line, for the figures it reports itself).
-/// None where rounds do not touch a fixed set (qsort's merge passes shrink
-/// and grow, chase is random).
+/// None when the result line lacks a figure the shape needs.
 fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
     let num = |k: &str| field(line, k).and_then(|v| v.parse::<u64>().ok());
     // Only allocations of at least `farmem run`'s threshold (1 MiB, the
@@ -1002,12 +1058,14 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
             dirtied: far(size),
         }),
         // Two grids; a round reads one and writes the other: 8 steps, one
-        // step per round (naive, spatial) or 4 per round (temporal). Both
-        // grids were written at set-up.
+        // step per round (naive, spatial) or 4 per round (temporal,
+        // wavefront). Only the input grid is written at set-up: the first
+        // round's output grid is fresh (calloc'd), and writing it fetches
+        // nothing.
         Workload::Stencil7 => {
             let grid = far(num("n").map(|n| n * n * n * 8)?);
             let steps = num("steps")?;
-            let rounds = if variant(a) == "temporal" {
+            let rounds = if matches!(variant(a), "temporal" | "wavefront") {
                 steps.div_ceil(num("T")?)
             } else {
                 steps
@@ -1015,7 +1073,7 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
             Some(Shape {
                 rounds,
                 touched: 2 * grid,
-                fresh_first: 0,
+                fresh_first: grid,
                 writing_rounds: rounds,
                 dirtied: grid,
             })
@@ -1049,7 +1107,30 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
                 dirtied: rewritten,
             })
         }
-        Workload::Qsort | Workload::Chase => None,
+        // Any sort reads every key, and leaves every page of its array
+        // changed: one pass is the least (glibc's merge sort makes several,
+        // through a buffer as large again, so this bound is loose).
+        Workload::Qsort => {
+            let keys = far(num("keys")? * 4);
+            Some(Shape {
+                rounds: 1,
+                touched: keys,
+                fresh_first: 0,
+                writing_rounds: 1,
+                dirtied: keys,
+            })
+        }
+        // Read-only loads along a random chain: every page the timed loads
+        // touch (the workload counts them afterwards) that was not resident.
+        // Only compulsory misses; reuse misses are not counted, so the
+        // bound is loose.
+        Workload::Chase => Some(Shape {
+            rounds: 1,
+            touched: far(size).min(num("pages_touched")? * 4096),
+            fresh_first: 0,
+            writing_rounds: 0,
+            dirtied: 0,
+        }),
     }
 }
 

@@ -126,6 +126,18 @@ fn stencil_and_qsort_quick_with_csv_plot_and_report() {
     // A bench result and a probe result in one HTML page.
     let (ok, out, err) = bench(&["qsort", "--quick", "--systems", "local,farmem", "--json"]);
     assert!(ok, "{err}");
+    // qsort now has a bound (one pass: loose, but never above what moved),
+    // and the far ceiling says how long that least traffic takes.
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let c = &v["params"]["far_ceiling"];
+    assert!(c["read_mbps"].as_f64().unwrap() > 0.0, "{c}");
+    for x in v["results"].as_array().unwrap() {
+        if x["system"] == "farmem" && x["expansion"].as_f64().unwrap() > 1.0 {
+            let least = x["bound_fetched_bytes"].as_u64().expect("a bound");
+            assert!(least <= x["timed_fetched_bytes"].as_u64().unwrap(), "{x}");
+            assert!(x["bound_seconds"].as_f64().unwrap() >= 0.0, "{x}");
+        }
+    }
     let bj = dir.join("q.json");
     std::fs::write(&bj, out).unwrap();
     let pj = dir.join("p.json");
@@ -194,6 +206,73 @@ fn pagerank_quick_reports_its_hot_and_stream_bytes() {
     }
 }
 
+/// The wavefront variant and the chase, on far memory: each checks its
+/// result (the stencil bitwise against the naive sweep), and each gets a
+/// bound that stays at or below what farmem moved.
+#[test]
+fn wavefront_stencil_and_chase_have_bounds_below_what_moved() {
+    let _g = serial();
+    for args in [&["stencil7", "--variant", "wavefront"][..], &["chase"][..]] {
+        let mut all = args.to_vec();
+        all.extend([
+            "--quick",
+            "--systems",
+            "local,farmem",
+            "--expansion",
+            "2",
+            "--json",
+        ]);
+        let (ok, out, err) = bench(&all);
+        assert!(ok, "{args:?}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let r = v["results"].as_array().unwrap();
+        assert_eq!(r.len(), 2, "{out}");
+        for x in r {
+            assert_eq!(x["check"], "ok", "{x}");
+        }
+        let f = &r[1];
+        assert_eq!(f["system"], "farmem");
+        let line = f["result_line"].as_str().unwrap();
+        if args[0] == "stencil7" {
+            assert!(
+                line.contains("variant=wavefront") && line.contains("check_by=naive-reference"),
+                "{line}"
+            );
+        } else {
+            assert!(line.contains("pages_touched="), "{line}");
+        }
+        let least = f["bound_fetched_bytes"].as_u64().expect("a bound");
+        let moved = f["timed_fetched_bytes"].as_u64().expect("timed traffic");
+        assert!(
+            least > 0 && least <= moved,
+            "bound {least}, moved {moved}: {f}"
+        );
+        let wl = f["bound_written_back_bytes"].as_u64().unwrap();
+        assert!(wl <= f["timed_written_back_bytes"].as_u64().unwrap(), "{f}");
+    }
+}
+
+/// The README's first command: the seed stencil at 4x against all-local and
+/// swap, through the bench harness, checked.
+#[test]
+fn demo_runs_the_seed_stencil_against_local_and_swap() {
+    let _g = serial();
+    let o = farmem().args(["demo", "--size", "64M"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("DLM's 7-point stencil") && out.contains("wavefront"),
+        "{out}"
+    );
+    let row = |name: &str| out.lines().any(|l| l.starts_with(name));
+    assert!(row("farmem") && row("swap"), "{out}");
+    assert!(out.contains("any policy must move"), "{out}");
+    let o = farmem().args(["demo", "--updates", "5"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--random"));
+}
+
 #[test]
 fn ctrl_c_cleans_everything_up() {
     let _g = serial();
@@ -245,7 +324,7 @@ fn bad_arguments() {
         (vec!["qsort", "--systems", "local,tape"], "not a system"),
         (
             vec!["stencil7", "--variant", "clever"],
-            "naive, spatial or temporal",
+            "naive, spatial, temporal or wavefront",
         ),
         (
             vec!["qsort", "--size", "20G"],

@@ -163,7 +163,7 @@ fn bad_configuration_is_reported_not_crashed() {
 
 #[test]
 fn demo_checks_its_result() {
-    let out = run_ok(farmem().args(["demo", "--size", "64M", "--updates", "20000"]));
+    let out = run_ok(farmem().args(["demo", "--random", "--size", "64M", "--updates", "20000"]));
     assert!(out.contains("result check: OK"), "{out}");
     assert!(out.contains("farmem stats"), "{out}");
 }

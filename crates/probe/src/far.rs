@@ -79,6 +79,68 @@ fn io(
     Ok(())
 }
 
+/// Write pages `0..set_pages` once, so that every read finds data.
+fn fill(b: &dyn Backend, set_pages: usize) -> Result<(), ProbeError> {
+    let map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
+    // SAFETY: the mapping is ours, of that length, alive for this function.
+    let buf = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), map.len()) };
+    buf.fill(0xA5);
+    let mut p = 0;
+    while p < set_pages {
+        let n = (set_pages - p).min(MAX_PAGES_PER_CALL);
+        io(b, p as u64, n, buf, true)?;
+        p += n;
+    }
+    Ok(())
+}
+
+/// Read and write throughput at one transfer size over the first
+/// `set_pages` pages: at least `min_bytes` and 0.2 s each way.
+fn throughput_at(
+    b: &dyn Backend,
+    size: usize,
+    set_pages: usize,
+    min_bytes: usize,
+) -> Result<Throughput, ProbeError> {
+    let map = Buffer::new(size, PageMode::Small)?;
+    // SAFETY: the mapping is ours, of that length, alive for this function.
+    let big = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), map.len()) };
+    big.fill(0x5A);
+    let pages = size / PAGE;
+    let mut rate = [0.0f64; 2];
+    for (k, write) in [false, true].into_iter().enumerate() {
+        let t = Instant::now();
+        let mut moved = 0usize;
+        let mut next = 0usize;
+        while moved < min_bytes || t.elapsed().as_secs_f64() < 0.2 {
+            if next + pages > set_pages {
+                next = 0;
+            }
+            io(b, next as u64, pages, &mut big[..size], write)?;
+            next += pages;
+            moved += size;
+        }
+        rate[k] = moved as f64 / t.elapsed().as_secs_f64() / 1e6;
+    }
+    Ok(Throughput {
+        transfer_bytes: size as u64,
+        read_mbps: rate[0],
+        write_mbps: rate[1],
+    })
+}
+
+/// The far tier's bandwidth ceiling: read and write throughput with 4 MiB
+/// transfers (the largest, pipelined), over a set of `set_bytes`.
+pub fn ceiling(
+    b: &dyn Backend,
+    set_bytes: usize,
+    min_bytes: usize,
+) -> Result<Throughput, ProbeError> {
+    let set_pages = set_bytes / PAGE;
+    fill(b, set_pages)?;
+    throughput_at(b, 4 << 20, set_pages, min_bytes)
+}
+
 /// Measure one backend. `set_bytes` of pages are written first and used for
 /// every read; each size moves at least `min_bytes` and runs at least 0.2 s.
 pub fn measure(
@@ -94,13 +156,7 @@ pub fn measure(
     let buf_map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
     // SAFETY: the mapping is ours, of that length, alive for this function.
     let buf = unsafe { std::slice::from_raw_parts_mut(buf_map.as_ptr(), buf_map.len()) };
-    buf.fill(0xA5);
-    let mut p = 0;
-    while p < set_pages {
-        let n = (set_pages - p).min(MAX_PAGES_PER_CALL);
-        io(b, p as u64, n, buf, true)?;
-        p += n;
-    }
+    fill(b, set_pages)?;
     // One-page round trips at pseudo-random pages of the set.
     let mut lat = Vec::with_capacity(rtt_samples);
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -119,32 +175,8 @@ pub fn measure(
         p99_us: quantile(&mut lat, 0.99),
     };
     let mut curve = Vec::new();
-    let big_map = Buffer::new(4 << 20, PageMode::Small)?;
-    // SAFETY: as above.
-    let big = unsafe { std::slice::from_raw_parts_mut(big_map.as_ptr(), big_map.len()) };
-    big.fill(0x5A);
     for size in transfer_sizes() {
-        let pages = size / PAGE;
-        let mut rate = [0.0f64; 2];
-        for (k, write) in [false, true].into_iter().enumerate() {
-            let t = Instant::now();
-            let mut moved = 0usize;
-            let mut next = 0usize;
-            while moved < min_bytes || t.elapsed().as_secs_f64() < 0.2 {
-                if next + pages > set_pages {
-                    next = 0;
-                }
-                io(b, next as u64, pages, &mut big[..size], write)?;
-                next += pages;
-                moved += size;
-            }
-            rate[k] = moved as f64 / t.elapsed().as_secs_f64() / 1e6;
-        }
-        curve.push(Throughput {
-            transfer_bytes: size as u64,
-            read_mbps: rate[0],
-            write_mbps: rate[1],
-        });
+        curve.push(throughput_at(b, size, set_pages, min_bytes)?);
         progress();
     }
     Ok(Tier {
