@@ -975,7 +975,11 @@ impl Ceiling {
         let cfg = Config::from_env()?;
         let set: usize = if quick { 16 << 20 } else { 64 << 20 };
         let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
-        let remote = RemoteBackend::connect(&cfg, &[server.addr.clone()], (set / 4096) as u64)?;
+        let remote = RemoteBackend::connect(
+            &cfg,
+            std::slice::from_ref(&server.addr),
+            (set / 4096) as u64,
+        )?;
         let t = farmem_probe::far::ceiling(&remote, set, set)?;
         Ok(Ceiling {
             read_mbps: t.read_mbps,
