@@ -636,6 +636,7 @@ fn policies(a: PolicyArgs) -> Result<()> {
             &crate::plot::Series {
                 lines: &lines,
                 title: "the command's rate over time by NUMA policy",
+                x_desc: "time since start (s)",
                 y_desc: "rate (the number --rate-regex takes)",
             },
         )?;

@@ -10,7 +10,7 @@
 //! points); a run that failed is a cross at the top edge with its reason
 //! beside it; legends sit in their own column, never over the data.
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_runtime::config::format_size;
@@ -668,6 +668,7 @@ impl Figure for Heatmap<'_> {
 pub struct Series<'a> {
     pub lines: &'a [(String, Vec<(f64, f64)>)],
     pub title: &'a str,
+    pub x_desc: &'a str,
     pub y_desc: &'a str,
 }
 
@@ -680,37 +681,111 @@ impl Figure for Series<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (chart, side) = chart_and_legend(root)?;
-        let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
-        for &(x, y) in self.lines.iter().flat_map(|l| l.1.iter()) {
-            x1 = x1.max(x);
-            y1 = y1.max(y);
-        }
-        let mut ch = ChartBuilder::on(&chart)
-            .caption(self.title, ("sans-serif", 16))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..x1 * 1.04, 0f64..y1 * 1.1)
+        xy_panel(root, self.title, self.x_desc, self.y_desc, self.lines)
+    }
+}
+
+/// Lines with a marker on every point, linear axes from zero, the legend in
+/// a column of its own.
+fn xy_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    lines: &[(String, Vec<(f64, f64)>)],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let (chart, side) = chart_and_legend(area)?;
+    let (mut x1, mut y1) = (1e-9f64, 1e-9f64);
+    for &(x, y) in lines.iter().flat_map(|l| l.1.iter()) {
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    let mut ch = ChartBuilder::on(&chart)
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0f64..x1 * 1.04, 0f64..y1 * 1.1)
+        .map_err(err)?;
+    ch.configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .axis_desc_style(("sans-serif", 16))
+        .label_style(("sans-serif", 14))
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()
+        .map_err(err)?;
+    let mut entries = Vec::new();
+    for (k, (name, s)) in lines.iter().enumerate() {
+        let col = color(k);
+        ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
             .map_err(err)?;
-        ch.configure_mesh()
-            .x_desc("time since start (s)")
-            .y_desc(self.y_desc)
-            .axis_desc_style(("sans-serif", 16))
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
+        ch.draw_series(s.iter().map(|&p| Circle::new(p, 3, col.filled())))
             .map_err(err)?;
-        let mut entries = Vec::new();
-        for (k, (name, s)) in self.lines.iter().enumerate() {
-            let col = color(k);
-            ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
-                .map_err(err)?;
-            ch.draw_series(s.iter().map(|&p| Circle::new(p, 3, col.filled())))
-                .map_err(err)?;
-            entries.push((name.clone(), col, Swatch::Square));
+        entries.push((name.clone(), col, Swatch::Square));
+    }
+    legend(&side, 60, &entries)
+}
+
+/// Loaded latency (`farmem probe loaded`): latency against the bandwidth
+/// other threads draw, one curve per traffic mix; and the far tier's
+/// single-page latency against the bandwidth streamed from its servers.
+pub struct Loaded<'a> {
+    pub curves: Option<&'a [farmem_probe::loaded::Curve]>,
+    pub far: Option<&'a [farmem_probe::loaded::FarPoint]>,
+    pub title: &'a str,
+}
+
+impl Figure for Loaded<'_> {
+    fn size(&self) -> (u32, u32) {
+        let panels = self.curves.is_some() as u32 + self.far.is_some() as u32;
+        (1000, 520 * panels.max(1))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let panels = self.curves.is_some() as usize + self.far.is_some() as usize;
+        let areas = root.split_evenly((panels.max(1), 1));
+        let mut at = areas.iter();
+        if let Some(curves) = self.curves {
+            let lines: Vec<_> = curves
+                .iter()
+                .map(|c| {
+                    let pts = c.points.iter().map(|p| (p.bandwidth_mbps, p.latency_ns));
+                    (format!("mix {}", c.mix), pts.collect())
+                })
+                .collect();
+            xy_panel(
+                at.next().context("a panel")?,
+                &format!("loaded latency — {}", self.title),
+                "bandwidth drawn by the other threads (MB/s)",
+                "latency (ns per dependent load)",
+                &lines,
+            )?;
         }
-        legend(&side, 60, &entries)
+        if let Some(far) = self.far {
+            let pts = |f: fn(&farmem_probe::loaded::FarPoint) -> f64| {
+                far.iter()
+                    .map(|p| (p.bandwidth_mbps, f(p)))
+                    .collect::<Vec<_>>()
+            };
+            xy_panel(
+                at.next().context("a panel")?,
+                "far tier under load: one-page reads while others stream",
+                "bandwidth streamed from the servers (MB/s)",
+                "one-page read latency (µs)",
+                &[
+                    ("p50".to_string(), pts(|p| p.p50_us)),
+                    ("p99".to_string(), pts(|p| p.p99_us)),
+                ],
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -23,6 +23,10 @@ pub enum What {
     Faults,
     /// Far tiers: one-page round trip, throughput by transfer size.
     Far,
+    /// Latency under load: one thread chases while the others draw
+    /// bandwidth in read/write mixes at calibrated delays; and the far
+    /// tier's one-page latency while other threads stream from it.
+    Loaded,
 }
 
 #[derive(clap::Args)]
@@ -58,9 +62,24 @@ pub struct Args {
     #[arg(long)]
     csv: bool,
     /// Plot latency against working set, and far throughput against transfer
-    /// size, to FILE (*.svg or *.png).
+    /// size (with `loaded`: latency against bandwidth drawn), to FILE (*.svg
+    /// or *.png).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Traffic mixes for `loaded`, R:W with -nt for non-temporal stores
+    /// (default: 1:0,3:1,2:1,1:1,3:1-nt,2:1-nt,1:1-nt).
+    #[arg(long, value_delimiter = ',')]
+    mix: Vec<farmem_probe::loaded::Mix>,
+    /// Also write everything measured as one HTML page (`farmem report`).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Serialize, serde::Deserialize)]
+struct LoadedReport {
+    /// What each delay (spins per line) costs here, ns.
+    calibration_ns: Vec<f64>,
+    curves: Vec<farmem_probe::loaded::Curve>,
 }
 
 #[derive(Serialize)]
@@ -90,14 +109,20 @@ struct Report {
     far: Option<Vec<far::Tier>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ladder: Option<Vec<Rung>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loaded: Option<LoadedReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    far_loaded: Option<Vec<farmem_probe::loaded::FarPoint>>,
 }
 
 fn bar(len: u64, what: &str) -> ProgressBar {
     let b = ProgressBar::new(len);
     b.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {elapsed}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:>10} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     b.set_message(what.to_string());
     b
@@ -165,7 +190,7 @@ pub fn run(a: Args) -> Result<()> {
 
     // Far memory: the runtime (for fault costs) and the backends.
     let samples = if a.quick { 500 } else { 5000 };
-    let needs_far = want(What::Faults) || want(What::Far);
+    let needs_far = want(What::Faults) || want(What::Far) || want(What::Loaded);
     let mut cfg = Config::from_env()?;
     // Each --servers set, resolved (an @DIR waited for); the fault probe
     // uses the first.
@@ -250,21 +275,39 @@ pub fn run(a: Args) -> Result<()> {
         r.far = Some(tiers);
         params["far"] = serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::backend::MAX_PAGES_PER_CALL * 4096 });
     }
+    if want(What::Loaded) {
+        loaded(&a, &machine, &cfg, &mut r, &mut params)?;
+    }
     if a.what == What::All {
         r.ladder = Some(ladder(&r, &machine, a.quick)?);
     }
     r.params = Some(params);
 
     if let Some(p) = &a.plot {
-        crate::plot::write(
-            p,
-            &crate::plot::Probe {
-                curve: r.curve.as_deref(),
-                levels: r.levels.as_deref(),
-                far: r.far.as_deref(),
-                title: &machine.summary(),
-            },
-        )?;
+        if a.what == What::Loaded {
+            crate::plot::write(
+                p,
+                &crate::plot::Loaded {
+                    curves: r.loaded.as_ref().map(|l| &l.curves[..]),
+                    far: r.far_loaded.as_deref(),
+                    title: &machine.summary(),
+                },
+            )?;
+        } else {
+            crate::plot::write(
+                p,
+                &crate::plot::Probe {
+                    curve: r.curve.as_deref(),
+                    levels: r.levels.as_deref(),
+                    far: r.far.as_deref(),
+                    title: &machine.summary(),
+                },
+            )?;
+        }
+    }
+    if let Some(path) = &a.report {
+        let v = serde_json::to_value(&r)?;
+        crate::report::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -272,7 +315,89 @@ pub fn run(a: Args) -> Result<()> {
         print_csv(&r);
     } else {
         print_human(&r, &machine);
+        print_loaded(&r);
     }
+    Ok(())
+}
+
+/// `farmem probe loaded`: the DRAM curves, then the far tier under load.
+fn loaded(
+    a: &Args,
+    machine: &Machine,
+    cfg: &Config,
+    r: &mut Report,
+    params: &mut serde_json::Value,
+) -> Result<()> {
+    use farmem_probe::loaded::{self as ld, Mix};
+    let mixes = if a.mix.is_empty() {
+        Mix::defaults()
+    } else {
+        a.mix.clone()
+    };
+    let mixes: Vec<Mix> = if ld::has_non_temporal() {
+        mixes
+    } else if a.mix.iter().any(|m| m.non_temporal) {
+        bail!("--mix: non-temporal stores (-nt) are measured on x86_64 only");
+    } else {
+        mixes.into_iter().filter(|m| !m.non_temporal).collect()
+    };
+    // The chased buffer well beyond the last-level cache, as for DRAM in
+    // `farmem probe latency`; each traffic thread streams its own.
+    let llc = machine.llc_bytes().unwrap_or(32 << 20) as usize;
+    let phys = machine.memory_bytes as usize;
+    let quick = a.quick || a.what == What::All;
+    let chase_bytes = if a.quick {
+        (llc * 2).clamp(64 << 20, 256 << 20)
+    } else {
+        (llc * 4).clamp(256 << 20, 1 << 30)
+    }
+    .min(phys / 8);
+    let p = ld::Params {
+        chase_bytes,
+        traffic_bytes: (llc * 2).clamp(64 << 20, 512 << 20).min(phys / 16),
+        traffic_threads: machine.cpus.saturating_sub(1).max(1),
+        delays: ld::delays(quick),
+        window_ms: if a.quick { 60 } else { 200 },
+        repeats: 3,
+        pages: a.pages,
+    };
+    let b = bar((1 + mixes.len() * p.delays.len()) as u64, "loaded");
+    let (cal, curves) = ld::sweep(&p, &mixes, || b.inc(1))?;
+    b.finish_and_clear();
+    r.loaded = Some(LoadedReport {
+        calibration_ns: cal,
+        curves,
+    });
+    params["loaded"] = serde_json::to_value(&p)?;
+
+    // The far tier: the first --servers set, else the embedded server.
+    let mut bcfg = cfg.clone();
+    let streams = machine.cpus.saturating_sub(1).max(1);
+    bcfg.set("CONNS", &(streams + 1).min(64).to_string())?;
+    let set: usize = if a.quick { 16 << 20 } else { 64 << 20 };
+    let _server;
+    let servers = if cfg.servers.is_empty() {
+        let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+        let addr = s.addr.clone();
+        _server = s;
+        vec![addr]
+    } else {
+        cfg.servers.clone()
+    };
+    let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64)?;
+    let gaps = ld::far_gaps(quick);
+    let b = bar(gaps.len() as u64 + 1, "far loaded");
+    let window = std::time::Duration::from_millis(if quick { 150 } else { 400 });
+    r.far_loaded = Some(ld::far_loaded(
+        &remote as &dyn Backend,
+        set / 4096,
+        streams,
+        &gaps,
+        window,
+        || b.inc(1),
+    )?);
+    b.finish_and_clear();
+    params["far_loaded"] = serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": window.as_millis() as u64, "set_bytes": set });
     Ok(())
 }
 
@@ -447,6 +572,44 @@ fn print_human(r: &Report, m: &Machine) {
     }
 }
 
+/// The loaded-latency tables, MLC's layout: one block per mix.
+fn print_loaded(r: &Report) {
+    if let Some(l) = &r.loaded {
+        println!(
+            "\nloaded latency: one thread chases, the others draw bandwidth (counted in software)"
+        );
+        for c in &l.curves {
+            println!("\nmix {}:", c.mix);
+            println!(
+                "  {:>8} {:>12} {:>14} {:>14}",
+                "delay", "delay (ns)", "bandwidth MB/s", "latency (ns)"
+            );
+            for p in &c.points {
+                let d = p.delay.map_or("idle".into(), |d| d.to_string());
+                let dn = p.delay_ns.map_or("-".into(), |n| format!("{n:.0}"));
+                println!(
+                    "  {d:>8} {dn:>12} {:>14.0} {:>14.1}",
+                    p.bandwidth_mbps, p.latency_ns
+                );
+            }
+        }
+    }
+    if let Some(f) = &r.far_loaded {
+        println!("\nfar tier under load: one-page reads while other threads stream 256 KiB reads");
+        println!(
+            "  {:>8} {:>10} {:>14} {:>10} {:>10}",
+            "streams", "gap (µs)", "bandwidth MB/s", "p50 (µs)", "p99 (µs)"
+        );
+        for p in f {
+            let g = p.gap_us.map_or("-".into(), |g| g.to_string());
+            println!(
+                "  {:>8} {g:>10} {:>14.0} {:>10.1} {:>10.1}",
+                p.streams, p.bandwidth_mbps, p.p50_us, p.p99_us
+            );
+        }
+    }
+}
+
 fn a_some<T>(o: &Option<T>) -> bool {
     o.is_some()
 }
@@ -480,6 +643,35 @@ fn print_csv(r: &Report) {
             println!(
                 "\"{}\",{:.3},{:.3},{}",
                 x.kind, x.p50_us, x.p99_us, x.samples
+            );
+        }
+    }
+    if let Some(l) = &r.loaded {
+        println!("mix,delay,delay_ns,bandwidth_mbps,latency_ns");
+        for c in &l.curves {
+            for p in &c.points {
+                println!(
+                    "{},{},{},{:.1},{:.2}",
+                    c.mix,
+                    p.delay.map_or(String::new(), |d| d.to_string()),
+                    p.delay_ns.map_or(String::new(), |n| format!("{n:.1}")),
+                    p.bandwidth_mbps,
+                    p.latency_ns
+                );
+            }
+        }
+    }
+    if let Some(f) = &r.far_loaded {
+        println!("streams,gap_us,bandwidth_mbps,p50_us,p99_us,samples");
+        for p in f {
+            println!(
+                "{},{},{:.1},{:.2},{:.2},{}",
+                p.streams,
+                p.gap_us.map_or(String::new(), |g| g.to_string()),
+                p.bandwidth_mbps,
+                p.p50_us,
+                p.p99_us,
+                p.samples
             );
         }
     }

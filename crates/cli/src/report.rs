@@ -7,7 +7,7 @@ use farmem_probe::levels::{Level, Point};
 use farmem_runtime::config::format_size;
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -42,10 +42,18 @@ fn kind(v: &Value) -> Option<Kind> {
             return Some(Kind::Bench);
         }
     }
-    ["curve", "ladder", "far", "bandwidth", "faults"]
-        .iter()
-        .any(|k| v.get(*k).is_some())
-        .then_some(Kind::Probe)
+    [
+        "curve",
+        "ladder",
+        "far",
+        "bandwidth",
+        "faults",
+        "loaded",
+        "far_loaded",
+    ]
+    .iter()
+    .any(|k| v.get(*k).is_some())
+    .then_some(Kind::Probe)
 }
 
 fn esc(s: &str) -> String {
@@ -438,6 +446,8 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
         ("bandwidth", "bandwidth"),
         ("faults", "page faults"),
         ("far", "far tiers"),
+        ("loaded", "loaded latency"),
+        ("far_loaded", "the far tier under load"),
     ]
     .iter()
     .filter(|(k, _)| !v[*k].is_null())
@@ -476,6 +486,54 @@ fn probe_html(v: &Value, out: &mut String) -> Result<()> {
             levels: levels.as_deref(),
             far: far.as_deref(),
             title: &title,
+        })?);
+    }
+    loaded_html(v, out)
+}
+
+/// Loaded latency: a table per mix, the far tier under load, and the plot.
+fn loaded_html(v: &Value, out: &mut String) -> Result<()> {
+    use farmem_probe::loaded::{Curve, FarPoint};
+    let curves: Option<Vec<Curve>> = serde_json::from_value(v["loaded"]["curves"].clone()).ok();
+    let far: Option<Vec<FarPoint>> = serde_json::from_value(v["far_loaded"].clone()).ok();
+    if let Some(cs) = &curves {
+        out.push_str("<h3>loaded latency</h3><p class=m>One thread chases pointers; the others draw bandwidth in each read:write mix (-nt: non-temporal stores), with a calibrated delay after each line. Bandwidth is counted in software.</p>");
+        out.push_str("<table class=sortable><thead><tr><th>mix</th><th>delay</th><th>delay (ns)</th><th>bandwidth MB/s</th><th>latency (ns)</th></tr></thead><tbody>");
+        for c in cs {
+            for p in &c.points {
+                let _ = write!(
+                    out,
+                    "<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td></tr>",
+                    esc(&c.mix),
+                    p.delay.map_or("idle".into(), |d| d.to_string()),
+                    p.delay_ns.map_or("-".into(), |n| format!("{n:.0}")),
+                    p.bandwidth_mbps,
+                    p.latency_ns
+                );
+            }
+        }
+        out.push_str("</tbody></table>");
+    }
+    if let Some(fs) = &far {
+        out.push_str("<h3>the far tier under load</h3><table class=sortable><thead><tr><th>streams</th><th>gap (µs)</th><th>bandwidth MB/s</th><th>p50 (µs)</th><th>p99 (µs)</th></tr></thead><tbody>");
+        for p in fs {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+                p.streams,
+                p.gap_us.map_or("-".into(), |g| g.to_string()),
+                p.bandwidth_mbps,
+                p.p50_us,
+                p.p99_us
+            );
+        }
+        out.push_str("</tbody></table>");
+    }
+    if curves.is_some() || far.is_some() {
+        out.push_str(&crate::plot::svg_string(&crate::plot::Loaded {
+            curves: curves.as_deref(),
+            far: far.as_deref(),
+            title: &machine_line(v),
         })?);
     }
     Ok(())
@@ -563,6 +621,7 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
             out.push_str(&crate::plot::svg_string(&crate::plot::Series {
                 lines: &lines,
                 title: "the command's rate over time by NUMA policy",
+                x_desc: "time since start (s)",
                 y_desc: "rate (the number --rate-regex takes)",
             })?);
         }
@@ -600,6 +659,22 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         return Ok(());
+    }
+    let out = a
+        .output
+        .context("-o FILE is required for the HTML report")?;
+    let docs: Vec<(PathBuf, Value)> = docs.into_iter().map(|(p, _, v)| (p, v)).collect();
+    write_html(&docs, &out)
+}
+
+/// Write results (each with the file or command it came from) as one
+/// offline HTML page.
+pub fn write_html(results: &[(PathBuf, Value)], out: &Path) -> Result<()> {
+    let mut docs = Vec::new();
+    for (p, v) in results {
+        let k = kind(v)
+            .with_context(|| format!("{}: not a probe, numa or bench result", p.display()))?;
+        docs.push((p.clone(), k, v.clone()));
     }
     // The machine once, at the top; a section measured elsewhere says so.
     let machine = docs.first().map(|d| machine_line(&d.2)).unwrap_or_default();
@@ -642,10 +717,7 @@ pub fn run(a: Args) -> Result<()> {
          section{{border-top:2px solid #eee;margin-top:2em}}</style></head><body><h1>farmem report</h1>\n{body}\
          <script>{SORT_JS}</script></body></html>\n"
     );
-    let out = a
-        .output
-        .context("-o FILE is required for the HTML report")?;
-    std::fs::write(&out, html).with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out, html).with_context(|| format!("writing {}", out.display()))?;
     eprintln!("farmem report: wrote {}", out.display());
     Ok(())
 }

@@ -154,3 +154,66 @@ fn far_with_two_server_sets_gives_a_tier_each() {
         assert!(big["read_mbps"].as_f64().unwrap() > 0.0, "{t}");
     }
 }
+
+/// `farmem probe loaded`: a curve per mix, each from the idle point to no
+/// delay, drawing more bandwidth as the delay falls; the far tier under
+/// load; a PNG and an SVG plot; and the same in an HTML report.
+#[test]
+fn loaded_gives_a_curve_per_mix_the_far_tier_plots_and_a_report() {
+    let dir = std::env::temp_dir().join(format!("farmem-loaded-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("l.png");
+    let html = dir.join("l.html");
+    let v = json(&[
+        "loaded",
+        "--quick",
+        "--mix",
+        "1:0,2:1-nt",
+        "--json",
+        "--plot",
+        png.to_str().unwrap(),
+        "--report",
+        html.to_str().unwrap(),
+    ]);
+    let curves = v["loaded"]["curves"].as_array().unwrap();
+    let mixes: Vec<&str> = curves.iter().map(|c| c["mix"].as_str().unwrap()).collect();
+    assert_eq!(mixes, ["1:0", "2:1-nt"]);
+    let cal: Vec<f64> = v["loaded"]["calibration_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert!(cal.windows(2).all(|w| w[0] >= w[1]), "{cal:?}");
+    for c in curves {
+        let pts = c["points"].as_array().unwrap();
+        assert_eq!(pts.len(), 1 + cal.len(), "{c}");
+        assert!(pts[0]["delay"].is_null(), "the idle point first: {c}");
+        for p in pts {
+            assert!(p["latency_ns"].as_f64().unwrap() > 0.0, "{p}");
+        }
+        let bw = |p: &serde_json::Value| p["bandwidth_mbps"].as_f64().unwrap();
+        assert!(
+            bw(pts.last().unwrap()) > bw(&pts[1]),
+            "no delay draws more than the longest: {c}"
+        );
+    }
+    let far = v["far_loaded"].as_array().unwrap();
+    assert!(far.len() >= 2 && far[0]["streams"] == 0, "{far:?}");
+    assert!(far.iter().all(|p| p["p50_us"].as_f64().unwrap() > 0.0));
+    let img = std::fs::read(&png).unwrap();
+    assert_eq!(&img[..8], b"\x89PNG\r\n\x1a\n");
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        h.contains("<h3>loaded latency</h3>")
+            && h.contains("<h3>the far tier under load</h3>")
+            && h.contains("<svg"),
+        "{h}"
+    );
+    let (ok, _, err) = probe(&["loaded", "--mix", "0:0"]);
+    assert!(
+        !ok && err.contains("R:W") || err.contains("not both 0"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -80,7 +80,7 @@ fn io(
 }
 
 /// Write pages `0..set_pages` once, so that every read finds data.
-fn fill(b: &dyn Backend, set_pages: usize) -> Result<(), ProbeError> {
+pub(crate) fn fill(b: &dyn Backend, set_pages: usize) -> Result<(), ProbeError> {
     let map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
     // SAFETY: the mapping is ours, of that length, alive for this function.
     let buf = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), map.len()) };

@@ -14,6 +14,7 @@ pub mod chase;
 pub mod far;
 pub mod faults;
 pub mod levels;
+pub mod loaded;
 pub mod machine;
 
 use thiserror::Error;
