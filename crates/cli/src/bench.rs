@@ -625,9 +625,11 @@ pub fn run(a: Args) -> Result<()> {
         * a.runs as u64;
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg:>16} [{bar:30}] {pos}/{len} {elapsed}")
-            .expect("template")
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{msg:>16} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
+        )
+        .expect("template")
+        .progress_chars("=> "),
     );
 
     // The far tier's ceiling, for the time the least traffic takes.

@@ -22,6 +22,9 @@ pub enum Cmd {
     Xy(XyArgs),
     /// One command under every policy, throughput over time (seed 003).
     Policies(PolicyArgs),
+    /// Idle latency and read bandwidth for every (memory node, CPU node)
+    /// pair, like MLC's --latency_matrix and --bandwidth_matrix.
+    Matrix(MatrixArgs),
     /// (internal) the built-in memory-write workload, run under a placement.
     #[command(hide = true)]
     MemwriteWorker {
@@ -111,6 +114,257 @@ pub struct XyArgs {
 }
 
 #[derive(clap::Args)]
+pub struct MatrixArgs {
+    /// Working set of the latency chase (default: 4x the last-level cache,
+    /// 256M to 1G), and of each bandwidth array.
+    #[arg(long, value_parser = crate::size_arg)]
+    size: Option<u64>,
+    /// Smaller sets and fewer repeats (a smoke run).
+    #[arg(long)]
+    quick: bool,
+    /// Read the topology from this sysfs root (with --dry-run: plan only).
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    /// Print the plan (every cell's placement) without measuring.
+    #[arg(long)]
+    dry_run: bool,
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    #[arg(long)]
+    csv: bool,
+    /// Latency and bandwidth heat maps side by side (*.svg or *.png).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+/// The matrix as heat-map cells: latency, then bandwidth, each shaded by
+/// how much worse it is than the CPU node's own memory.
+pub(crate) type HeatCells = Vec<(usize, usize, String, f64)>;
+
+pub(crate) fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
+    let local = |y: usize, f: fn(&MatrixCell) -> f64| {
+        results
+            .iter()
+            .find(|r| r.mem_node == y && r.cpu_node == y)
+            .map_or(f64::NAN, f)
+    };
+    let lat = results
+        .iter()
+        .map(|r| {
+            let l = local(r.cpu_node, |c| c.latency_ns);
+            (
+                r.mem_node,
+                r.cpu_node,
+                format!("{:.1} ns", r.latency_ns),
+                (r.latency_ns / l - 1.0) * 100.0,
+            )
+        })
+        .collect();
+    let bw = results
+        .iter()
+        .map(|r| {
+            let l = local(r.cpu_node, |c| c.read_gbps);
+            (
+                r.mem_node,
+                r.cpu_node,
+                format!("{:.2} GB/s", r.read_gbps),
+                (l / r.read_gbps - 1.0) * 100.0,
+            )
+        })
+        .collect();
+    (lat, bw)
+}
+
+/// One (memory node, CPU node) pair of the matrix.
+#[derive(Serialize, serde::Deserialize, Clone)]
+pub(crate) struct MatrixCell {
+    pub(crate) mem_node: usize,
+    pub(crate) cpu_node: usize,
+    pub(crate) numactl: String,
+    /// Idle pointer-chase latency, ns per load (median of repeats).
+    pub(crate) latency_ns: f64,
+    /// Read bandwidth with every CPU of the CPU node, GB/s (best run).
+    pub(crate) read_gbps: f64,
+    pub(crate) threads: usize,
+    /// Sampled pages of the chased buffer, by the node they landed on.
+    pub(crate) pages_by_node: BTreeMap<i32, u64>,
+}
+
+fn matrix(a: MatrixArgs) -> Result<()> {
+    crate::plot::check_path(a.plot.as_deref())?;
+    let t = Topology::read(&a.sysfs)?;
+    let cells = xy_plan(&t)?;
+    let machine = Machine::detect();
+    let llc = machine.llc_bytes().unwrap_or(32 << 20);
+    let size = match a.size {
+        Some(s) if s < 1 << 20 => bail!("--size must be at least 1M"),
+        Some(s) if s > machine.memory_bytes / 4 => bail!(
+            "--size {} is more than a quarter of this machine's memory",
+            farmem_runtime::config::format_size(s)
+        ),
+        Some(s) => s,
+        None if a.quick => (llc * 2).clamp(64 << 20, 256 << 20),
+        None => (llc * 4).clamp(256 << 20, 1 << 30),
+    }
+    .min(machine.memory_bytes / 8) as usize;
+    if a.dry_run {
+        println!(
+            "latency: a {} pointer chase; bandwidth: every CPU of node Y reading an array of {}",
+            farmem_runtime::config::format_size(size as u64),
+            farmem_runtime::config::format_size(size as u64 / 2)
+        );
+        for c in &cells {
+            println!(
+                "X={} Y={}: {}  (CPUs {})",
+                c.mem_node,
+                c.cpu_node,
+                c.placement.numactl_args(),
+                farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
+            );
+        }
+        return Ok(());
+    }
+    if a.sysfs != std::path::Path::new("/sys") {
+        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
+    }
+    let mut lp =
+        farmem_probe::chase::Params::new(size as u64, farmem_probe::chase::PageMode::Small);
+    if a.quick {
+        lp.repeats = 3;
+        lp.target_ms = 10;
+    }
+    let repeats = if a.quick { 2 } else { 5 };
+    let b = indicatif::ProgressBar::new(cells.len() as u64);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg:>10} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    b.set_message("matrix");
+    let results = farmem_numa::matrix::run_cells(
+        &cells,
+        || b.inc(1),
+        |c| {
+            let err = |e: farmem_probe::ProbeError| farmem_numa::NumaError::Workload(e.to_string());
+            let buf = farmem_probe::chase::Buffer::new(size, farmem_probe::chase::PageMode::Small)
+                .map_err(err)?;
+            let latency_ns = farmem_probe::chase::measure(&buf, size, &lp);
+            let pages_by_node =
+                farmem_numa::matrix::pages_by_node(buf.as_ptr() as usize, size, 256);
+            drop(buf);
+            let threads = c.placement.cpus.as_ref().map_or(1, |v| v.len().max(1));
+            let bw = farmem_probe::bandwidth::measure(size / 2, &[threads], repeats, || {})
+                .map_err(err)?;
+            let read_gbps = bw
+                .iter()
+                .find(|r| r.kernel == "read")
+                .map_or(0.0, |r| r.gbps);
+            Ok(MatrixCell {
+                mem_node: c.mem_node,
+                cpu_node: c.cpu_node,
+                numactl: c.placement.numactl_args(),
+                latency_ns,
+                read_gbps,
+                threads,
+                pages_by_node,
+            })
+        },
+    )?;
+    b.finish_and_clear();
+    for r in &results {
+        let off: u64 = r
+            .pages_by_node
+            .iter()
+            .filter(|(n, _)| **n != r.mem_node as i32)
+            .map(|(_, c)| c)
+            .sum();
+        if off > 0 {
+            eprintln!(
+                "farmem numa matrix: X={} Y={}: {off} of {} sampled pages are not on node {} ({:?}); the node may be full",
+                r.mem_node,
+                r.cpu_node,
+                r.pages_by_node.values().sum::<u64>(),
+                r.mem_node,
+                r.pages_by_node
+            );
+        }
+    }
+    let ids = t.ids();
+    if let Some(p) = &a.plot {
+        let (lat, bw) = matrix_cells(&results);
+        crate::plot::write(
+            p,
+            &crate::plot::HeatmapPair(
+                crate::plot::Heatmap {
+                    ids: &ids,
+                    cells: &lat,
+                    title: "idle latency (ns per dependent load)",
+                },
+                crate::plot::Heatmap {
+                    ids: &ids,
+                    cells: &bw,
+                    title: "read bandwidth, all CPUs of node Y (GB/s)",
+                },
+            ),
+        )?;
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "machine": machine,
+            "nodes": t.nodes,
+            "params": { "latency_bytes": size, "bandwidth_bytes_per_array": size / 2, "latency": lp, "bandwidth_repeats": repeats, "bandwidth_statistic": "best" },
+            "matrix": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    if a.csv {
+        println!("mem_node,cpu_node,latency_ns,read_gbps,threads");
+        for r in &results {
+            println!(
+                "{},{},{:.2},{:.3},{}",
+                r.mem_node, r.cpu_node, r.latency_ns, r.read_gbps, r.threads
+            );
+        }
+        return Ok(());
+    }
+    println!("machine: {}", machine.summary());
+    for (what, unit, get) in [
+        (
+            "idle latency",
+            "ns",
+            (|r: &MatrixCell| r.latency_ns) as fn(&MatrixCell) -> f64,
+        ),
+        ("read bandwidth, every CPU of the CPU node", "GB/s", |r| {
+            r.read_gbps
+        }),
+    ] {
+        println!("\n{what} ({unit}): rows are the CPUs' node, columns the memory's node");
+        print!("{:>10}", "CPU \\ mem");
+        for x in &ids {
+            print!(" {:>10}", format!("node {x}"));
+        }
+        println!();
+        for y in &ids {
+            print!("{:>10}", format!("node {y}"));
+            for x in &ids {
+                match results
+                    .iter()
+                    .find(|r| r.mem_node == *x && r.cpu_node == *y)
+                {
+                    Some(r) => print!(" {:>10.2}", get(r)),
+                    None => print!(" {:>10}", "-"),
+                }
+            }
+            println!();
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
 pub struct PolicyArgs {
     /// Stop the command after this many seconds (for servers, load loops).
     #[arg(long)]
@@ -142,6 +396,7 @@ pub fn run(cmd: Cmd) -> Result<()> {
         Cmd::Exec(a) => exec(a),
         Cmd::Xy(a) => xy(a),
         Cmd::Policies(a) => policies(a),
+        Cmd::Matrix(a) => matrix(a),
         Cmd::MemwriteWorker { size, passes } => memwrite_worker(size as usize, passes),
     }
 }
@@ -458,7 +713,14 @@ fn xy(a: XyArgs) -> Result<()> {
     if let Some(p) = &a.plot {
         let cells: Vec<_> = results
             .iter()
-            .map(|r| (r.mem_node, r.cpu_node, r.seconds, r.slowdown_pct))
+            .map(|r| {
+                (
+                    r.mem_node,
+                    r.cpu_node,
+                    crate::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
+                    r.slowdown_pct,
+                )
+            })
             .collect();
         crate::plot::write(
             p,

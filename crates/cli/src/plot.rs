@@ -588,9 +588,15 @@ impl Figure for Probe<'_> {
 /// slowdown against local, labelled with its time and slowdown.
 pub struct Heatmap<'a> {
     pub ids: &'a [usize],
-    /// (memory node, CPU node, seconds, slowdown %).
-    pub cells: &'a [(usize, usize, f64, f64)],
+    /// (memory node, CPU node, label, how much worse than local: 0 is
+    /// white, the worst cell the deepest red).
+    pub cells: &'a [(usize, usize, String, f64)],
     pub title: &'a str,
+}
+
+/// The label of an X×Y cell: its time, and its slowdown against local.
+pub fn time_and_slowdown(secs: f64, slow: f64) -> String {
+    format!("{secs:.4} s, {slow:+.1}%")
 }
 
 impl Figure for Heatmap<'_> {
@@ -628,10 +634,10 @@ impl Figure for Heatmap<'_> {
             .draw()
             .map_err(err)?;
         let worst = self.cells.iter().map(|c| c.3).fold(1.0, f64::max);
-        for &(x, y, secs, slow) in self.cells {
+        for (x, y, label, slow) in self.cells {
             let (Some(xi), Some(yi)) = (
-                ids.iter().position(|&i| i == x),
-                ids.iter().position(|&i| i == y),
+                ids.iter().position(|i| i == x),
+                ids.iter().position(|i| i == y),
             ) else {
                 continue;
             };
@@ -651,15 +657,30 @@ impl Figure for Heatmap<'_> {
             .map_err(err)?;
             ch.draw_series(std::iter::once(
                 EmptyElement::at((yi, xi + 1))
-                    + Text::new(
-                        format!("{secs:.4} s, {slow:+.1}%"),
-                        (10, 12),
-                        ("sans-serif", 14),
-                    ),
+                    + Text::new(label.clone(), (10, 12), ("sans-serif", 14)),
             ))
             .map_err(err)?;
         }
         Ok(())
+    }
+}
+
+/// Two heat maps side by side (`farmem numa matrix`: latency, bandwidth).
+pub struct HeatmapPair<'a>(pub Heatmap<'a>, pub Heatmap<'a>);
+
+impl Figure for HeatmapPair<'_> {
+    fn size(&self) -> (u32, u32) {
+        let (w, h) = self.0.size();
+        (2 * w, h)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (l, r) = root.split_horizontally(root.dim_in_pixel().0 / 2);
+        self.0.draw(&l)?;
+        self.1.draw(&r)
     }
 }
 

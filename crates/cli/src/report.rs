@@ -28,9 +28,13 @@ enum Kind {
     Bench,
     NumaXy,
     NumaPolicies,
+    NumaMatrix,
 }
 
 fn kind(v: &Value) -> Option<Kind> {
+    if v.get("matrix").is_some() {
+        return Some(Kind::NumaMatrix);
+    }
     if v.get("cells").is_some() {
         return Some(Kind::NumaXy);
     }
@@ -539,6 +543,38 @@ fn loaded_html(v: &Value, out: &mut String) -> Result<()> {
     Ok(())
 }
 
+/// `farmem numa matrix`: one table, and the two heat maps.
+fn matrix_html(v: &Value, out: &mut String) -> Result<()> {
+    let cells: Vec<crate::numa::MatrixCell> = serde_json::from_value(v["matrix"].clone())
+        .context("a numa matrix result whose cells do not read back")?;
+    out.push_str("<h2>numa matrix: idle latency and read bandwidth</h2><table class=sortable><thead><tr><th>X (memory)</th><th>Y (CPUs)</th><th>latency (ns)</th><th>read GB/s</th><th>threads</th></tr></thead><tbody>");
+    for c in &cells {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}</td><td>{}</td></tr>",
+            c.mem_node, c.cpu_node, c.latency_ns, c.read_gbps, c.threads
+        );
+    }
+    out.push_str("</tbody></table>");
+    let mut ids: Vec<usize> = cells.iter().map(|c| c.mem_node).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let (lat, bw) = crate::numa::matrix_cells(&cells);
+    out.push_str(&crate::plot::svg_string(&crate::plot::HeatmapPair(
+        crate::plot::Heatmap {
+            ids: &ids,
+            cells: &lat,
+            title: "idle latency (ns per dependent load)",
+        },
+        crate::plot::Heatmap {
+            ids: &ids,
+            cells: &bw,
+            title: "read bandwidth, all CPUs of node Y (GB/s)",
+        },
+    ))?);
+    Ok(())
+}
+
 fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
     let _ = writeln!(
         out,
@@ -574,13 +610,13 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
                     .collect()
             })
             .unwrap_or_default();
-        let pts: Vec<(usize, usize, f64, f64)> = cells
+        let pts: Vec<(usize, usize, String, f64)> = cells
             .iter()
             .map(|c| {
                 (
                     c["mem_node"].as_u64().unwrap_or(0) as usize,
                     c["cpu_node"].as_u64().unwrap_or(0) as usize,
-                    f(&c["seconds"]),
+                    crate::plot::time_and_slowdown(f(&c["seconds"]), f(&c["slowdown_pct"])),
                     f(&c["slowdown_pct"]),
                 )
             })
@@ -703,6 +739,7 @@ pub fn write_html(results: &[(PathBuf, Value)], out: &Path) -> Result<()> {
                 bench_html(b, &mut body)?
             }
             Kind::Probe => probe_html(v, &mut body)?,
+            Kind::NumaMatrix => matrix_html(v, &mut body)?,
             k => numa_html(v, *k, &mut body)?,
         }
         body.push_str("</section>\n");

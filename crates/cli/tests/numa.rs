@@ -160,3 +160,71 @@ fn bad_input_is_refused_clearly() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `numa matrix`: the plan of the 2- and 4-node fixture machines (every
+/// pair, memory bound to X, the CPUs of Y), and a real run here (1x1):
+/// latency and bandwidth measured, the pages on the bound node, the heat
+/// maps drawn, and the result read back by `farmem report`.
+#[test]
+fn matrix_plans_the_fixture_machines_and_runs_here() {
+    let (ok, out, err) = numa(&["matrix", "--sysfs", &fixture("sysfs-2node"), "--dry-run"]);
+    assert!(ok, "{err}");
+    for cell in [
+        "X=0 Y=0: --membind=0 --cpunodebind=0  (CPUs 0-7,16-23)",
+        "X=0 Y=1: --membind=0 --cpunodebind=1  (CPUs 8-15,24-31)",
+        "X=1 Y=0: --membind=1 --cpunodebind=0",
+        "X=1 Y=1: --membind=1 --cpunodebind=1",
+    ] {
+        assert!(out.contains(cell), "{cell}: {out}");
+    }
+    let (ok, out, _) = numa(&["matrix", "--sysfs", &fixture("sysfs-4node"), "--dry-run"]);
+    assert!(ok);
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("X=")).count(),
+        16,
+        "{out}"
+    );
+    let (ok, _, err) = numa(&["matrix", "--sysfs", &fixture("sysfs-4node")]);
+    assert!(!ok && err.contains("--dry-run"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("farmem-matrix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("m.png");
+    let (ok, out, err) = numa(&[
+        "matrix",
+        "--quick",
+        "--json",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let m = v["matrix"].as_array().unwrap();
+    let nodes = v["nodes"].as_array().unwrap().len();
+    assert_eq!(m.len(), nodes * nodes);
+    for c in m {
+        assert!(c["latency_ns"].as_f64().unwrap() > 1.0, "{c}");
+        assert!(c["read_gbps"].as_f64().unwrap() > 0.0, "{c}");
+        let on = c["pages_by_node"].as_object().unwrap();
+        assert_eq!(
+            on.keys().collect::<Vec<_>>(),
+            vec![&c["mem_node"].to_string()],
+            "{c}"
+        );
+    }
+    assert_eq!(&std::fs::read(&png).unwrap()[..4], b"\x89PNG");
+    let j = dir.join("m.json");
+    std::fs::write(&j, &out).unwrap();
+    let html = dir.join("m.html");
+    let o = farmem()
+        .args(["report", j.to_str().unwrap(), "-o", html.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        h.contains("numa matrix") && h.matches("<svg").count() >= 1,
+        "{h}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

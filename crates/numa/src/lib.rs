@@ -7,7 +7,10 @@
 //!   policy comparison (seed 003).
 //! - [`verify`]: where a process's pages actually are (`numa_maps`).
 //! - [`run`]: running a command under a placement.
+//! - [`matrix`]: a measurement run under every (memory node, CPU node)
+//!   placement, and where its pages landed.
 
+pub mod matrix;
 pub mod plan;
 pub mod run;
 pub mod topology;
