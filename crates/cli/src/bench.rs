@@ -623,14 +623,7 @@ pub fn run(a: Args) -> Result<()> {
         .map(|s| if *s == System::Local { 1 } else { exps.len() })
         .sum::<usize>() as u64
         * a.runs as u64;
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg:>16} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
-        )
-        .expect("template")
-        .progress_chars("=> "),
-    );
+    let bar = crate::progress::bar(total, "");
 
     // The far tier's ceiling, for the time the least traffic takes.
     let ceiling = if a.systems.contains(&System::Farmem) && !custom {

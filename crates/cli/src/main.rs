@@ -7,6 +7,7 @@ mod demo;
 mod numa;
 mod plot;
 mod probe;
+mod progress;
 mod report;
 mod run;
 mod secret;

@@ -234,15 +234,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         lp.target_ms = 10;
     }
     let repeats = if a.quick { 2 } else { 5 };
-    let b = indicatif::ProgressBar::new(cells.len() as u64);
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg:>10} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    b.set_message("matrix");
+    let b = crate::progress::bar(cells.len() as u64, "matrix");
     let results = farmem_numa::matrix::run_cells(
         &cells,
         || b.inc(1),
@@ -666,12 +658,14 @@ fn xy(a: XyArgs) -> Result<()> {
         bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
     }
     let mut results: Vec<CellResult> = Vec::new();
+    let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
     for c in &cells {
         let mut head = Vec::new();
         let mut later = Vec::new();
         let mut by_node = BTreeMap::new();
         for _ in 0..a.runs {
             let (h, l, n) = run_cell(&a, &c.placement)?;
+            b.inc(1);
             head.push(h);
             if let Some(l) = l {
                 later.push(l);
@@ -691,6 +685,7 @@ fn xy(a: XyArgs) -> Result<()> {
             runs,
         });
     }
+    b.finish_and_clear();
     // Slowdown of (X, Y) against local memory for the same CPUs, (Y, Y).
     let snapshot = results.clone();
     for r in &mut results {
@@ -848,8 +843,10 @@ fn policies(a: PolicyArgs) -> Result<()> {
         bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
     }
     let mut results = Vec::new();
+    let b = crate::progress::bar(plan.len() as u64, "policies");
     for p in &plan {
         let o: Outcome = run_for(&a.cmd, p, a.duration)?;
+        b.inc(1);
         let series: Vec<(f64, f64)> = match &re {
             Some(re) => o
                 .lines
@@ -881,6 +878,7 @@ fn policies(a: PolicyArgs) -> Result<()> {
             exit: format!("{}", o.status),
         });
     }
+    b.finish_and_clear();
     let (base_rate, base_s) = (results[0].mean_rate, results[0].seconds);
     for r in &mut results {
         r.change_pct = match (r.mean_rate, base_rate) {

@@ -1,5 +1,6 @@
 //! `farmem probe`: the memory ladder, from L1 to another machine's RAM.
 
+use crate::progress::bar;
 use anyhow::{bail, Context, Result};
 use farmem_probe::chase::{PageMode, Params};
 use farmem_probe::levels::{self, Level, Point};
@@ -7,7 +8,6 @@ use farmem_probe::machine::Machine;
 use farmem_probe::{bandwidth, far, faults};
 use farmem_runtime::backend::{Backend, FileBackend, RemoteBackend};
 use farmem_runtime::config::{format_size, Config, FileDirect};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -113,19 +113,6 @@ struct Report {
     loaded: Option<LoadedReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     far_loaded: Option<Vec<farmem_probe::loaded::FarPoint>>,
-}
-
-fn bar(len: u64, what: &str) -> ProgressBar {
-    let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template(
-            "{msg:>10} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    b.set_message(what.to_string());
-    b
 }
 
 pub fn run(a: Args) -> Result<()> {
