@@ -192,9 +192,15 @@ impl Params {
     }
 }
 
+/// The seed of the chain [`measure`] builds over `bytes`: the loaded
+/// probe chases the same chain.
+pub fn chain_seed(bytes: usize) -> u64 {
+    0x9E37_79B9_7F4A_7C15 ^ bytes as u64
+}
+
 /// Median latency of one working-set size, ns per load.
 pub fn measure(buf: &Buffer, bytes: usize, p: &Params) -> f64 {
-    let start = build_chain(buf, bytes, 0x9E37_79B9_7F4A_7C15 ^ bytes as u64);
+    let start = build_chain(buf, bytes, chain_seed(bytes));
     let lines = (bytes / LINE) as u64;
     // Warm up: one pass over the chain (at least 64K loads), and calibrate.
     let t = Instant::now();

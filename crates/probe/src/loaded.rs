@@ -269,7 +269,11 @@ pub fn sweep(
     }
     let cpus = farmem_sys::online_cpus();
     let chase_buf = Buffer::new(p.chase_bytes, p.pages)?;
-    let start = build_chain(&chase_buf, p.chase_bytes, 0x5DEE_CE66_D1CE_4E5B);
+    let start = build_chain(
+        &chase_buf,
+        p.chase_bytes,
+        crate::chase::chain_seed(p.chase_bytes),
+    );
     let bufs = (0..p.traffic_threads)
         .map(|_| {
             let b = Buffer::new(p.traffic_bytes, p.pages)?;
@@ -279,10 +283,8 @@ pub fn sweep(
         })
         .collect::<Result<Vec<_>, ProbeError>>()?;
     let cal = calibrate(&p.delays);
-    // Warm the chase once over the whole chain (TLB, page tables), so that
-    // the first point measured is not the only cold one.
-    chase(start, (p.chase_bytes / LINE) as u64);
-    let idle = chase_point(p, start, &[], None, cpus, &mut progress)?;
+    let idle = idle_on(p, start, cpus)?;
+    progress();
     let mut curves = Vec::new();
     for &mix in mixes {
         let mut points = vec![idle.clone()];
@@ -297,6 +299,22 @@ pub fn sweep(
         });
     }
     Ok((cal, curves))
+}
+
+/// The idle point over a chain already built from `start`, warmed first
+/// over the whole chain (TLB, page tables) so that it is not the only cold
+/// point.
+fn idle_on(p: &Params, start: *const usize, cpus: usize) -> Result<LoadedPoint, ProbeError> {
+    chase(start, (p.chase_bytes / LINE) as u64);
+    chase_point(p, start, &[], None, cpus, &mut || {})
+}
+
+/// The idle point of a sweep, measured over the chain that
+/// `chase::measure` builds in `buf` (the same buffer and the same chain, so
+/// that only the method differs; for checking one against the other).
+pub fn idle_point(buf: &Buffer, p: &Params) -> Result<f64, ProbeError> {
+    let start = build_chain(buf, p.chase_bytes, crate::chase::chain_seed(p.chase_bytes));
+    Ok(idle_on(p, start, farmem_sys::online_cpus())?.latency_ns)
 }
 
 /// Chase while `bufs` are streamed in `load`'s mix and delay (or idle).
@@ -556,12 +574,15 @@ mod tests {
         let lp = crate::chase::Params::new(bytes as u64, PageMode::Small);
         let buf = Buffer::new(bytes, PageMode::Small).unwrap();
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        for _ in 0..3 {
-            let (_, c) = sweep(&p, &Mix::defaults()[..1], || {}).unwrap();
-            a.push(c[0].points[0].latency_ns);
+        for _ in 0..5 {
+            a.push(idle_point(&buf, &p).unwrap());
             b.push(crate::chase::measure(&buf, bytes, &lp));
         }
         let (a, b) = (crate::median(&mut a), crate::median(&mut b));
+        eprintln!(
+            "idle point {a:.1} ns, latency probe {b:.1} ns at {} MiB",
+            bytes >> 20
+        );
         assert!(
             (a - b).abs() / b < 0.05,
             "loaded idle {a:.1} ns, latency probe {b:.1} ns"
