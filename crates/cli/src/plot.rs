@@ -774,16 +774,23 @@ impl Figure for Loaded<'_> {
         let areas = root.split_evenly((panels.max(1), 1));
         let mut at = areas.iter();
         if let Some(curves) = self.curves {
+            // Drawn in order of bandwidth: near full load, a shorter delay
+            // does not always draw more (the tables keep the order measured).
             let lines: Vec<_> = curves
                 .iter()
                 .map(|c| {
-                    let pts = c.points.iter().map(|p| (p.bandwidth_mbps, p.latency_ns));
-                    (format!("mix {}", c.mix), pts.collect())
+                    let mut pts: Vec<_> = c
+                        .points
+                        .iter()
+                        .map(|p| (p.bandwidth_mbps, p.latency_ns))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (format!("mix {}", c.mix), pts)
                 })
                 .collect();
             xy_panel(
                 at.next().context("a panel")?,
-                &format!("loaded latency — {}", self.title),
+                self.title,
                 "bandwidth drawn by the other threads (MB/s)",
                 "latency (ns per dependent load)",
                 &lines,

@@ -277,7 +277,7 @@ pub fn run(a: Args) -> Result<()> {
                 &crate::plot::Loaded {
                     curves: r.loaded.as_ref().map(|l| &l.curves[..]),
                     far: r.far_loaded.as_deref(),
-                    title: &machine.summary(),
+                    title: "loaded latency: one thread chases, the others stream",
                 },
             )?;
         } else {

@@ -537,7 +537,7 @@ fn loaded_html(v: &Value, out: &mut String) -> Result<()> {
         out.push_str(&crate::plot::svg_string(&crate::plot::Loaded {
             curves: curves.as_deref(),
             far: far.as_deref(),
-            title: &machine_line(v),
+            title: "loaded latency: one thread chases, the others stream",
         })?);
     }
     Ok(())
