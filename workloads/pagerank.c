@@ -1,17 +1,8 @@
 /* pagerank: PageRank by pull-style power iteration over a synthetic graph.
  * usage: pagerank SIZE [ITERATIONS=5] [--degree D]
  *
- * The graph is generated here, deterministically (no input file), in CSR form
- * by destination: off[v]..off[v+1] index src[], the sources of v's in-edges.
- *   - in-degrees are uniform in [1, 2D-1] (mean D, default 16);
- *   - each source is nv * u^3 (u uniform in [0,1)) mapped through a fixed
- *     bijection of the vertex ids, so popularity follows a power law (density
- *     ~ x^(-2/3)): out-degrees range from a few hundred thousand down to 0
- *     (dangling vertices, whose rank is spread over all vertices), and the
- *     popular vertices are scattered over the id space, not clustered at 0.
- * Every vertex's edge list comes from its own RNG stream (seeded by its id),
- * so the graph does not depend on the thread count and the verify step can
- * regenerate it without reading the stored arrays.
+ * The graph is generated here, deterministically (no input file): R-MAT
+ * sources by destination, in CSR form (graph.h, shared with bfs).
  *
  * SIZE is the whole footprint: per vertex 4*D bytes of edges plus an 8-byte
  * offset (the "stream" arrays, read once in order per iteration) and 20 bytes
@@ -37,50 +28,11 @@
  * hot_bytes= and stream_bytes= let a harness bound the bytes a pager must
  * move: with a budget B >= hot_bytes, about iterations * stream_bytes
  * - (B - hot_bytes). */
-#include "wl.h"
+#include "graph.h"
 #include <math.h>
 #include <omp.h>
 
 static const double DAMP = 0.85;
-
-static inline uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* The graph's definition: vertex v's RNG stream, its in-degree, its sources. */
-struct gen {
-    uint64_t s;
-    uint64_t nv, perm;
-};
-
-static inline uint64_t gen_next(struct gen *g) {
-    g->s ^= g->s << 13, g->s ^= g->s >> 7, g->s ^= g->s << 17;
-    return g->s * 0x2545F4914F6CDD1DULL;
-}
-
-static inline uint32_t gen_start(struct gen *g, uint64_t v, uint32_t degree) {
-    g->s = mix64(v ^ 0x5EED0000ULL) | 1;
-    return 1 + (uint32_t)(gen_next(g) % (2 * (uint64_t)degree - 1));
-}
-
-static inline uint32_t gen_src(struct gen *g) {
-    double u = (double)(gen_next(g) >> 11) * 0x1p-53;
-    uint64_t x = (uint64_t)((double)g->nv * u * u * u);
-    if (x >= g->nv)
-        x = g->nv - 1;
-    return (uint32_t)(x * g->perm % g->nv);
-}
-
-static uint64_t gcd(uint64_t a, uint64_t b) {
-    while (b) {
-        uint64_t t = a % b;
-        a = b, b = t;
-    }
-    return a;
-}
 
 /* A weight per vertex for the checksum, so that misplaced values count. */
 static inline double weight(uint64_t v) { return 0.5 + (double)(mix64(v) >> 54) / 1024.0; }
@@ -126,34 +78,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "SIZE gives %llu vertices; it must give 1024 to 2^32-1\n", (unsigned long long)nv);
         return 2;
     }
-    uint64_t perm = 2654435761ULL % nv;
-    while (perm < 2 || gcd(perm, nv) != 1)
-        perm = perm + 1 < nv ? perm + 1 : 1;
-
-    /* Offsets from the in-degrees, then the edges, each vertex from its own
-     * stream. */
-    uint64_t *off = wl_alloc((nv + 1) * 8);
-#pragma omp parallel for schedule(static)
-    for (uint64_t v = 0; v < nv; v++) {
-        struct gen g = {0, nv, perm};
-        off[v + 1] = gen_start(&g, v, degree);
-    }
-    for (uint64_t v = 0; v < nv; v++)
-        off[v + 1] += off[v];
-    uint64_t ne = off[nv];
-    uint32_t *src = wl_alloc(ne * 4);
+    uint64_t perm = graph_perm(nv);
+    uint64_t *off;
+    uint32_t *src;
+    uint64_t ne = graph_build(nv, degree, perm, &off, &src);
     uint32_t *deg = wl_alloc(nv * 4);
     double *rank = wl_alloc(nv * 8), *contrib = wl_alloc(nv * 8);
 #pragma omp parallel for schedule(static)
-    for (uint64_t v = 0; v < nv; v++) {
-        struct gen g = {0, nv, perm};
-        gen_start(&g, v, degree);
-        for (uint64_t e = off[v]; e < off[v + 1]; e++) {
-            uint32_t u = gen_src(&g);
-            src[e] = u;
+    for (uint64_t e = 0; e < ne; e++) {
 #pragma omp atomic
-            deg[u]++;
-        }
+        deg[src[e]]++;
     }
     uint64_t dangling_vertices = 0;
     for (uint64_t v = 0; v < nv; v++) {
@@ -190,7 +124,7 @@ int main(int argc, char **argv) {
     double *rrank = wl_alloc(nv * 8), *rcontrib = wl_alloc(nv * 8);
 #pragma omp parallel for schedule(static)
     for (uint64_t v = 0; v < nv; v++) {
-        struct gen g = {0, nv, perm};
+        struct gen g = {0, nv, perm, 0, 0};
         uint32_t d = gen_start(&g, v, degree);
         for (uint32_t e = 0; e < d; e++) {
             uint32_t u = gen_src(&g);
@@ -205,7 +139,7 @@ int main(int argc, char **argv) {
         double base = (1 - DAMP) / (double)nv + DAMP * rdangling / (double)nv;
 #pragma omp parallel for schedule(static)
         for (uint64_t v = 0; v < nv; v++) {
-            struct gen g = {0, nv, perm};
+            struct gen g = {0, nv, perm, 0, 0};
             uint32_t d = gen_start(&g, v, degree);
             double s = 0;
             for (uint32_t e = 0; e < d; e++)

@@ -31,6 +31,8 @@ pub enum Workload {
     Himeno,
     Qsort,
     Pagerank,
+    /// Breadth-first search (bottom-up) over pagerank's R-MAT graph.
+    Bfs,
     Chase,
 }
 
@@ -259,6 +261,8 @@ fn command(a: &Args, workload: Workload, size: u64) -> Result<Vec<String>> {
         // 5 iterations: each streams the edges once and reads the rank
         // arrays at random (the hot set; hot_bytes= in its result line).
         Workload::Pagerank => vec![w("pagerank")?, s, "5".into()],
+        // From vertex 0, a popular source: most of the graph is reached.
+        Workload::Bfs => vec![w("bfs")?, s],
         // Random loads over the whole set: a fixed count, about one per 32 bytes.
         Workload::Chase => vec![
             w("chase")?,
@@ -1106,6 +1110,22 @@ fn shape_of(w: Workload, size: u64, a: &Args, line: &str) -> Option<Shape> {
                 dirtied: rewritten,
             })
         }
+        // The first level visits every vertex but the root: its level and
+        // offsets, and at least its first in-edge. With in-degrees below
+        // 2D (124 bytes), every page of the edges holds some vertex's first
+        // edge, so that level touches the whole footprint. Later levels
+        // revisit only the vertices not yet reached: one pass is the least
+        // (loose). Nothing need be written back.
+        Workload::Bfs => {
+            let (nv, m) = (num("vertices")?, num("edges")?);
+            Some(Shape {
+                rounds: 1,
+                touched: far(nv * 4) + far((nv + 1) * 8) + far(m * 4),
+                fresh_first: 0,
+                writing_rounds: 0,
+                dirtied: 0,
+            })
+        }
         // Any sort reads every key, and leaves every page of its array
         // changed: one pass is the least (glibc's merge sort makes several,
         // through a buffer as large again, so this bound is loose).
@@ -1185,6 +1205,81 @@ mod tests {
                 written_back: 2 * page
             }
         );
+    }
+
+    fn args(v: &[&str]) -> Args {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: Args,
+        }
+        let argv = std::iter::once("bench").chain(v.iter().copied());
+        <P as clap::Parser>::try_parse_from(argv).unwrap().a
+    }
+
+    /// The shapes added last, by hand, with 4 KiB pages.
+    #[test]
+    fn qsort_chase_bfs_and_stencil_shapes_by_hand() {
+        let page = 4096u64;
+        let bound = |w: Workload, size: u64, a: &[&str], line: &str, budget: u64| {
+            traffic_bound(&shape_of(w, size, &args(a), line).unwrap(), budget * page)
+        };
+        // qsort: 1,000 pages of keys, 250 resident: 750 must come back in,
+        // and 750 changed pages must go out.
+        assert_eq!(
+            bound(Workload::Qsort, 0, &["qsort"], "result keys=1024000", 250),
+            Bound {
+                fetched: 750 * page,
+                written_back: 750 * page
+            }
+        );
+        // chase: 300 pages touched, 100 resident: 200 fetched, none written.
+        assert_eq!(
+            bound(
+                Workload::Chase,
+                64 << 20,
+                &["chase"],
+                "result pages_touched=300",
+                100
+            ),
+            Bound {
+                fetched: 200 * page,
+                written_back: 0
+            }
+        );
+        // bfs: 262,144 vertices, 4,194,304 edges: levels 1 MiB, offsets
+        // 2 MiB and 8 bytes, edges 16 MiB; 300 pages resident. (Arrays
+        // under 1 MiB would not be far memory, and would not count.)
+        let nv = 262_144u64;
+        let line = format!("result vertices={nv} edges=4194304");
+        let all = nv * 4 + (nv + 1) * 8 + 4_194_304 * 4;
+        assert_eq!(
+            bound(Workload::Bfs, 0, &["bfs"], &line, 300),
+            Bound {
+                fetched: all - 300 * page,
+                written_back: 0
+            }
+        );
+        // stencil7, 2 grids of n = 64 (512 pages each), 8 steps, T = 4: two
+        // rounds. Round 1 writes a fresh grid: 1,024 - 512 - 256 = 256
+        // fetched; round 2 fetches 1,024 - 256 = 768. Each round leaves at
+        // least 512 - 256 dirty pages behind.
+        for v in ["temporal", "wavefront"] {
+            assert_eq!(
+                bound(
+                    Workload::Stencil7,
+                    0,
+                    &["stencil7", "--variant", v],
+                    "result n=64 steps=8 T=4",
+                    256
+                ),
+                Bound {
+                    fetched: 1024 * page,
+                    written_back: 512 * page
+                },
+                "{v}"
+            );
+        }
     }
 
     /// The bound is never above what an optimal policy (Belady's MIN) does

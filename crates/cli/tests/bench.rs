@@ -206,13 +206,17 @@ fn pagerank_quick_reports_its_hot_and_stream_bytes() {
     }
 }
 
-/// The wavefront variant and the chase, on far memory: each checks its
-/// result (the stencil bitwise against the naive sweep), and each gets a
-/// bound that stays at or below what farmem moved.
+/// The wavefront variant, the chase and BFS, on far memory: each checks its
+/// result (the stencil bitwise against the naive sweep, BFS by Graph500's
+/// level rules), and each gets a bound at or below what farmem moved.
 #[test]
-fn wavefront_stencil_and_chase_have_bounds_below_what_moved() {
+fn wavefront_stencil_chase_and_bfs_have_bounds_below_what_moved() {
     let _g = serial();
-    for args in [&["stencil7", "--variant", "wavefront"][..], &["chase"][..]] {
+    for args in [
+        &["stencil7", "--variant", "wavefront"][..],
+        &["chase"][..],
+        &["bfs"][..],
+    ] {
         let mut all = args.to_vec();
         all.extend([
             "--quick",
@@ -238,8 +242,13 @@ fn wavefront_stencil_and_chase_have_bounds_below_what_moved() {
                 line.contains("variant=wavefront") && line.contains("check_by=naive-reference"),
                 "{line}"
             );
-        } else {
+        } else if args[0] == "chase" {
             assert!(line.contains("pages_touched="), "{line}");
+        } else {
+            assert!(
+                line.contains("levels=") && line.contains("reached="),
+                "{line}"
+            );
         }
         let least = f["bound_fetched_bytes"].as_u64().expect("a bound");
         let moved = f["timed_fetched_bytes"].as_u64().expect("timed traffic");
