@@ -141,7 +141,7 @@ pub struct MatrixArgs {
 /// how much worse it is than the CPU node's own memory.
 pub(crate) type HeatCells = Vec<(usize, usize, String, f64)>;
 
-pub(crate) fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
+fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
     let local = |y: usize, f: fn(&MatrixCell) -> f64| {
         results
             .iter()
@@ -173,6 +173,48 @@ pub(crate) fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
         })
         .collect();
     (lat, bw)
+}
+
+/// Every X×Y cell's placement, one line each (`--dry-run`).
+fn print_plan(cells: &[farmem_numa::plan::Cell]) {
+    for c in cells {
+        println!(
+            "X={} Y={}: {}  (CPUs {})",
+            c.mem_node,
+            c.cpu_node,
+            c.placement.numactl_args(),
+            farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
+        );
+    }
+}
+
+/// Measuring needs this machine's topology, not a fixture's.
+fn only_this_machine(sysfs: &std::path::Path) -> Result<()> {
+    if sysfs != std::path::Path::new("/sys") {
+        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
+    }
+    Ok(())
+}
+
+/// The matrix's two heat maps (latency, bandwidth), handed to `f`.
+pub(crate) fn with_matrix_figure<R>(
+    ids: &[usize],
+    results: &[MatrixCell],
+    f: impl FnOnce(&crate::plot::HeatmapPair) -> Result<R>,
+) -> Result<R> {
+    let (lat, bw) = matrix_cells(results);
+    f(&crate::plot::HeatmapPair(
+        crate::plot::Heatmap {
+            ids,
+            cells: &lat,
+            title: "idle latency (ns per dependent load)",
+        },
+        crate::plot::Heatmap {
+            ids,
+            cells: &bw,
+            title: "read bandwidth, all CPUs of node Y (GB/s)",
+        },
+    ))
 }
 
 /// One (memory node, CPU node) pair of the matrix.
@@ -213,20 +255,10 @@ fn matrix(a: MatrixArgs) -> Result<()> {
             farmem_runtime::config::format_size(size as u64),
             farmem_runtime::config::format_size(size as u64 / 2)
         );
-        for c in &cells {
-            println!(
-                "X={} Y={}: {}  (CPUs {})",
-                c.mem_node,
-                c.cpu_node,
-                c.placement.numactl_args(),
-                farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
-            );
-        }
+        print_plan(&cells);
         return Ok(());
     }
-    if a.sysfs != std::path::Path::new("/sys") {
-        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
-    }
+    only_this_machine(&a.sysfs)?;
     let mut lp =
         farmem_probe::chase::Params::new(size as u64, farmem_probe::chase::PageMode::Small);
     if a.quick {
@@ -285,22 +317,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
     }
     let ids = t.ids();
     if let Some(p) = &a.plot {
-        let (lat, bw) = matrix_cells(&results);
-        crate::plot::write(
-            p,
-            &crate::plot::HeatmapPair(
-                crate::plot::Heatmap {
-                    ids: &ids,
-                    cells: &lat,
-                    title: "idle latency (ns per dependent load)",
-                },
-                crate::plot::Heatmap {
-                    ids: &ids,
-                    cells: &bw,
-                    title: "read bandwidth, all CPUs of node Y (GB/s)",
-                },
-            ),
-        )?;
+        with_matrix_figure(&ids, &results, |f| crate::plot::write(p, f))?;
     }
     if a.json {
         let v = serde_json::json!({
@@ -643,20 +660,10 @@ fn xy(a: XyArgs) -> Result<()> {
     let t = Topology::read(&a.sysfs)?;
     let cells = xy_plan(&t)?;
     if a.dry_run {
-        for c in &cells {
-            println!(
-                "X={} Y={}: {}  (CPUs {})",
-                c.mem_node,
-                c.cpu_node,
-                c.placement.numactl_args(),
-                farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
-            );
-        }
+        print_plan(&cells);
         return Ok(());
     }
-    if a.sysfs != std::path::Path::new("/sys") {
-        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
-    }
+    only_this_machine(&a.sysfs)?;
     let mut results: Vec<CellResult> = Vec::new();
     let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
     for c in &cells {

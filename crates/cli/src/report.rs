@@ -559,19 +559,9 @@ fn matrix_html(v: &Value, out: &mut String) -> Result<()> {
     let mut ids: Vec<usize> = cells.iter().map(|c| c.mem_node).collect();
     ids.sort_unstable();
     ids.dedup();
-    let (lat, bw) = crate::numa::matrix_cells(&cells);
-    out.push_str(&crate::plot::svg_string(&crate::plot::HeatmapPair(
-        crate::plot::Heatmap {
-            ids: &ids,
-            cells: &lat,
-            title: "idle latency (ns per dependent load)",
-        },
-        crate::plot::Heatmap {
-            ids: &ids,
-            cells: &bw,
-            title: "read bandwidth, all CPUs of node Y (GB/s)",
-        },
-    ))?);
+    out.push_str(&crate::numa::with_matrix_figure(&ids, &cells, |f| {
+        crate::plot::svg_string(f)
+    })?);
     Ok(())
 }
 
