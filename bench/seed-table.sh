@@ -7,6 +7,7 @@
 # `bench/seed-table.sh stencil-1t`: the stencil again, at 512M on one
 # thread: on 2 vCPUs two compute threads leave no CPU to the memory server
 # (or to kswapd); one thread is a client whose server runs on another node.
+# `bench/seed-table.sh graph`: only the graph rows (pagerank and bfs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 F=target/release/farmem
@@ -19,6 +20,12 @@ run() {
     $F bench "$@" --runs 3 --timeout 100 --json >"$R/seed-$name.json" 2>"$R/seed-$name.err"
     $F report "$R/seed-$name.json" --text >"$R/seed-$name.txt" 2>/dev/null || true
 }
+if [ "${1:-}" = graph ]; then
+    run pagerank pagerank --size 128M --expansion 2,4
+    run bfs      bfs      --size 128M --expansion 2,4
+    echo "done ($(date +%T))"
+    exit 0
+fi
 if [ "${1:-}" = stencil-1t ]; then
     run stencil7-temporal-1t  stencil7 --size 512M --expansion 4 --variant temporal --threads 1
     run stencil7-wavefront-1t stencil7 --size 512M --expansion 4 --variant wavefront --threads 1
@@ -32,4 +39,5 @@ run himeno             himeno    --size 128M --expansion 1.67
 run memwrite           memwrite  --size 256M --expansion 4
 run chase              chase     --size 64M  --expansion 4
 run pagerank           pagerank  --size 128M --expansion 2,4
+run bfs                bfs       --size 128M --expansion 2,4
 echo "done ($(date +%T))"

@@ -5,6 +5,7 @@ mod bench;
 mod config;
 mod demo;
 mod numa;
+mod output;
 mod plot;
 mod probe;
 mod progress;

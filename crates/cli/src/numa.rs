@@ -1,11 +1,13 @@
 //! `farmem numa`: topology, the X×Y placement matrix, policy comparison, and
 //! numactl-style placement of any command.
 
+use crate::output::{opt, Csv, Output};
 use anyhow::{bail, Context, Result};
 use farmem_numa::plan::{policy_plan, xy_plan, Placement};
-use farmem_numa::run::{run_for, Outcome};
+use farmem_numa::run::run_for;
 use farmem_numa::topology::Topology;
 use farmem_numa::verify;
+use farmem_numa::xy::{XyCell, XyWorkload};
 use farmem_probe::machine::Machine;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -25,14 +27,6 @@ pub enum Cmd {
     /// Idle latency and read bandwidth for every (memory node, CPU node)
     /// pair, like MLC's --latency_matrix and --bandwidth_matrix.
     Matrix(MatrixArgs),
-    /// (internal) the built-in memory-write workload, run under a placement.
-    #[command(hide = true)]
-    MemwriteWorker {
-        #[arg(long, value_parser = crate::size_arg)]
-        size: u64,
-        #[arg(long)]
-        passes: u32,
-    },
 }
 
 #[derive(clap::Args)]
@@ -101,13 +95,10 @@ pub struct XyArgs {
     /// Print the plan (every cell's placement) without running anything.
     #[arg(long)]
     dry_run: bool,
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    #[arg(long)]
-    csv: bool,
-    /// Heat map of the slowdown matrix (*.svg or *.png).
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// The figure: a heat map of time and slowdown, memory node against
+    /// CPU node.
+    #[command(flatten)]
+    out: Output,
     /// A command to run in each cell instead of the workload (timed by wall clock).
     #[arg(last = true)]
     cmd: Vec<String>,
@@ -128,13 +119,9 @@ pub struct MatrixArgs {
     /// Print the plan (every cell's placement) without measuring.
     #[arg(long)]
     dry_run: bool,
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    #[arg(long)]
-    csv: bool,
-    /// Latency and bandwidth heat maps side by side (*.svg or *.png).
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// The figure: latency and bandwidth heat maps side by side.
+    #[command(flatten)]
+    out: Output,
 }
 
 /// The matrix as heat-map cells: latency, then bandwidth, each shaded by
@@ -233,7 +220,7 @@ pub(crate) struct MatrixCell {
 }
 
 fn matrix(a: MatrixArgs) -> Result<()> {
-    crate::plot::check_path(a.plot.as_deref())?;
+    a.out.check()?;
     let t = Topology::read(&a.sysfs)?;
     let cells = xy_plan(&t)?;
     let machine = Machine::detect();
@@ -316,27 +303,31 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         }
     }
     let ids = t.ids();
-    if let Some(p) = &a.plot {
+    if let Some(p) = a.out.plot_path() {
         with_matrix_figure(&ids, &results, |f| crate::plot::write(p, f))?;
     }
-    if a.json {
-        let v = serde_json::json!({
+    let json = || {
+        Ok(serde_json::json!({
             "machine": machine,
             "nodes": t.nodes,
             "params": { "latency_bytes": size, "bandwidth_bytes_per_array": size / 2, "latency": lp, "bandwidth_repeats": repeats, "bandwidth_statistic": "best" },
             "matrix": results,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    if a.csv {
-        println!("mem_node,cpu_node,latency_ns,read_gbps,threads");
+        }))
+    };
+    let csv = || {
+        let mut c = Csv::new(&["mem_node", "cpu_node", "latency_ns", "read_gbps", "threads"]);
         for r in &results {
-            println!(
-                "{},{},{:.2},{:.3},{}",
-                r.mem_node, r.cpu_node, r.latency_ns, r.read_gbps, r.threads
-            );
+            c.row(&[
+                r.mem_node.to_string(),
+                r.cpu_node.to_string(),
+                format!("{:.2}", r.latency_ns),
+                format!("{:.3}", r.read_gbps),
+                r.threads.to_string(),
+            ]);
         }
+        c
+    };
+    if a.out.print(json, csv)? {
         return Ok(());
     }
     println!("machine: {}", machine.summary());
@@ -388,13 +379,9 @@ pub struct PolicyArgs {
     /// Print the policies without running anything.
     #[arg(long)]
     dry_run: bool,
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    #[arg(long)]
-    csv: bool,
-    /// Throughput over time, one line per policy (*.svg or *.png).
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// The figure: the rate over time, one line per policy.
+    #[command(flatten)]
+    out: Output,
     #[arg(required = true, last = true)]
     cmd: Vec<String>,
 }
@@ -406,7 +393,6 @@ pub fn run(cmd: Cmd) -> Result<()> {
         Cmd::Xy(a) => xy(a),
         Cmd::Policies(a) => policies(a),
         Cmd::Matrix(a) => matrix(a),
-        Cmd::MemwriteWorker { size, passes } => memwrite_worker(size as usize, passes),
     }
 }
 
@@ -456,207 +442,8 @@ fn exec(a: ExecArgs) -> Result<()> {
     std::process::exit(out.status.code().unwrap_or(1));
 }
 
-/// The built-in memory-write program of seed 000, run in a child under the
-/// cell's placement: per-pass times, then where its pages are (move_pages).
-fn memwrite_worker(size: usize, passes: u32) -> Result<()> {
-    let buf = farmem_probe::chase::Buffer::new(size, farmem_probe::chase::PageMode::Small)?;
-    let lines = size / 64;
-    let p = buf.as_ptr().cast::<u32>();
-    for pass in 1..=passes {
-        let t = std::time::Instant::now();
-        for i in 0..lines {
-            // SAFETY: i * 16 u32s = i * 64 bytes < size: inside the buffer.
-            unsafe { p.add(i * 16).write_volatile(i as u32 ^ pass) };
-        }
-        println!("pass={pass} seconds={:.6}", t.elapsed().as_secs_f64());
-    }
-    let pages: Vec<usize> = (0..size / 4096)
-        .step_by(16)
-        .map(|k| buf.as_ptr() as usize + k * 4096)
-        .collect();
-    let mut hist: BTreeMap<i32, usize> = BTreeMap::new();
-    for n in farmem_sys::numa::page_nodes(&pages)? {
-        *hist.entry(n).or_default() += 1;
-    }
-    let h: Vec<String> = hist.iter().map(|(n, c)| format!("{n}:{c}")).collect();
-    println!("page_nodes={}", h.join(","));
-    Ok(())
-}
-
-#[derive(Serialize, Clone)]
-struct CellResult {
-    mem_node: usize,
-    cpu_node: usize,
-    numactl: String,
-    /// The headline time: pass 1 for memwrite, else the workload's own time.
-    seconds: f64,
-    /// memwrite: median of passes 2..P.
-    later_pass_seconds: Option<f64>,
-    slowdown_pct: f64,
-    later_slowdown_pct: Option<f64>,
-    /// Where the memory was seen (bytes by node).
-    by_node: BTreeMap<usize, u64>,
-    runs: Vec<f64>,
-}
-
-fn parse_f64_after(lines: &[(f64, String)], key: &str) -> Option<f64> {
-    lines.iter().find_map(|(_, l)| {
-        let i = l.find(key)?;
-        l[i + key.len()..]
-            .split_whitespace()
-            .next()?
-            .trim_end_matches(['s', '.'])
-            .parse()
-            .ok()
-    })
-}
-
-fn exe() -> Result<String> {
-    Ok(std::env::current_exe()
-        .context("cannot find the farmem binary")?
-        .display()
-        .to_string())
-}
-
-/// One run of the cell's workload: (headline seconds, later passes, nodes).
-fn run_cell(a: &XyArgs, p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
-    if !a.cmd.is_empty() {
-        let o = run_for(&a.cmd, p, None)?;
-        if !o.status.success() {
-            bail!(
-                "{} failed under {}: {}",
-                a.cmd[0],
-                p.numactl_args(),
-                o.status
-            );
-        }
-        return Ok((o.wall_s, None, o.by_node));
-    }
-    match a.workload {
-        Workload::Memwrite => {
-            let cmd = vec![
-                exe()?,
-                "numa".into(),
-                "memwrite-worker".into(),
-                "--size".into(),
-                a.size.to_string(),
-                "--passes".into(),
-                a.passes.to_string(),
-            ];
-            let o = run_for(&cmd, p, None)?;
-            let passes: Vec<f64> = o
-                .lines
-                .iter()
-                .filter_map(|(_, l)| {
-                    l.strip_prefix("pass=")?
-                        .split_once(" seconds=")?
-                        .1
-                        .parse()
-                        .ok()
-                })
-                .collect();
-            if passes.is_empty() || !o.status.success() {
-                bail!("the memory-write worker failed under {}", p.numactl_args());
-            }
-            let mut later = passes[1..].to_vec();
-            let later = (!later.is_empty()).then(|| farmem_probe::median(&mut later));
-            // The worker's own move_pages census is the precise one.
-            let mut by_node = o.by_node.clone();
-            if let Some(census) = o
-                .lines
-                .iter()
-                .find_map(|(_, l)| l.strip_prefix("page_nodes="))
-            {
-                by_node.clear();
-                for kv in census.split(',') {
-                    if let Some((n, c)) = kv.split_once(':') {
-                        if let (Ok(n), Ok(c)) = (n.parse::<i32>(), c.parse::<u64>()) {
-                            if n >= 0 {
-                                *by_node.entry(n as usize).or_default() += c * 16 * 4096;
-                            }
-                        }
-                    }
-                }
-            }
-            Ok((passes[0], later, by_node))
-        }
-        Workload::Hackbench => {
-            let cmd: Vec<String> = ["hackbench", "-g", "10", "-l", "1000"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            let o = run_for(&cmd, p, None)
-                .context("hackbench is installed by scripts/setup.sh (Debian rt-tests)")?;
-            let t = parse_f64_after(&o.lines, "Time:").context("hackbench printed no Time:")?;
-            Ok((t, None, o.by_node))
-        }
-        Workload::Memslap => memslap(p),
-    }
-}
-
-/// memcached under the placement, and memcslap with the same CPUs (seed 000
-/// ran both on one node); returns memcslap's total time.
-fn memslap(p: &Placement) -> Result<(f64, Option<f64>, BTreeMap<usize, u64>)> {
-    let port = 20000 + (std::process::id() % 20000) as u16;
-    let mut server = std::process::Command::new("memcached");
-    server.args([
-        "-u",
-        "root",
-        "-l",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-        "-t",
-        "2",
-        "-m",
-        "256",
-    ]);
-    let sp = p.clone();
-    // SAFETY: the closure makes only raw syscalls and allocates nothing.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut server, move || sp.apply());
-    }
-    let mut child = server
-        .spawn()
-        .context("memcached is installed by scripts/setup.sh (Debian memcached)")?;
-    let addr = format!("127.0.0.1:{port}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            bail!("memcached did not start on {addr}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let client = Placement {
-        name: "client".into(),
-        mem: farmem_numa::plan::MemPolicy::Default,
-        cpu_nodes: p.cpu_nodes.clone(),
-        cpus: p.cpus.clone(),
-    };
-    let cmd: Vec<String> = [
-        "memcslap",
-        &format!("--servers={addr}"),
-        "--concurrency=4",
-        "--execute-number=20000",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let o = run_for(&cmd, &client, None);
-    let by_node = verify::sample(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    let o = o.context("memcslap is installed by scripts/setup.sh (Debian libmemcached-tools)")?;
-    let t = parse_f64_after(&o.lines, "Time total:").context("memcslap printed no Time total:")?;
-    Ok((t, None, by_node))
-}
-
 fn xy(a: XyArgs) -> Result<()> {
-    crate::plot::check_path(a.plot.as_deref())?;
-    if a.runs == 0 || a.passes == 0 {
-        bail!("--runs and --passes must be at least 1");
-    }
+    a.out.check()?;
     let t = Topology::read(&a.sysfs)?;
     let cells = xy_plan(&t)?;
     if a.dry_run {
@@ -664,109 +451,76 @@ fn xy(a: XyArgs) -> Result<()> {
         return Ok(());
     }
     only_this_machine(&a.sysfs)?;
-    let mut results: Vec<CellResult> = Vec::new();
-    let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
-    for c in &cells {
-        let mut head = Vec::new();
-        let mut later = Vec::new();
-        let mut by_node = BTreeMap::new();
-        for _ in 0..a.runs {
-            let (h, l, n) = run_cell(&a, &c.placement)?;
-            b.inc(1);
-            head.push(h);
-            if let Some(l) = l {
-                later.push(l);
-            }
-            by_node = n;
-        }
-        let runs = head.clone();
-        results.push(CellResult {
-            mem_node: c.mem_node,
-            cpu_node: c.cpu_node,
-            numactl: c.placement.numactl_args(),
-            seconds: farmem_probe::median(&mut head),
-            later_pass_seconds: (!later.is_empty()).then(|| farmem_probe::median(&mut later)),
-            slowdown_pct: 0.0,
-            later_slowdown_pct: None,
-            by_node,
-            runs,
-        });
-    }
-    b.finish_and_clear();
-    // Slowdown of (X, Y) against local memory for the same CPUs, (Y, Y).
-    let snapshot = results.clone();
-    for r in &mut results {
-        if let Some(local) = snapshot
-            .iter()
-            .find(|l| l.mem_node == r.cpu_node && l.cpu_node == r.cpu_node)
-        {
-            r.slowdown_pct = (r.seconds / local.seconds - 1.0) * 100.0;
-            r.later_slowdown_pct = r
-                .later_pass_seconds
-                .zip(local.later_pass_seconds)
-                .map(|(a, b)| (a / b - 1.0) * 100.0);
-        }
-    }
-    let workload = if a.cmd.is_empty() {
-        format!("{:?}", a.workload).to_lowercase()
+    let w = if !a.cmd.is_empty() {
+        XyWorkload::Command(a.cmd.clone())
     } else {
-        a.cmd.join(" ")
-    };
-    if let Some(p) = &a.plot {
-        let cells: Vec<_> = results
-            .iter()
-            .map(|r| {
-                (
-                    r.mem_node,
-                    r.cpu_node,
-                    crate::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
-                    r.slowdown_pct,
-                )
-            })
-            .collect();
-        crate::plot::write(
-            p,
-            &crate::plot::Heatmap {
-                ids: &t.ids(),
-                cells: &cells,
-                title: &format!("{workload}: time, and slowdown vs local (X = Y)"),
+        match a.workload {
+            Workload::Memwrite => XyWorkload::Memwrite {
+                size: usize::try_from(a.size).context("--size is beyond this machine")?,
+                passes: a.passes,
             },
-        )?;
-    }
-    if a.json {
-        let v = serde_json::json!({
+            Workload::Hackbench => XyWorkload::Hackbench,
+            Workload::Memslap => XyWorkload::Memslap,
+        }
+    };
+    let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
+    let results = farmem_numa::xy::run(&cells, &w, a.runs, || b.inc(1));
+    b.finish_and_clear();
+    let results = results?;
+    let workload = w.describe();
+    let heat: Vec<_> = results
+        .iter()
+        .map(|r| {
+            (
+                r.mem_node,
+                r.cpu_node,
+                crate::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
+                r.slowdown_pct,
+            )
+        })
+        .collect();
+    a.out.draw(&crate::plot::Heatmap {
+        ids: &t.ids(),
+        cells: &heat,
+        title: &format!("{workload}: time, and slowdown vs local (X = Y)"),
+    })?;
+    let json = || {
+        Ok(serde_json::json!({
             "machine": Machine::detect(),
             "topology": t,
             "params": { "workload": workload, "runs": a.runs, "passes": a.passes, "size_bytes": a.size, "statistic": "median" },
             "cells": results,
             "note": one_node_note(&t),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    if a.csv {
-        println!("mem_node,cpu_node,seconds,slowdown_pct,later_pass_seconds,later_slowdown_pct");
+        }))
+    };
+    let csv = || {
+        let mut c = Csv::new(&[
+            "mem_node",
+            "cpu_node",
+            "seconds",
+            "slowdown_pct",
+            "later_pass_seconds",
+            "later_slowdown_pct",
+        ]);
         for r in &results {
-            println!(
-                "{},{},{:.6},{:.2},{},{}",
-                r.mem_node,
-                r.cpu_node,
-                r.seconds,
-                r.slowdown_pct,
-                r.later_pass_seconds
-                    .map(|v| format!("{v:.6}"))
-                    .unwrap_or_default(),
-                r.later_slowdown_pct
-                    .map(|v| format!("{v:.2}"))
-                    .unwrap_or_default()
-            );
+            c.row(&[
+                r.mem_node.to_string(),
+                r.cpu_node.to_string(),
+                format!("{:.6}", r.seconds),
+                format!("{:.2}", r.slowdown_pct),
+                opt(r.later_pass_seconds.map(|v| format!("{v:.6}"))),
+                opt(r.later_slowdown_pct.map(|v| format!("{v:.2}"))),
+            ]);
         }
+        c
+    };
+    if a.out.print(json, csv)? {
         return Ok(());
     }
     println!("machine: {}", Machine::detect().summary());
     println!("workload: {workload}; median of {} runs; rows: memory on node X, columns: threads on node Y", a.runs);
     let ids = t.ids();
-    let table = |title: &str, get: &dyn Fn(&CellResult) -> Option<(f64, f64)>| {
+    let table = |title: &str, get: &dyn Fn(&XyCell) -> Option<(f64, f64)>| {
         println!("\n{title}");
         print!("{:>8}", "X \\ Y");
         for y in &ids {
@@ -787,7 +541,7 @@ fn xy(a: XyArgs) -> Result<()> {
             println!();
         }
     };
-    let first = if a.workload == Workload::Memwrite && a.cmd.is_empty() {
+    let first = if matches!(w, XyWorkload::Memwrite { .. }) {
         "pass 1 (includes page faults)"
     } else {
         "time"
@@ -814,24 +568,8 @@ fn xy(a: XyArgs) -> Result<()> {
     Ok(())
 }
 
-#[derive(Serialize)]
-struct PolicyResult {
-    policy: String,
-    seconds: f64,
-    /// Mean of the rate samples, when --rate-regex is given.
-    mean_rate: Option<f64>,
-    /// Against the default policy: positive is better (higher rate, or less time).
-    change_pct: f64,
-    series: Vec<(f64, f64)>,
-    by_node: BTreeMap<usize, u64>,
-    exit: String,
-}
-
 fn policies(a: PolicyArgs) -> Result<()> {
-    crate::plot::check_path(a.plot.as_deref())?;
-    if a.duration.is_some_and(|d| !(d > 0.0 && d < 86400.0)) {
-        bail!("--duration must be between 0 and 86400 seconds");
-    }
+    a.out.check()?;
     let re = a
         .rate_regex
         .as_deref()
@@ -849,87 +587,42 @@ fn policies(a: PolicyArgs) -> Result<()> {
     if a.sysfs != std::path::Path::new("/sys") {
         bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
     }
-    let mut results = Vec::new();
     let b = crate::progress::bar(plan.len() as u64, "policies");
-    for p in &plan {
-        let o: Outcome = run_for(&a.cmd, p, a.duration)?;
-        b.inc(1);
-        let series: Vec<(f64, f64)> = match &re {
-            Some(re) => o
-                .lines
-                .iter()
-                .filter_map(|(ts, l)| {
-                    let c = re.captures(l)?;
-                    let m = c.get(1).or_else(|| c.get(0))?;
-                    m.as_str().trim().parse::<f64>().ok().map(|v| (*ts, v))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        if re.is_some() && series.is_empty() {
-            bail!(
-                "--rate-regex matched no number in the output of {} under {}",
-                a.cmd[0],
-                p.numactl_args()
-            );
-        }
-        let mean = (!series.is_empty())
-            .then(|| series.iter().map(|s| s.1).sum::<f64>() / series.len() as f64);
-        results.push(PolicyResult {
-            policy: p.numactl_args(),
-            seconds: o.wall_s,
-            mean_rate: mean,
-            change_pct: 0.0,
-            series,
-            by_node: o.by_node,
-            exit: format!("{}", o.status),
-        });
-    }
+    let results = farmem_numa::policies::run(&plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
     b.finish_and_clear();
-    let (base_rate, base_s) = (results[0].mean_rate, results[0].seconds);
-    for r in &mut results {
-        r.change_pct = match (r.mean_rate, base_rate) {
-            (Some(m), Some(b)) if b > 0.0 => (m / b - 1.0) * 100.0,
-            _ => (base_s / r.seconds - 1.0) * 100.0,
-        };
-    }
-    if let Some(p) = &a.plot {
-        let lines: Vec<(String, Vec<(f64, f64)>)> = results
-            .iter()
-            .map(|r| (r.policy.clone(), r.series.clone()))
-            .collect();
-        crate::plot::write(
-            p,
-            &crate::plot::Series {
-                lines: &lines,
-                title: "the command's rate over time by NUMA policy",
-                x_desc: "time since start (s)",
-                y_desc: "rate (the number --rate-regex takes)",
-            },
-        )?;
-    }
-    if a.json {
-        let v = serde_json::json!({
+    let results = results?;
+    let lines: Vec<(String, Vec<(f64, f64)>)> = results
+        .iter()
+        .map(|r| (r.policy.clone(), r.series.clone()))
+        .collect();
+    a.out.draw(&crate::plot::Series {
+        lines: &lines,
+        title: "the command's rate over time by NUMA policy",
+        x_desc: "time since start (s)",
+        y_desc: "rate (the number --rate-regex takes)",
+    })?;
+    let json = || {
+        Ok(serde_json::json!({
             "machine": Machine::detect(),
             "topology": t,
             "params": { "cmd": a.cmd, "duration": a.duration, "rate_regex": a.rate_regex },
             "results": results,
             "note": one_node_note(&t),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
-    }
-    if a.csv {
-        println!("policy,seconds,mean_rate,change_pct");
+        }))
+    };
+    let csv = || {
+        let mut c = Csv::new(&["policy", "seconds", "mean_rate", "change_pct"]);
         for r in &results {
-            println!(
-                "\"{}\",{:.4},{},{:.2}",
-                r.policy,
-                r.seconds,
-                r.mean_rate.map(|m| format!("{m:.3}")).unwrap_or_default(),
-                r.change_pct
-            );
+            c.row(&[
+                r.policy.clone(),
+                format!("{:.4}", r.seconds),
+                opt(r.mean_rate.map(|m| format!("{m:.3}"))),
+                format!("{:.2}", r.change_pct),
+            ]);
         }
+        c
+    };
+    if a.out.print(json, csv)? {
         return Ok(());
     }
     println!("machine: {}", Machine::detect().summary());

@@ -1,5 +1,6 @@
 //! `farmem probe`: the memory ladder, from L1 to another machine's RAM.
 
+use crate::output::{opt, Csv, Output};
 use crate::progress::bar;
 use anyhow::{bail, Context, Result};
 use farmem_probe::chase::{PageMode, Params};
@@ -55,17 +56,10 @@ pub struct Args {
     /// Fewer repeats and smaller sizes (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// One JSON object on stdout.
-    #[arg(long, conflicts_with = "csv")]
-    json: bool,
-    /// CSV on stdout.
-    #[arg(long)]
-    csv: bool,
-    /// Plot latency against working set, and far throughput against transfer
-    /// size (with `loaded`: latency against bandwidth drawn), to FILE (*.svg
-    /// or *.png).
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// The figure: latency against working set, and far throughput against
+    /// transfer size (with `loaded`: latency against bandwidth drawn).
+    #[command(flatten)]
+    out: Output,
     /// Traffic mixes for `loaded`, R:W with -nt for non-temporal stores
     /// (default: 1:0,3:1,2:1,1:1,3:1-nt,2:1-nt,1:1-nt).
     #[arg(long, value_delimiter = ',')]
@@ -122,7 +116,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.threads.contains(&0) {
         bail!("--threads values must be at least 1");
     }
-    crate::plot::check_path(a.plot.as_deref())?;
+    a.out.check()?;
     let machine = Machine::detect();
     let mut r = Report {
         machine: Some(machine.clone()),
@@ -270,7 +264,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     r.params = Some(params);
 
-    if let Some(p) = &a.plot {
+    if let Some(p) = a.out.plot_path() {
         if a.what == What::Loaded {
             crate::plot::write(
                 p,
@@ -296,11 +290,7 @@ pub fn run(a: Args) -> Result<()> {
         let v = serde_json::to_value(&r)?;
         crate::report::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else if a.csv {
-        print_csv(&r);
-    } else {
+    if !a.out.print(|| Ok(serde_json::to_value(&r)?), || csv(&r))? {
         print_human(&r, &machine);
         print_loaded(&r);
     }
@@ -601,76 +591,93 @@ fn a_some<T>(o: &Option<T>) -> bool {
     o.is_some()
 }
 
-fn print_csv(r: &Report) {
+fn csv(r: &Report) -> Csv {
+    let mut c = Csv::default();
     if let Some(l) = &r.ladder {
-        println!("tier,bytes,latency_ns,read_gbps");
+        c.row(&["tier", "bytes", "latency_ns", "read_gbps"]);
         for x in l {
-            println!(
-                "{},{},{:.2},{:.3}",
-                x.tier, x.bytes, x.latency_ns, x.read_gbps
-            );
+            c.row(&[
+                x.tier.to_string(),
+                x.bytes.to_string(),
+                format!("{:.2}", x.latency_ns),
+                format!("{:.3}", x.read_gbps),
+            ]);
         }
-        return;
+        return c;
     }
-    if let Some(c) = &r.curve {
-        println!("bytes,ns");
-        for p in c {
-            println!("{},{:.3}", p.bytes, p.ns);
+    if let Some(curve) = &r.curve {
+        c.row(&["bytes", "ns"]);
+        for p in curve {
+            c.row(&[p.bytes.to_string(), format!("{:.3}", p.ns)]);
         }
     }
     if let Some(b) = &r.bandwidth {
-        println!("kernel,threads,gbps");
+        c.row(&["kernel", "threads", "gbps"]);
         for x in b {
-            println!("{},{},{:.3}", x.kernel, x.threads, x.gbps);
+            c.row(&[
+                x.kernel.to_string(),
+                x.threads.to_string(),
+                format!("{:.3}", x.gbps),
+            ]);
         }
     }
     if let Some(f) = &r.faults {
-        println!("kind,p50_us,p99_us,samples");
+        c.row(&["kind", "p50_us", "p99_us", "samples"]);
         for x in f {
-            println!(
-                "\"{}\",{:.3},{:.3},{}",
-                x.kind, x.p50_us, x.p99_us, x.samples
-            );
+            c.row(&[
+                x.kind.to_string(),
+                format!("{:.3}", x.p50_us),
+                format!("{:.3}", x.p99_us),
+                x.samples.to_string(),
+            ]);
         }
     }
     if let Some(l) = &r.loaded {
-        println!("mix,delay,delay_ns,bandwidth_mbps,latency_ns");
-        for c in &l.curves {
-            for p in &c.points {
-                println!(
-                    "{},{},{},{:.1},{:.2}",
-                    c.mix,
-                    p.delay.map_or(String::new(), |d| d.to_string()),
-                    p.delay_ns.map_or(String::new(), |n| format!("{n:.1}")),
-                    p.bandwidth_mbps,
-                    p.latency_ns
-                );
+        c.row(&["mix", "delay", "delay_ns", "bandwidth_mbps", "latency_ns"]);
+        for curve in &l.curves {
+            for p in &curve.points {
+                c.row(&[
+                    curve.mix.to_string(),
+                    opt(p.delay),
+                    opt(p.delay_ns.map(|n| format!("{n:.1}"))),
+                    format!("{:.1}", p.bandwidth_mbps),
+                    format!("{:.2}", p.latency_ns),
+                ]);
             }
         }
     }
     if let Some(f) = &r.far_loaded {
-        println!("streams,gap_us,bandwidth_mbps,p50_us,p99_us,samples");
+        c.row(&[
+            "streams",
+            "gap_us",
+            "bandwidth_mbps",
+            "p50_us",
+            "p99_us",
+            "samples",
+        ]);
         for p in f {
-            println!(
-                "{},{},{:.1},{:.2},{:.2},{}",
-                p.streams,
-                p.gap_us.map_or(String::new(), |g| g.to_string()),
-                p.bandwidth_mbps,
-                p.p50_us,
-                p.p99_us,
-                p.samples
-            );
+            c.row(&[
+                p.streams.to_string(),
+                opt(p.gap_us),
+                format!("{:.1}", p.bandwidth_mbps),
+                format!("{:.2}", p.p50_us),
+                format!("{:.2}", p.p99_us),
+                p.samples.to_string(),
+            ]);
         }
     }
     if let Some(t) = &r.far {
-        println!("tier,transfer_bytes,read_mbps,write_mbps");
+        c.row(&["tier", "transfer_bytes", "read_mbps", "write_mbps"]);
         for tier in t {
-            for c in &tier.curve {
-                println!(
-                    "\"{}\",{},{:.1},{:.1}",
-                    tier.name, c.transfer_bytes, c.read_mbps, c.write_mbps
-                );
+            for x in &tier.curve {
+                c.row(&[
+                    tier.name.clone(),
+                    x.transfer_bytes.to_string(),
+                    format!("{:.1}", x.read_mbps),
+                    format!("{:.1}", x.write_mbps),
+                ]);
             }
         }
     }
+    c
 }

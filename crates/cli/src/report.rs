@@ -128,7 +128,7 @@ impl Cell {
     }
 
     fn failure(&self) -> Option<String> {
-        self.why.as_deref().map(crate::bench::failure_words)
+        self.why.as_deref().map(farmem_bench::failure_words)
     }
 
     /// The cell as table text: "2.18× (12.3 MB/s)" or why it failed.

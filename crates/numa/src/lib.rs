@@ -9,12 +9,17 @@
 //! - [`run`]: running a command under a placement.
 //! - [`matrix`]: a measurement run under every (memory node, CPU node)
 //!   placement, and where its pages landed.
+//! - [`xy`]: a workload timed in every cell of the X×Y plan, with its
+//!   slowdown against local memory (typed results).
+//! - [`policies`]: a command under every policy, its rate over time.
 
 pub mod matrix;
 pub mod plan;
+pub mod policies;
 pub mod run;
 pub mod topology;
 pub mod verify;
+pub mod xy;
 
 use thiserror::Error;
 

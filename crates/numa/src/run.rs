@@ -4,11 +4,11 @@
 use crate::plan::Placement;
 use crate::verify;
 use crate::NumaError;
+use farmem_sys::child;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::Instant;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 #[derive(Debug)]
 pub struct Outcome {
@@ -26,58 +26,44 @@ pub fn run(cmd: &[String], placement: &Placement) -> Result<Outcome, NumaError> 
     run_for(cmd, placement, None)
 }
 
-/// Like [`run`], stopping the command with SIGTERM after `limit_s` seconds.
+/// Like [`run`], stopping the command with SIGTERM after `limit_s` seconds
+/// (SIGKILL 5 s later if it is still there). The runner is
+/// `farmem_sys::child`'s, as for `farmem bench`.
 pub fn run_for(
     cmd: &[String],
     placement: &Placement,
     limit_s: Option<f64>,
 ) -> Result<Outcome, NumaError> {
     let mut c = Command::new(&cmd[0]);
-    c.args(&cmd[1..]).stdout(Stdio::piped());
+    c.args(&cmd[1..]);
     let p = placement.clone();
     // SAFETY: the closure makes only raw syscalls (set_mempolicy,
     // sched_setaffinity) and allocates nothing.
     unsafe {
         c.pre_exec(move || p.apply());
     }
-    let start = Instant::now();
-    let mut child = c.spawn().map_err(|source| NumaError::Spawn {
-        cmd: cmd.join(" "),
-        source,
-    })?;
-    let pid = child.id();
-    let out = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        BufReader::new(out)
-            .lines()
-            .map_while(Result::ok)
-            .map(|l| (start.elapsed().as_secs_f64(), l))
-            .collect::<Vec<_>>()
-    });
+    let limits = child::Limits {
+        timeout: limit_s.map(Duration::from_secs_f64),
+        signal: libc::SIGTERM,
+        tick: Duration::from_millis(50),
+        capture_stderr: false,
+        ..child::Limits::default()
+    };
     let mut best = BTreeMap::new();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|source| NumaError::Spawn {
-            cmd: cmd.join(" "),
-            source,
-        })? {
-            break st;
-        }
-        if limit_s.is_some_and(|l| start.elapsed().as_secs_f64() >= l) {
-            // Our own child, not reaped yet: the pid is still its.
-            farmem_sys::process::terminate(pid as libc::pid_t);
-        }
-        let m = verify::sample(pid);
+    let f = child::run(&mut c, &limits, |pid| {
+        let m = verify::sample(pid.unsigned_abs());
         if m.values().sum::<u64>() > best.values().sum::<u64>() {
             best = m;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let wall_s = start.elapsed().as_secs_f64();
-    let lines = reader.join().unwrap_or_default();
+    })
+    .map_err(|source| NumaError::Spawn {
+        cmd: cmd.join(" "),
+        source,
+    })?;
     Ok(Outcome {
-        wall_s,
-        status,
-        lines,
+        wall_s: f.wall_s,
+        status: f.status,
+        lines: f.stdout,
         by_node: best,
     })
 }

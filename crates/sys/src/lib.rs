@@ -13,8 +13,10 @@
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault error code from the signal frame)");
 
+pub mod child;
 pub mod dispatch;
 pub mod dl;
+pub mod fs;
 pub mod mem;
 pub mod net;
 pub mod numa;

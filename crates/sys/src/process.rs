@@ -176,6 +176,12 @@ pub fn terminate(pid: libc::pid_t) {
     unsafe { libc::kill(pid, libc::SIGTERM) };
 }
 
+/// Send `sig` to `pid` (a child not yet reaped, so the pid is still its).
+pub fn send_signal(pid: libc::pid_t, sig: libc::c_int) {
+    // SAFETY: kill takes plain integers.
+    unsafe { libc::kill(pid, sig) };
+}
+
 /// Ask child `pid` to stop (SIGTERM) and wait for it to exit.
 pub fn stop_child(pid: libc::pid_t) {
     // SAFETY: kill and waitpid on our own child; a null status is allowed.

@@ -1,0 +1,383 @@
+//! The least far traffic any replacement policy must move in a built-in
+//! workload's timed region at a budget, and the far tier's bandwidth
+//! ceiling that turns it into the least time.
+
+use crate::workload::{Options, Workload};
+use crate::{field, BenchError};
+use serde::Serialize;
+
+/// The far tier's bandwidth ceiling: `farmem probe far`'s throughput with
+/// 4 MiB transfers (pipelined) against the embedded server, which is where
+/// `farmem run` keeps pages in this harness.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Ceiling {
+    pub read_mbps: f64,
+    pub write_mbps: f64,
+    pub transfer_bytes: u64,
+}
+
+impl Ceiling {
+    pub fn measure(quick: bool) -> Result<Ceiling, BenchError> {
+        use farmem_runtime::backend::RemoteBackend;
+        use farmem_runtime::config::Config;
+        let err = |e: &dyn std::fmt::Display| BenchError::Ceiling(e.to_string());
+        let cfg = Config::from_env().map_err(|e| err(&e))?;
+        let set: usize = if quick { 16 << 20 } else { 64 << 20 };
+        let server =
+            farmem_runtime::spawn_embedded_server(cfg.embedded_capacity).map_err(|e| err(&e))?;
+        let remote = RemoteBackend::connect(
+            &cfg,
+            std::slice::from_ref(&server.addr),
+            (set / farmem_sys::PAGE_SIZE) as u64,
+        )
+        .map_err(|e| err(&e))?;
+        let t = farmem_probe::far::ceiling(&remote, set, set).map_err(|e| err(&e))?;
+        Ok(Ceiling {
+            read_mbps: t.read_mbps,
+            write_mbps: t.write_mbps,
+            transfer_bytes: t.transfer_bytes,
+        })
+    }
+
+    /// Seconds to move `b` at this ceiling, one direction after the other
+    /// (on one machine the two share the CPU that moves them).
+    pub fn seconds(&self, b: &Bound) -> f64 {
+        b.fetched as f64 / (self.read_mbps * 1e6) + b.written_back as f64 / (self.write_mbps * 1e6)
+    }
+}
+
+/// A workload's timed region as rounds that each touch every byte of a
+/// working set: the shape a traffic bound needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Rounds in the timed region.
+    pub rounds: u64,
+    /// Bytes every round touches (reads or writes).
+    pub touched: u64,
+    /// Of those, bytes never written before the first round (their first
+    /// touch needs no fetch).
+    pub fresh_first: u64,
+    /// Rounds that write, and the bytes each of them writes.
+    pub writing_rounds: u64,
+    pub dirtied: u64,
+}
+
+/// The least far traffic any replacement policy moves over `s` with `budget`
+/// bytes resident. Every round touches `touched` bytes and at most `budget`
+/// of them can be resident when it starts, so it fetches at least
+/// `touched - budget` (the first round less what was never written). Of the
+/// `dirtied` bytes a writing round writes, at most `budget` are still
+/// resident when it ends, so at least `dirtied - budget` left dirty during
+/// that round: each was written back once, in that round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    pub fetched: u64,
+    pub written_back: u64,
+}
+
+pub fn traffic_bound(s: &Shape, budget: u64) -> Bound {
+    if s.rounds == 0 {
+        return Bound {
+            fetched: 0,
+            written_back: 0,
+        };
+    }
+    let per_round = s.touched.saturating_sub(budget);
+    let first = s
+        .touched
+        .saturating_sub(s.fresh_first)
+        .saturating_sub(budget);
+    Bound {
+        fetched: first + (s.rounds - 1) * per_round,
+        written_back: s.writing_rounds * s.dirtied.saturating_sub(budget),
+    }
+}
+
+/// The shape of a built-in workload's timed region at `size`, as `command`
+/// runs it (`line`: its result line, for the figures it reports itself).
+/// None when the result line lacks a figure the shape needs.
+pub fn shape_of(w: Workload, size: u64, o: &Options, line: &str) -> Option<Shape> {
+    let num = |k: &str| field(line, k).and_then(|v| v.parse::<u64>().ok());
+    // Only allocations of at least `farmem run`'s threshold (1 MiB, the
+    // default the harness runs with) are far memory; smaller arrays stay in
+    // plain memory and cost no far traffic.
+    let far = |bytes: u64| if bytes >= 1 << 20 { bytes } else { 0 };
+    match w {
+        // The write passes (the first over never-written memory) and a
+        // reread; the timed figure is the whole run.
+        Workload::Memwrite => Some(Shape {
+            rounds: num("passes")? + 1,
+            touched: far(size),
+            fresh_first: far(size),
+            writing_rounds: num("passes")?,
+            dirtied: far(size),
+        }),
+        // Two grids; a round reads one and writes the other: 8 steps, one
+        // step per round (naive, spatial) or 4 per round (temporal,
+        // wavefront). Only the input grid is written at set-up: the first
+        // round's output grid is fresh (calloc'd), and writing it fetches
+        // nothing.
+        Workload::Stencil7 => {
+            let grid = far(num("n").map(|n| n * n * n * 8)?);
+            let steps = num("steps")?;
+            let rounds = if matches!(o.variant(), "temporal" | "wavefront") {
+                steps.div_ceil(num("T")?)
+            } else {
+                steps
+            };
+            Some(Shape {
+                rounds,
+                touched: 2 * grid,
+                fresh_first: grid,
+                writing_rounds: rounds,
+                dirtied: grid,
+            })
+        }
+        // 14 arrays touched every iteration; p and wrk2 written.
+        Workload::Himeno => {
+            let (i, j, k) = field(line, "grid").and_then(|g| {
+                let mut it = g.split('x').map(|v| v.parse::<u64>().ok());
+                Some((it.next()??, it.next()??, it.next()??))
+            })?;
+            let array = far(i * j * k * 4);
+            Some(Shape {
+                rounds: num("iterations")?,
+                touched: 14 * array,
+                fresh_first: 0,
+                writing_rounds: num("iterations")?,
+                dirtied: 2 * array,
+            })
+        }
+        // Every iteration streams the edges (4 B each) and offsets (8 B a
+        // vertex) and touches the per-vertex arrays: rank and contribution
+        // (8 B each, rewritten) and out-degree (4 B).
+        Workload::Pagerank => {
+            let (nv, m) = (num("vertices")?, num("edges")?);
+            let rewritten = 2 * far(nv * 8);
+            Some(Shape {
+                rounds: num("iterations")?,
+                touched: rewritten + far(nv * 4) + far((nv + 1) * 8) + far(m * 4),
+                fresh_first: 0,
+                writing_rounds: num("iterations")?,
+                dirtied: rewritten,
+            })
+        }
+        // The first level visits every vertex but the root: its level and
+        // offsets, and at least its first in-edge. With in-degrees below
+        // 2D (124 bytes), every page of the edges holds some vertex's first
+        // edge, so that level touches the whole footprint. Later levels
+        // revisit only the vertices not yet reached: one pass is the least
+        // (loose). Nothing need be written back.
+        Workload::Bfs => {
+            let (nv, m) = (num("vertices")?, num("edges")?);
+            Some(Shape {
+                rounds: 1,
+                touched: far(nv * 4) + far((nv + 1) * 8) + far(m * 4),
+                fresh_first: 0,
+                writing_rounds: 0,
+                dirtied: 0,
+            })
+        }
+        // Any sort reads every key, and leaves every page of its array
+        // changed: one pass is the least (glibc's merge sort makes several,
+        // through a buffer as large again, so this bound is loose).
+        Workload::Qsort => {
+            let keys = far(num("keys")? * 4);
+            Some(Shape {
+                rounds: 1,
+                touched: keys,
+                fresh_first: 0,
+                writing_rounds: 1,
+                dirtied: keys,
+            })
+        }
+        // Read-only loads along a random chain: every page the timed loads
+        // touch (the workload counts them afterwards) that was not resident.
+        // Only compulsory misses; reuse misses are not counted, so the
+        // bound is loose.
+        Workload::Chase => Some(Shape {
+            rounds: 1,
+            touched: far(size).min(num("pages_touched")? * 4096),
+            fresh_first: 0,
+            writing_rounds: 0,
+            dirtied: 0,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-computed cases: a loop of 8 pages over 3 rounds with 2 pages
+    /// resident must fetch 6 a round (rounds after a first that finds its
+    /// pages fresh), and a working set that fits moves nothing.
+    #[test]
+    fn traffic_bound_by_hand() {
+        let page = 4096;
+        let memwrite = Shape {
+            rounds: 4,
+            touched: 8 * page,
+            fresh_first: 8 * page,
+            writing_rounds: 3,
+            dirtied: 8 * page,
+        };
+        // Pass 1 fills fresh pages; passes 2, 3 and the reread each fetch
+        // the 6 pages that could not stay; passes 1-3 each leave 6 dirty
+        // pages that the next round reads.
+        assert_eq!(
+            traffic_bound(&memwrite, 2 * page),
+            Bound {
+                fetched: 18 * page,
+                written_back: 18 * page
+            }
+        );
+        // Everything fits: nothing moves.
+        assert_eq!(
+            traffic_bound(&memwrite, 8 * page),
+            Bound {
+                fetched: 0,
+                written_back: 0
+            }
+        );
+        // Two grids of 4 pages, 2 rounds, both written before: each round
+        // fetches 8 - 3, and writes back 4 - 3 of its 4-page output (only 3
+        // pages can still be resident when it ends).
+        let stencil = Shape {
+            rounds: 2,
+            touched: 8 * page,
+            fresh_first: 0,
+            writing_rounds: 2,
+            dirtied: 4 * page,
+        };
+        assert_eq!(
+            traffic_bound(&stencil, 3 * page),
+            Bound {
+                fetched: 10 * page,
+                written_back: 2 * page
+            }
+        );
+    }
+
+    fn args(v: &[&str]) -> Options {
+        Options {
+            variant: v
+                .iter()
+                .position(|&a| a == "--variant")
+                .map(|i| v[i + 1].to_string()),
+            ..Options::default()
+        }
+    }
+
+    /// The shapes added last, by hand, with 4 KiB pages.
+    #[test]
+    fn qsort_chase_bfs_and_stencil_shapes_by_hand() {
+        let page = 4096u64;
+        let bound = |w: Workload, size: u64, a: &[&str], line: &str, budget: u64| {
+            traffic_bound(&shape_of(w, size, &args(a), line).unwrap(), budget * page)
+        };
+        // qsort: 1,000 pages of keys, 250 resident: 750 must come back in,
+        // and 750 changed pages must go out.
+        assert_eq!(
+            bound(Workload::Qsort, 0, &["qsort"], "result keys=1024000", 250),
+            Bound {
+                fetched: 750 * page,
+                written_back: 750 * page
+            }
+        );
+        // chase: 300 pages touched, 100 resident: 200 fetched, none written.
+        assert_eq!(
+            bound(
+                Workload::Chase,
+                64 << 20,
+                &["chase"],
+                "result pages_touched=300",
+                100
+            ),
+            Bound {
+                fetched: 200 * page,
+                written_back: 0
+            }
+        );
+        // bfs: 262,144 vertices, 4,194,304 edges: levels 1 MiB, offsets
+        // 2 MiB and 8 bytes, edges 16 MiB; 300 pages resident. (Arrays
+        // under 1 MiB would not be far memory, and would not count.)
+        let nv = 262_144u64;
+        let line = format!("result vertices={nv} edges=4194304");
+        let all = nv * 4 + (nv + 1) * 8 + 4_194_304 * 4;
+        assert_eq!(
+            bound(Workload::Bfs, 0, &["bfs"], &line, 300),
+            Bound {
+                fetched: all - 300 * page,
+                written_back: 0
+            }
+        );
+        // stencil7, 2 grids of n = 64 (512 pages each), 8 steps, T = 4: two
+        // rounds. Round 1 writes a fresh grid: 1,024 - 512 - 256 = 256
+        // fetched; round 2 fetches 1,024 - 256 = 768. Each round leaves at
+        // least 512 - 256 dirty pages behind.
+        for v in ["temporal", "wavefront"] {
+            assert_eq!(
+                bound(
+                    Workload::Stencil7,
+                    0,
+                    &["stencil7", "--variant", v],
+                    "result n=64 steps=8 T=4",
+                    256
+                ),
+                Bound {
+                    fetched: 1024 * page,
+                    written_back: 512 * page
+                },
+                "{v}"
+            );
+        }
+    }
+
+    /// The bound is never above what an optimal policy (Belady's MIN) does
+    /// on the round-robin trace it describes.
+    #[test]
+    fn bound_is_below_min_on_cyclic_traces() {
+        for (n, b, rounds) in [(8usize, 2usize, 3usize), (10, 7, 4), (5, 5, 2), (12, 1, 3)] {
+            let trace: Vec<usize> = (0..rounds).flat_map(|_| 0..n).collect();
+            // MIN misses, with the first touch of every page free (fresh).
+            let mut resident: Vec<usize> = Vec::new();
+            let mut fetched = 0;
+            for (i, &p) in trace.iter().enumerate() {
+                if resident.contains(&p) {
+                    continue;
+                }
+                if i >= n {
+                    fetched += 1;
+                }
+                if resident.len() == b {
+                    let next = |q: usize| {
+                        trace[i + 1..]
+                            .iter()
+                            .position(|&x| x == q)
+                            .unwrap_or(usize::MAX)
+                    };
+                    let (k, _) = resident
+                        .iter()
+                        .enumerate()
+                        .max_by_key(|(_, &q)| next(q))
+                        .unwrap();
+                    resident.remove(k);
+                }
+                resident.push(p);
+            }
+            let s = Shape {
+                rounds: rounds as u64,
+                touched: n as u64,
+                fresh_first: n as u64,
+                writing_rounds: 0,
+                dirtied: 0,
+            };
+            let bound = traffic_bound(&s, b as u64).fetched;
+            assert!(
+                bound <= fetched as u64,
+                "n={n} b={b}: bound {bound} > MIN {fetched}"
+            );
+        }
+    }
+}
