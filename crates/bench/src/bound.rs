@@ -24,7 +24,7 @@ impl Ceiling {
         let cfg = Config::from_env().map_err(|e| err(&e))?;
         let set: usize = if quick { 16 << 20 } else { 64 << 20 };
         let server =
-            farmem_runtime::spawn_embedded_server(cfg.embedded_capacity).map_err(|e| err(&e))?;
+            farmem_runtime::spawn_embedded_server(cfg.embedded_capacity()).map_err(|e| err(&e))?;
         let remote = RemoteBackend::connect(
             &cfg,
             std::slice::from_ref(&server.addr),

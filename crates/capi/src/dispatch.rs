@@ -43,7 +43,7 @@ pub fn start() {
         return;
     }
     match rt::get() {
-        Some(r) if r.config().raw_syscalls == rt::config::RawSyscalls::Dispatch => {}
+        Some(r) if r.config().raw_syscalls() == rt::config::RawSyscalls::Dispatch => {}
         _ => return,
     }
     let Some((lo, hi)) = dispatch::text_segment_of(libc::getpid as *const () as usize) else {

@@ -159,8 +159,7 @@ pub fn run(a: Args) -> Result<()> {
     if size < 16 << 20 {
         bail!("--size must be at least 16M");
     }
-    let mut cfg = Config::from_env()?;
-    cfg.set("LOCAL", &local.max(1 << 20).to_string())?;
+    let cfg = Config::from_env()?.with("LOCAL", &local.max(1 << 20).to_string())?;
     let rt = farmem_runtime::init(cfg)?;
     println!(
         "farmem demo: {} of data, {} local budget ({}x), far pages on the {}",

@@ -3,6 +3,7 @@
 
 use crate::output::{opt, Csv, Output};
 use anyhow::{bail, Context, Result};
+use farmem_numa::matrix::{MatrixCell, MatrixParams};
 use farmem_numa::plan::{policy_plan, xy_plan, Placement};
 use farmem_numa::run::run_for;
 use farmem_numa::topology::Topology;
@@ -10,7 +11,6 @@ use farmem_numa::verify;
 use farmem_numa::xy::{XyCell, XyWorkload};
 use farmem_probe::machine::Machine;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -204,21 +204,6 @@ pub(crate) fn with_matrix_figure<R>(
     ))
 }
 
-/// One (memory node, CPU node) pair of the matrix.
-#[derive(Serialize, serde::Deserialize, Clone)]
-pub(crate) struct MatrixCell {
-    pub(crate) mem_node: usize,
-    pub(crate) cpu_node: usize,
-    pub(crate) numactl: String,
-    /// Idle pointer-chase latency, ns per load (median of repeats).
-    pub(crate) latency_ns: f64,
-    /// Read bandwidth with every CPU of the CPU node, GB/s (best run).
-    pub(crate) read_gbps: f64,
-    pub(crate) threads: usize,
-    /// Sampled pages of the chased buffer, by the node they landed on.
-    pub(crate) pages_by_node: BTreeMap<i32, u64>,
-}
-
 fn matrix(a: MatrixArgs) -> Result<()> {
     a.out.check()?;
     let t = Topology::read(&a.sysfs)?;
@@ -246,61 +231,21 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         return Ok(());
     }
     only_this_machine(&a.sysfs)?;
-    let mut lp =
-        farmem_probe::chase::Params::new(size as u64, farmem_probe::chase::PageMode::Small);
-    if a.quick {
-        lp.repeats = 3;
-        lp.target_ms = 10;
-    }
-    let repeats = if a.quick { 2 } else { 5 };
+    let mp = MatrixParams::new(size, a.quick);
     let b = crate::progress::bar(cells.len() as u64, "matrix");
-    let results = farmem_numa::matrix::run_cells(
-        &cells,
-        || b.inc(1),
-        |c| {
-            let err = |e: farmem_probe::ProbeError| farmem_numa::NumaError::Workload(e.to_string());
-            let buf = farmem_probe::chase::Buffer::new(size, farmem_probe::chase::PageMode::Small)
-                .map_err(err)?;
-            let latency_ns = farmem_probe::chase::measure(&buf, size, &lp);
-            let pages_by_node =
-                farmem_numa::matrix::pages_by_node(buf.as_ptr() as usize, size, 256);
-            drop(buf);
-            let threads = c.placement.cpus.as_ref().map_or(1, |v| v.len().max(1));
-            let bw = farmem_probe::bandwidth::measure(size / 2, &[threads], repeats, || {})
-                .map_err(err)?;
-            let read_gbps = bw
-                .iter()
-                .find(|r| r.kernel == "read")
-                .map_or(0.0, |r| r.gbps);
-            Ok(MatrixCell {
-                mem_node: c.mem_node,
-                cpu_node: c.cpu_node,
-                numactl: c.placement.numactl_args(),
-                latency_ns,
-                read_gbps,
-                threads,
-                pages_by_node,
-            })
-        },
-    )?;
+    let results = farmem_numa::matrix::measure(&cells, &mp, || b.inc(1));
     b.finish_and_clear();
-    for r in &results {
-        let off: u64 = r
-            .pages_by_node
-            .iter()
-            .filter(|(n, _)| **n != r.mem_node as i32)
-            .map(|(_, c)| c)
-            .sum();
-        if off > 0 {
-            eprintln!(
-                "farmem numa matrix: X={} Y={}: {off} of {} sampled pages are not on node {} ({:?}); the node may be full",
-                r.mem_node,
-                r.cpu_node,
-                r.pages_by_node.values().sum::<u64>(),
-                r.mem_node,
-                r.pages_by_node
-            );
-        }
+    let results = results?;
+    for r in results.iter().filter(|r| r.pages_off_node() > 0) {
+        eprintln!(
+            "farmem numa matrix: X={} Y={}: {} of {} sampled pages are not on node {} ({:?}); the node may be full",
+            r.mem_node,
+            r.cpu_node,
+            r.pages_off_node(),
+            r.pages_by_node.values().sum::<u64>(),
+            r.mem_node,
+            r.pages_by_node
+        );
     }
     let ids = t.ids();
     if let Some(p) = a.out.plot_path() {
@@ -310,7 +255,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         Ok(serde_json::json!({
             "machine": machine,
             "nodes": t.nodes,
-            "params": { "latency_bytes": size, "bandwidth_bytes_per_array": size / 2, "latency": lp, "bandwidth_repeats": repeats, "bandwidth_statistic": "best" },
+            "params": { "latency_bytes": size, "bandwidth_bytes_per_array": size / 2, "latency": mp.latency, "bandwidth_repeats": mp.bandwidth_repeats, "bandwidth_statistic": "best" },
             "matrix": results,
         }))
     };

@@ -177,19 +177,17 @@ pub fn run(a: Args) -> Result<()> {
     // uses the first.
     let mut sets = Vec::new();
     for s in &a.servers {
-        let mut c = cfg.clone();
-        c.set("SERVERS", s)?;
-        c.resolve_servers()?;
-        sets.push(c.servers);
+        let (c, _) = cfg.with("SERVERS", s)?.resolved()?;
+        sets.push(c.servers().to_vec());
     }
     if let Some(first) = sets.first() {
-        cfg.servers = first.clone();
+        cfg = cfg.with_servers(first);
     }
     if needs_far {
         let room = cfg
-            .local_bytes
+            .local_bytes()
             .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
-        cfg.set("LOCAL", &room.to_string())?;
+        cfg = cfg.with("LOCAL", &room.to_string())?;
     }
     if want(What::Faults) {
         let mut costs = faults::native(samples)?;
@@ -208,10 +206,9 @@ pub fn run(a: Args) -> Result<()> {
             (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
             "far",
         );
-        let mut bcfg = cfg.clone();
-        bcfg.set("CONNS", "1")?;
+        let bcfg = cfg.with("CONNS", "1")?;
         if sets.is_empty() {
-            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
             let remote = RemoteBackend::connect(&bcfg, &[server.addr], (set / 4096) as u64 * 2)?;
             tiers.push(far::measure(
                 "far memory (embedded server)",
@@ -348,18 +345,17 @@ fn loaded(
     params["loaded"] = serde_json::to_value(&p)?;
 
     // The far tier: the first --servers set, else the embedded server.
-    let mut bcfg = cfg.clone();
     let streams = machine.cpus.saturating_sub(1).max(1);
-    bcfg.set("CONNS", &(streams + 1).min(64).to_string())?;
+    let bcfg = cfg.with("CONNS", &(streams + 1).min(64).to_string())?;
     let set: usize = if a.quick { 16 << 20 } else { 64 << 20 };
     let _server;
-    let servers = if cfg.servers.is_empty() {
-        let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+    let servers = if cfg.servers().is_empty() {
+        let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
         let addr = s.addr.clone();
         _server = s;
         vec![addr]
     } else {
-        cfg.servers.clone()
+        cfg.servers().to_vec()
     };
     let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64)?;
     let gaps = ld::far_gaps(quick);

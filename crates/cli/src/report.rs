@@ -545,8 +545,9 @@ fn loaded_html(v: &Value, out: &mut String) -> Result<()> {
 
 /// `farmem numa matrix`: one table, and the two heat maps.
 fn matrix_html(v: &Value, out: &mut String) -> Result<()> {
-    let cells: Vec<crate::numa::MatrixCell> = serde_json::from_value(v["matrix"].clone())
-        .context("a numa matrix result whose cells do not read back")?;
+    let cells: Vec<farmem_numa::matrix::MatrixCell> =
+        serde_json::from_value(v["matrix"].clone())
+            .context("a numa matrix result whose cells do not read back")?;
     out.push_str("<h2>numa matrix: idle latency and read bandwidth</h2><table class=sortable><thead><tr><th>X (memory)</th><th>Y (CPUs)</th><th>latency (ns)</th><th>read GB/s</th><th>threads</th></tr></thead><tbody>");
     for c in &cells {
         let _ = write!(

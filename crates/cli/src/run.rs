@@ -75,10 +75,11 @@ pub fn run(a: Args) -> Result<()> {
     if a.stats {
         set("FARMEM_STATS", "1".into());
     }
-    let mut cfg = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     // An @DIR rendezvous is waited for here, once; the program gets the
     // servers it found.
-    if let Some(found) = cfg.resolve_servers()? {
+    let (cfg, found) = parsed.resolved()?;
+    if let Some(found) = found {
         let list: Vec<String> = found.servers.iter().map(|a| a.to_string()).collect();
         eprintln!(
             "farmem: {} servers of job {} from the rendezvous: {}",
@@ -99,21 +100,18 @@ pub fn run(a: Args) -> Result<()> {
 
     // Check the servers answer now rather than in the middle of the run.
     let mut _server = None;
-    if cfg.file.is_none() {
-        if cfg.servers.is_empty() {
+    if cfg.file().is_none() {
+        if cfg.servers().is_empty() {
             // The embedded server: `farmem serve` in a child process of its
             // own, started the way the runtime starts it for C API programs
             // (it exits when this process does).
-            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity)?;
+            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
             set_var(&mut vars, "FARMEM_SERVERS", server.addr.to_string());
             _server = Some(server);
         } else {
             farmem_runtime::backend::RemoteBackend::connect(
-                &Config {
-                    conns: 1,
-                    ..cfg.clone()
-                },
-                &cfg.servers,
+                &cfg.with("CONNS", "1")?,
+                cfg.servers(),
                 1,
             )
             .context("checking the memory servers")?;

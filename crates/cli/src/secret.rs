@@ -29,7 +29,7 @@ pub enum Cmd {
 
 /// The file named by --path or FARMEM_SECRET_FILE, else the default.
 fn chosen(path: Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(p) = path.or(Config::from_env()?.secret_file) {
+    if let Some(p) = path.or(Config::from_env()?.secret_file().map(PathBuf::from)) {
         return Ok(p);
     }
     match std::env::var_os("HOME") {

@@ -182,7 +182,10 @@ pub fn run(a: Args) -> Result<()> {
             bail!("--parent {p}: this server's parent is not process {p} (it has exited, or the pid is wrong)");
         }
     }
-    let explicit = a.secret_file.clone().or(Config::from_env()?.secret_file);
+    let explicit = a
+        .secret_file
+        .clone()
+        .or(Config::from_env()?.secret_file().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
     if secret.is_some() && a.insecure {

@@ -2,13 +2,102 @@
 //! Intel MLC's `--latency_matrix` and `--bandwidth_matrix`: the X×Y plan of
 //! [`crate::plan::xy_plan`], each cell measured in a thread of its own that
 //! first applies the cell's placement (memory bound to node X, CPUs of node
-//! Y). The measurement itself is the caller's (the probe's pointer chase and
-//! read bandwidth); this module owns where it runs, and checks where its
-//! memory landed.
+//! Y). [`measure`] runs the probe's pointer chase and read bandwidth in
+//! every cell; [`run_cells`] runs any measurement so, and
+//! [`pages_by_node`] checks where its memory landed.
 
 use crate::plan::Cell;
 use crate::NumaError;
+use farmem_probe::{bandwidth, chase};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// One (memory node, CPU node) pair of the matrix.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct MatrixCell {
+    pub mem_node: usize,
+    pub cpu_node: usize,
+    pub numactl: String,
+    /// Idle pointer-chase latency, ns per load (median of repeats).
+    pub latency_ns: f64,
+    /// Read bandwidth with every CPU of the CPU node, GB/s (best run).
+    pub read_gbps: f64,
+    pub threads: usize,
+    /// Sampled pages of the chased buffer, by the node they landed on.
+    pub pages_by_node: BTreeMap<i32, u64>,
+}
+
+impl MatrixCell {
+    /// Sampled pages that are not on the bound node (the node was full, or
+    /// the policy did not hold).
+    pub fn pages_off_node(&self) -> u64 {
+        self.pages_by_node
+            .iter()
+            .filter(|(n, _)| usize::try_from(**n).ok() != Some(self.mem_node))
+            .map(|(_, c)| c)
+            .sum()
+    }
+}
+
+/// How the matrix measures each cell.
+#[derive(Serialize, Clone, Debug)]
+pub struct MatrixParams {
+    /// The chase's working set, bytes; each bandwidth array is half of it.
+    pub latency_bytes: usize,
+    pub latency: chase::Params,
+    /// Bandwidth runs per cell; the best counts.
+    pub bandwidth_repeats: u32,
+}
+
+impl MatrixParams {
+    /// A chase of `size` bytes; `quick` takes fewer repeats.
+    pub fn new(size: usize, quick: bool) -> MatrixParams {
+        let mut latency = chase::Params::new(size as u64, chase::PageMode::Small);
+        if quick {
+            latency.repeats = 3;
+            latency.target_ms = 10;
+        }
+        MatrixParams {
+            latency_bytes: size,
+            latency,
+            bandwidth_repeats: if quick { 2 } else { 5 },
+        }
+    }
+}
+
+/// Idle latency and read bandwidth in every cell, each in a thread under
+/// the cell's placement: the chase buffer is first touched under the
+/// memory policy, and the bandwidth threads inherit it with the CPU set.
+pub fn measure(
+    cells: &[Cell],
+    p: &MatrixParams,
+    progress: impl FnMut(),
+) -> Result<Vec<MatrixCell>, NumaError> {
+    let size = p.latency_bytes;
+    run_cells(cells, progress, |c| {
+        let err = |e: farmem_probe::ProbeError| NumaError::Workload(e.to_string());
+        let buf = chase::Buffer::new(size, chase::PageMode::Small).map_err(err)?;
+        let latency_ns = chase::measure(&buf, size, &p.latency);
+        let pages_by_node = pages_by_node(buf.as_ptr() as usize, size, 256);
+        drop(buf);
+        let threads = c.placement.cpus.as_ref().map_or(1, |v| v.len().max(1));
+        let bw =
+            bandwidth::measure(size / 2, &[threads], p.bandwidth_repeats, || {}).map_err(err)?;
+        let read_gbps = bw
+            .iter()
+            .find(|r| r.kernel == "read")
+            .map_or(0.0, |r| r.gbps);
+        Ok(MatrixCell {
+            mem_node: c.mem_node,
+            cpu_node: c.cpu_node,
+            numactl: c.placement.numactl_args(),
+            latency_ns,
+            read_gbps,
+            threads,
+            pages_by_node,
+        })
+    })
+}
 
 /// Run `measure` once per cell, in a new thread under the cell's placement
 /// (threads it starts inherit both the memory policy and the CPU set).
@@ -89,6 +178,22 @@ mod tests {
             let mut pairs: Vec<_> = cells.iter().map(|c| (c.mem_node, c.cpu_node)).collect();
             pairs.dedup();
             assert_eq!(pairs.len(), nodes * nodes);
+        }
+    }
+
+    /// On this machine: the matrix measured for real, quick: a latency and
+    /// a bandwidth in every cell, its pages on the bound node.
+    #[test]
+    fn measure_every_cell_quick() {
+        let t = Topology::read(std::path::Path::new("/sys")).unwrap();
+        let cells = xy_plan(&t).unwrap();
+        let mut steps = 0;
+        let got = measure(&cells, &MatrixParams::new(8 << 20, true), || steps += 1).unwrap();
+        assert_eq!(steps, cells.len());
+        for c in &got {
+            assert!(c.latency_ns > 0.5 && c.latency_ns < 10_000.0, "{c:?}");
+            assert!(c.read_gbps > 0.1, "{c:?}");
+            assert_eq!(c.pages_off_node(), 0, "{c:?}");
         }
     }
 

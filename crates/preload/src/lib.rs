@@ -201,13 +201,13 @@ extern "C" fn constructor() {
         Ok(c) => c,
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
     };
-    THRESHOLD.store(cfg.threshold as usize, Ordering::Release);
+    THRESHOLD.store(cfg.threshold() as usize, Ordering::Release);
     let _ = foreign();
     farmem::calls::MAP_HOOK.store(
         map_hook as farmem::calls::MapHook as usize,
         Ordering::Release,
     );
-    if cfg.servers.is_empty() && cfg.file.is_none() {
+    if cfg.servers().is_empty() && cfg.file().is_none() {
         start(cfg);
     }
 }

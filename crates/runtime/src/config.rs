@@ -4,7 +4,7 @@
 //! reference for each variable.
 
 use farmem_wire::ServerAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -189,46 +189,154 @@ pub enum FileDirect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Local-memory budget for resident far pages, bytes.
-    pub local_bytes: u64,
+    pub(crate) local_bytes: u64,
     /// Memory servers; pages are striped across them.
-    pub servers: Vec<ServerAddr>,
+    pub(crate) servers: Vec<ServerAddr>,
     /// A rendezvous directory (`@DIR`) to take the servers from; `servers`
     /// is empty until [`Config::resolve_servers`] fills it.
-    pub rendezvous: Option<PathBuf>,
+    pub(crate) rendezvous: Option<PathBuf>,
     /// How long to wait for the rendezvous, seconds.
-    pub rendezvous_timeout_s: u64,
+    pub(crate) rendezvous_timeout_s: u64,
     /// A file (SSD) backend instead of servers.
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
     /// The shared secret's file for TCP servers (else the default file, if
     /// it exists).
-    pub secret_file: Option<PathBuf>,
-    pub file_direct: FileDirect,
+    pub(crate) secret_file: Option<PathBuf>,
+    pub(crate) file_direct: FileDirect,
     /// Print statistics on stderr at exit.
-    pub stats_at_exit: bool,
+    pub(crate) stats_at_exit: bool,
     /// Keep and check a CRC32C per far page.
-    pub checksum: bool,
+    pub(crate) checksum: bool,
     /// Copies of every far page, on different servers.
-    pub replicas: usize,
+    pub(crate) replicas: usize,
     /// Virtual address space reserved for far allocations, bytes.
-    pub arena_bytes: u64,
+    pub(crate) arena_bytes: u64,
     /// Largest prefetch window, pages (0 turns prefetch off).
-    pub prefetch_pages: u32,
+    pub(crate) prefetch_pages: u32,
     /// Pages evicted per eviction round.
-    pub evict_batch: u32,
+    pub(crate) evict_batch: u32,
     /// Spin before blocking on a reply, microseconds.
-    pub spin_us: u64,
+    pub(crate) spin_us: u64,
     /// Give up on a server after this long, milliseconds.
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     /// Connections per server.
-    pub conns: usize,
+    pub(crate) conns: usize,
     /// Pages per stripe unit across servers.
-    pub stripe_pages: u64,
+    pub(crate) stripe_pages: u64,
     /// Capacity of the embedded loopback server, bytes.
-    pub embedded_capacity: u64,
+    pub(crate) embedded_capacity: u64,
     /// Allocations at least this large go to far memory (used by `farmem run`).
-    pub threshold: u64,
+    pub(crate) threshold: u64,
     /// System calls made without the C library (`FARMEM_RAW_SYSCALLS`).
-    pub raw_syscalls: RawSyscalls,
+    pub(crate) raw_syscalls: RawSyscalls,
+}
+
+/// Reading a configuration. Its fields are private to the runtime: a
+/// `Config` is validated when it is parsed ([`Config::from_env`],
+/// [`Config::from_str_config`]) and nothing changes it afterwards; a caller
+/// that needs a different value derives a new, validated one with
+/// [`Config::with`].
+impl Config {
+    /// Local-memory budget for resident far pages, bytes.
+    pub fn local_bytes(&self) -> u64 {
+        self.local_bytes
+    }
+
+    /// Memory servers; pages are striped across them.
+    pub fn servers(&self) -> &[ServerAddr] {
+        &self.servers
+    }
+
+    /// A rendezvous directory (`@DIR`) to take the servers from; `servers`
+    /// is empty until [`Config::resolve_servers`] fills it.
+    pub fn rendezvous(&self) -> Option<&Path> {
+        self.rendezvous.as_deref()
+    }
+
+    /// How long to wait for the rendezvous, seconds.
+    pub fn rendezvous_timeout_s(&self) -> u64 {
+        self.rendezvous_timeout_s
+    }
+
+    /// A file (SSD) backend instead of servers.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// The shared secret's file for TCP servers (else the default file, if
+    /// it exists).
+    pub fn secret_file(&self) -> Option<&Path> {
+        self.secret_file.as_deref()
+    }
+
+    pub fn file_direct(&self) -> FileDirect {
+        self.file_direct
+    }
+
+    /// Print statistics on stderr at exit.
+    pub fn stats_at_exit(&self) -> bool {
+        self.stats_at_exit
+    }
+
+    /// Keep and check a CRC32C per far page.
+    pub fn checksum(&self) -> bool {
+        self.checksum
+    }
+
+    /// Copies of every far page, on different servers.
+    pub fn replicas(&self) -> usize {
+        self.replicas
+    }
+
+    /// Virtual address space reserved for far allocations, bytes.
+    pub fn arena_bytes(&self) -> u64 {
+        self.arena_bytes
+    }
+
+    /// Largest prefetch window, pages (0 turns prefetch off).
+    pub fn prefetch_pages(&self) -> u32 {
+        self.prefetch_pages
+    }
+
+    /// Pages evicted per eviction round.
+    pub fn evict_batch(&self) -> u32 {
+        self.evict_batch
+    }
+
+    /// Spin before blocking on a reply, microseconds.
+    pub fn spin_us(&self) -> u64 {
+        self.spin_us
+    }
+
+    /// Give up on a server after this long, milliseconds.
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+
+    /// Connections per server.
+    pub fn conns(&self) -> usize {
+        self.conns
+    }
+
+    /// Pages per stripe unit across servers.
+    pub fn stripe_pages(&self) -> u64 {
+        self.stripe_pages
+    }
+
+    /// Capacity of the embedded loopback server, bytes.
+    pub fn embedded_capacity(&self) -> u64 {
+        self.embedded_capacity
+    }
+
+    /// Allocations at least this large go to far memory (used by `farmem run`).
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    /// System calls made without the C library (`FARMEM_RAW_SYSCALLS`).
+    pub fn raw_syscalls(&self) -> RawSyscalls {
+        self.raw_syscalls
+    }
 }
 
 pub const MAX_BATCH: u32 = 64;
@@ -366,8 +474,28 @@ fn parse_servers(v: &str) -> Result<Vec<ServerAddr>, ConfigError> {
 }
 
 impl Config {
+    /// This configuration with one setting changed (`name` without the
+    /// `FARMEM_` prefix, any case), validated as parsing validates it: the
+    /// value, then the whole.
+    pub fn with(&self, name: &str, value: &str) -> Result<Config, ConfigError> {
+        let mut c = self.clone();
+        c.set(name, value)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// This configuration with `servers` (addresses already parsed, so
+    /// valid) instead of its own servers or rendezvous.
+    pub fn with_servers(&self, servers: &[ServerAddr]) -> Config {
+        Config {
+            servers: servers.to_vec(),
+            rendezvous: None,
+            ..self.clone()
+        }
+    }
+
     /// Apply one setting (`name` without the `FARMEM_` prefix, any case).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+    fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
         let key = name.to_ascii_uppercase();
         let v = value;
         let size = |n: &str| parse_size(v).map_err(|why| invalid(n, v, why));
@@ -593,21 +721,20 @@ impl Config {
             .collect()
     }
 
-    /// Replace an `@DIR` rendezvous by the servers published there, waiting
-    /// for them (see `farmem_rendezvous::wait`). Returns what was found, or
-    /// `None` when no rendezvous was asked for.
-    pub fn resolve_servers(&mut self) -> Result<Option<farmem_rendezvous::Found>, ConfigError> {
-        let Some(dir) = self.rendezvous.take() else {
-            return Ok(None);
+    /// This configuration with an `@DIR` rendezvous replaced by the servers
+    /// published there, waiting for them (see `farmem_rendezvous::wait`),
+    /// and what was found; unchanged, and `None`, when no rendezvous was
+    /// asked for.
+    pub fn resolved(&self) -> Result<(Config, Option<farmem_rendezvous::Found>), ConfigError> {
+        let Some(dir) = &self.rendezvous else {
+            return Ok((self.clone(), None));
         };
         let timeout = std::time::Duration::from_secs(self.rendezvous_timeout_s);
-        let found =
-            farmem_rendezvous::wait(&dir, timeout).map_err(|e| ConfigError::Rendezvous {
-                dir: dir.display().to_string(),
-                why: e.to_string(),
-            })?;
-        self.servers = found.servers.clone();
-        Ok(Some(found))
+        let found = farmem_rendezvous::wait(dir, timeout).map_err(|e| ConfigError::Rendezvous {
+            dir: dir.display().to_string(),
+            why: e.to_string(),
+        })?;
+        Ok((self.with_servers(&found.servers), Some(found)))
     }
 
     /// Read this process's `FARMEM_*` variables.
@@ -649,6 +776,36 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A derived configuration is validated as a parsed one is, value and
+    /// whole; the original is untouched either way.
+    #[test]
+    fn with_validates_and_leaves_the_original_alone() {
+        let c = Config::from_vars([("FARMEM_LOCAL", "64M")]).unwrap();
+        let d = c.with("conns", "3").unwrap();
+        assert_eq!((c.conns(), d.conns()), (Config::default().conns(), 3));
+        assert_eq!(d.local_bytes(), 64 << 20);
+        assert!(matches!(
+            c.with("CONNS", "0"),
+            Err(ConfigError::Invalid { .. })
+        ));
+        // A value fine alone, wrong with the rest: a file beside servers.
+        let s = c.with("SERVERS", "127.0.0.1:7000").unwrap();
+        assert!(matches!(
+            s.with("FILE", "/var/tmp/x"),
+            Err(ConfigError::TwoBackends)
+        ));
+        assert_eq!(c.local_bytes(), 64 << 20);
+        // Servers given as parsed addresses replace a rendezvous.
+        let r = c.with("SERVERS", "@/tmp/farmem-rv").unwrap();
+        assert!(r.rendezvous().is_some());
+        let w = r.with_servers(s.servers());
+        assert_eq!((w.rendezvous(), w.servers()), (None, s.servers()));
+        // Without a rendezvous, resolving is the identity.
+        let (same, found) = s.resolved().unwrap();
+        assert!(found.is_none());
+        assert_eq!(same, s);
+    }
 
     /// docs/configuration.md shows exactly this table: a new option cannot
     /// ship undocumented, nor a removed one stay, nor a default drift.

@@ -318,7 +318,9 @@ impl Runtime {
         let backend: Box<dyn Backend> = if let Some(path) = &cfg.file {
             Box::new(FileBackend::open(path, cfg.file_direct)?)
         } else {
-            if let Some(found) = cfg.resolve_servers()? {
+            let (resolved, found) = cfg.resolved()?;
+            cfg = resolved;
+            if let Some(found) = found {
                 for why in &found.ignored {
                     farmem_sys::write_stderr(
                         format!("farmem: rendezvous: passed over {why}\n").as_bytes(),
