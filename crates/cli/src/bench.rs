@@ -76,8 +76,8 @@ pub struct Args {
 }
 
 /// This result as a cell of the bench plot.
-pub fn cell(r: &RunResult) -> crate::plot::BenchCell {
-    crate::plot::BenchCell {
+pub fn cell(r: &RunResult) -> farmem_report::plot::BenchCell {
+    farmem_report::plot::BenchCell {
         system: r.system.clone(),
         expansion: r.expansion,
         relative: Some(r.relative_runtime).filter(|r| r.is_finite()),
@@ -161,7 +161,7 @@ fn print(a: &Args, r: &Report) -> Result<()> {
     let results = &r.results;
     let ceiling = r.ceiling;
     let cells: Vec<_> = results.iter().map(cell).collect();
-    a.out.draw(&crate::plot::Bench {
+    a.out.draw(&farmem_report::plot::Bench {
         title: &format!(
             "{} {}: runtime relative to all-local",
             r.workload,

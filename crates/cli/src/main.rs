@@ -6,7 +6,7 @@ mod config;
 mod demo;
 mod numa;
 mod output;
-mod plot;
+
 mod probe;
 mod progress;
 mod report;

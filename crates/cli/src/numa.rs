@@ -124,44 +124,6 @@ pub struct MatrixArgs {
     out: Output,
 }
 
-/// The matrix as heat-map cells: latency, then bandwidth, each shaded by
-/// how much worse it is than the CPU node's own memory.
-pub(crate) type HeatCells = Vec<(usize, usize, String, f64)>;
-
-fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
-    let local = |y: usize, f: fn(&MatrixCell) -> f64| {
-        results
-            .iter()
-            .find(|r| r.mem_node == y && r.cpu_node == y)
-            .map_or(f64::NAN, f)
-    };
-    let lat = results
-        .iter()
-        .map(|r| {
-            let l = local(r.cpu_node, |c| c.latency_ns);
-            (
-                r.mem_node,
-                r.cpu_node,
-                format!("{:.1} ns", r.latency_ns),
-                (r.latency_ns / l - 1.0) * 100.0,
-            )
-        })
-        .collect();
-    let bw = results
-        .iter()
-        .map(|r| {
-            let l = local(r.cpu_node, |c| c.read_gbps);
-            (
-                r.mem_node,
-                r.cpu_node,
-                format!("{:.2} GB/s", r.read_gbps),
-                (l / r.read_gbps - 1.0) * 100.0,
-            )
-        })
-        .collect();
-    (lat, bw)
-}
-
 /// Every X×Y cell's placement, one line each (`--dry-run`).
 fn print_plan(cells: &[farmem_numa::plan::Cell]) {
     for c in cells {
@@ -181,27 +143,6 @@ fn only_this_machine(sysfs: &std::path::Path) -> Result<()> {
         bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
     }
     Ok(())
-}
-
-/// The matrix's two heat maps (latency, bandwidth), handed to `f`.
-pub(crate) fn with_matrix_figure<R>(
-    ids: &[usize],
-    results: &[MatrixCell],
-    f: impl FnOnce(&crate::plot::HeatmapPair) -> Result<R>,
-) -> Result<R> {
-    let (lat, bw) = matrix_cells(results);
-    f(&crate::plot::HeatmapPair(
-        crate::plot::Heatmap {
-            ids,
-            cells: &lat,
-            title: "idle latency (ns per dependent load)",
-        },
-        crate::plot::Heatmap {
-            ids,
-            cells: &bw,
-            title: "read bandwidth, all CPUs of node Y (GB/s)",
-        },
-    ))
 }
 
 fn matrix(a: MatrixArgs) -> Result<()> {
@@ -249,7 +190,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
     }
     let ids = t.ids();
     if let Some(p) = a.out.plot_path() {
-        with_matrix_figure(&ids, &results, |f| crate::plot::write(p, f))?;
+        farmem_report::plot::matrix_figure(&ids, &results, |f| farmem_report::plot::write(p, f))?;
     }
     let json = || {
         Ok(serde_json::json!({
@@ -419,12 +360,12 @@ fn xy(a: XyArgs) -> Result<()> {
             (
                 r.mem_node,
                 r.cpu_node,
-                crate::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
+                farmem_report::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
                 r.slowdown_pct,
             )
         })
         .collect();
-    a.out.draw(&crate::plot::Heatmap {
+    a.out.draw(&farmem_report::plot::Heatmap {
         ids: &t.ids(),
         cells: &heat,
         title: &format!("{workload}: time, and slowdown vs local (X = Y)"),
@@ -540,7 +481,7 @@ fn policies(a: PolicyArgs) -> Result<()> {
         .iter()
         .map(|r| (r.policy.clone(), r.series.clone()))
         .collect();
-    a.out.draw(&crate::plot::Series {
+    a.out.draw(&farmem_report::plot::Series {
         lines: &lines,
         title: "the command's rate over time by NUMA policy",
         x_desc: "time since start (s)",

@@ -3,8 +3,8 @@
 //! when asked for, else the subcommand's own table; the figure beside any
 //! of them.
 
-use crate::plot::Figure;
 use anyhow::Result;
+use farmem_report::plot::Figure;
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
@@ -59,7 +59,7 @@ pub fn opt<T: Display>(v: Option<T>) -> String {
 impl Output {
     /// Refuse a plot file of an unknown kind before anything runs.
     pub fn check(&self) -> Result<()> {
-        crate::plot::check_path(self.plot.as_deref())
+        Ok(farmem_report::plot::check_path(self.plot.as_deref())?)
     }
 
     /// Where to draw the figure, when asked.
@@ -70,7 +70,7 @@ impl Output {
     /// Draw `fig` when a plot was asked for.
     pub fn draw(&self, fig: &impl Figure) -> Result<()> {
         match self.plot_path() {
-            Some(p) => crate::plot::write(p, fig),
+            Some(p) => Ok(farmem_report::plot::write(p, fig)?),
             None => Ok(()),
         }
     }

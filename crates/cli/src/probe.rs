@@ -263,18 +263,18 @@ pub fn run(a: Args) -> Result<()> {
 
     if let Some(p) = a.out.plot_path() {
         if a.what == What::Loaded {
-            crate::plot::write(
+            farmem_report::plot::write(
                 p,
-                &crate::plot::Loaded {
+                &farmem_report::plot::Loaded {
                     curves: r.loaded.as_ref().map(|l| &l.curves[..]),
                     far: r.far_loaded.as_deref(),
                     title: "loaded latency: one thread chases, the others stream",
                 },
             )?;
         } else {
-            crate::plot::write(
+            farmem_report::plot::write(
                 p,
-                &crate::plot::Probe {
+                &farmem_report::plot::Probe {
                     curve: r.curve.as_deref(),
                     levels: r.levels.as_deref(),
                     far: r.far.as_deref(),
@@ -285,7 +285,8 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(path) = &a.report {
         let v = serde_json::to_value(&r)?;
-        crate::report::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;
+        farmem_report::html::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;
+        eprintln!("farmem report: wrote {}", path.display());
     }
     if !a.out.print(|| Ok(serde_json::to_value(&r)?), || csv(&r))? {
         print_human(&r, &machine);

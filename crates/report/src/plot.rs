@@ -10,7 +10,8 @@
 //! points); a run that failed is a cross at the top edge with its reason
 //! beside it; legends sit in their own column, never over the data.
 
-use anyhow::{anyhow, bail, Context, Result};
+use crate::ReportError;
+use farmem_numa::matrix::MatrixCell;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_runtime::config::format_size;
@@ -21,6 +22,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Once;
+
+type Result<T> = std::result::Result<T, ReportError>;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
@@ -39,10 +42,10 @@ pub fn format_of(p: &Path) -> Result<Format> {
     match p.extension().and_then(|e| e.to_str()) {
         Some("svg") => Ok(Format::Svg),
         Some("png") => Ok(Format::Png),
-        _ => bail!(
+        _ => Err(ReportError::Format(format!(
             "--plot {}: name the file *.svg (scalable, for pages) or *.png (for slides and chats)",
             p.display()
-        ),
+        ))),
     }
 }
 
@@ -68,14 +71,19 @@ fn fonts() {
     });
 }
 
-fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> anyhow::Error {
-    anyhow!("plot: {e}")
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
+    ReportError::Draw(e.to_string())
 }
 
 /// Write a figure to `path`, as SVG or PNG by its extension.
 pub fn write(path: &Path, fig: &impl Figure) -> Result<()> {
     fonts();
-    let written = |r: Result<()>| r.map_err(|e| anyhow!("writing {}: {e:#}", path.display()));
+    let written = |r: Result<()>| {
+        r.map_err(|e| ReportError::Write {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })
+    };
     match format_of(path)? {
         Format::Svg => {
             let root = SVGBackend::new(path, fig.size()).into_drawing_area();
@@ -396,7 +404,9 @@ pub struct Probe<'a> {
 impl Probe<'_> {
     pub fn check(&self) -> Result<()> {
         if self.curve.is_none() && self.far.is_none() {
-            bail!("--plot: nothing to plot (use it with latency, far or all)");
+            return Err(ReportError::Format(
+                "--plot: nothing to plot (use it with latency, far or all)".into(),
+            ));
         }
         Ok(())
     }
@@ -789,7 +799,8 @@ impl Figure for Loaded<'_> {
                 })
                 .collect();
             xy_panel(
-                at.next().context("a panel")?,
+                at.next()
+                    .ok_or_else(|| ReportError::Draw("a panel too few".into()))?,
                 self.title,
                 "bandwidth drawn by the other threads (MB/s)",
                 "latency (ns per dependent load)",
@@ -803,7 +814,8 @@ impl Figure for Loaded<'_> {
                     .collect::<Vec<_>>()
             };
             xy_panel(
-                at.next().context("a panel")?,
+                at.next()
+                    .ok_or_else(|| ReportError::Draw("a panel too few".into()))?,
                 "far tier under load: one-page reads while others stream",
                 "bandwidth streamed from the servers (MB/s)",
                 "one-page read latency (µs)",
@@ -815,6 +827,65 @@ impl Figure for Loaded<'_> {
         }
         Ok(())
     }
+}
+
+/// The matrix as heat-map cells: latency, then bandwidth, each shaded by
+/// how much worse it is than the CPU node's own memory.
+pub type HeatCells = Vec<(usize, usize, String, f64)>;
+
+fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
+    let local = |y: usize, f: fn(&MatrixCell) -> f64| {
+        results
+            .iter()
+            .find(|r| r.mem_node == y && r.cpu_node == y)
+            .map_or(f64::NAN, f)
+    };
+    let lat = results
+        .iter()
+        .map(|r| {
+            let l = local(r.cpu_node, |c| c.latency_ns);
+            (
+                r.mem_node,
+                r.cpu_node,
+                format!("{:.1} ns", r.latency_ns),
+                (r.latency_ns / l - 1.0) * 100.0,
+            )
+        })
+        .collect();
+    let bw = results
+        .iter()
+        .map(|r| {
+            let l = local(r.cpu_node, |c| c.read_gbps);
+            (
+                r.mem_node,
+                r.cpu_node,
+                format!("{:.2} GB/s", r.read_gbps),
+                (l / r.read_gbps - 1.0) * 100.0,
+            )
+        })
+        .collect();
+    (lat, bw)
+}
+
+/// The matrix's two heat maps (latency, bandwidth), handed to `f`.
+pub fn matrix_figure<R>(
+    ids: &[usize],
+    results: &[MatrixCell],
+    f: impl FnOnce(&HeatmapPair) -> Result<R>,
+) -> Result<R> {
+    let (lat, bw) = matrix_cells(results);
+    f(&HeatmapPair(
+        Heatmap {
+            ids,
+            cells: &lat,
+            title: "idle latency (ns per dependent load)",
+        },
+        Heatmap {
+            ids,
+            cells: &bw,
+            title: "read bandwidth, all CPUs of node Y (GB/s)",
+        },
+    ))
 }
 
 #[cfg(test)]
