@@ -7,6 +7,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use farmem_bench::workload::Options;
 use farmem_bench::{failure_words, Progress, Report, RunResult, System, Workload};
 use farmem_probe::machine::Machine;
+use farmem_report::html::short;
 use farmem_runtime::config::{format_size, parse_size};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -103,21 +104,6 @@ impl Progress for Bar {
     }
     fn step(&mut self) {
         self.0.inc(1);
-    }
-}
-
-/// A metric short enough for a table cell: 3 significant digits.
-fn short_number(v: f64) -> String {
-    if !v.is_finite() {
-        "-".into()
-    } else if v != 0.0 && !(0.01..1e6).contains(&v.abs()) {
-        format!("{v:.2e}")
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }
 
@@ -227,7 +213,7 @@ fn print(a: &Args, r: &Report) -> Result<()> {
         println!(
             "all-local: {:.3} s, {} {}",
             l.seconds,
-            short_number(l.metric),
+            short(l.metric),
             l.unit
         );
     }
@@ -250,7 +236,7 @@ fn print(a: &Args, r: &Report) -> Result<()> {
                 Some(r) => format!(
                     "{:.2}x ({} {})",
                     r.relative_runtime,
-                    short_number(r.metric),
+                    short(r.metric),
                     r.unit
                 ),
                 None => "-".into(),

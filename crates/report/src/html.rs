@@ -133,13 +133,18 @@ impl Cell {
     }
 }
 
-fn short(v: f64) -> String {
+/// A metric short enough for a table cell: 3 significant digits.
+pub fn short(v: f64) -> String {
     if !v.is_finite() {
         "-".into()
+    } else if v != 0.0 && !(0.01..1e6).contains(&v.abs()) {
+        format!("{v:.2e}")
     } else if v.abs() >= 100.0 {
         format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
     } else {
-        format!("{v:.3}")
+        format!("{v:.2}")
     }
 }
 
@@ -215,16 +220,33 @@ pub fn bench_table(v: &Value) -> String {
         );
     }
     let exps = b.expansions();
+    let rows: Vec<(&str, Vec<String>)> = b
+        .systems()
+        .into_iter()
+        .map(|sys| {
+            let cells = exps
+                .iter()
+                .map(|e| b.at(sys, *e).map_or("-".into(), Cell::text))
+                .collect();
+            (sys, cells)
+        })
+        .collect();
+    // Every column as wide as its widest cell, two spaces apart.
+    let width = rows
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|t| t.chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(6);
     let _ = write!(s, "{:<10}", "system");
     for e in &exps {
-        let _ = write!(s, "{:>24}", format!("{e}x"));
+        let _ = write!(s, "  {:>width$}", format!("{e}x"));
     }
     s.push('\n');
-    for sys in b.systems() {
+    for (sys, cells) in rows {
         let _ = write!(s, "{sys:<10}");
-        for e in &exps {
-            let cell = b.at(sys, *e).map_or("-".into(), Cell::text);
-            let _ = write!(s, "{cell:>24}");
+        for c in cells {
+            let _ = write!(s, "  {c:>width$}");
         }
         s.push('\n');
     }
@@ -716,4 +738,31 @@ pub fn write_html(results: &[(PathBuf, Value)], out: &Path) -> Result<()> {
         why: e.to_string(),
     })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Columns stay apart however wide a cell is.
+    #[test]
+    fn bench_table_columns_never_touch() {
+        let cell = |system: &str, e: f64, rel: f64, metric: f64| {
+            serde_json::json!({ "system": system, "expansion": e, "seconds": rel,
+                "relative_runtime": rel, "metric": metric, "unit": "Medges/s" })
+        };
+        let v = serde_json::json!({
+            "params": { "workload": "pagerank", "size_bytes": 134217728u64, "threads": 2, "runs": 3 },
+            "results": [cell("local", 1.0, 1.0, 564.0), cell("swap", 2.0, 11.3, 55.339),
+                        cell("swap", 4.0, 15.0, 38.171), cell("farmem", 2.0, 4.08, 147.0),
+                        cell("farmem", 4.0, 4.62, 121.0)],
+        });
+        let t = bench_table(&v);
+        let row = t.lines().find(|l| l.starts_with("swap")).unwrap();
+        assert!(row.contains("(55.3 Medges/s)  "), "{t}");
+        assert!(!row.contains(")1"), "{t}");
+        assert_eq!(short(55.339), "55.3");
+        assert_eq!(short(0.001234), "1.23e-3");
+        assert_eq!(short(f64::NAN), "-");
+    }
 }
