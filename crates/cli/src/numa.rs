@@ -76,6 +76,33 @@ pub enum Workload {
     Memslap,
 }
 
+/// Where the plan comes from, and whether to only print it.
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// Read the topology from this sysfs root (with --dry-run: plan only).
+    #[arg(long, default_value = "/sys")]
+    sysfs: PathBuf,
+    /// Print the plan (every cell's placement, or every policy) without
+    /// running anything.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl PlanArgs {
+    /// The topology the plan is made for.
+    fn topology(&self) -> Result<Topology> {
+        Ok(Topology::read(&self.sysfs)?)
+    }
+
+    /// Measuring needs this machine's topology, not a fixture's.
+    fn only_this_machine(&self) -> Result<()> {
+        if self.sysfs != std::path::Path::new("/sys") {
+            bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
+        }
+        Ok(())
+    }
+}
+
 #[derive(clap::Args)]
 pub struct XyArgs {
     /// Runs per cell; the median is reported.
@@ -89,12 +116,8 @@ pub struct XyArgs {
     size: u64,
     #[arg(long, value_enum, default_value_t = Workload::Memwrite)]
     workload: Workload,
-    /// Read the topology from this sysfs root (with --dry-run: plan only).
-    #[arg(long, default_value = "/sys")]
-    sysfs: PathBuf,
-    /// Print the plan (every cell's placement) without running anything.
-    #[arg(long)]
-    dry_run: bool,
+    #[command(flatten)]
+    plan: PlanArgs,
     /// The figure: a heat map of time and slowdown, memory node against
     /// CPU node.
     #[command(flatten)]
@@ -113,12 +136,8 @@ pub struct MatrixArgs {
     /// Smaller sets and fewer repeats (a smoke run).
     #[arg(long)]
     quick: bool,
-    /// Read the topology from this sysfs root (with --dry-run: plan only).
-    #[arg(long, default_value = "/sys")]
-    sysfs: PathBuf,
-    /// Print the plan (every cell's placement) without measuring.
-    #[arg(long)]
-    dry_run: bool,
+    #[command(flatten)]
+    plan: PlanArgs,
     /// The figure: latency and bandwidth heat maps side by side.
     #[command(flatten)]
     out: Output,
@@ -137,17 +156,9 @@ fn print_plan(cells: &[farmem_numa::plan::Cell]) {
     }
 }
 
-/// Measuring needs this machine's topology, not a fixture's.
-fn only_this_machine(sysfs: &std::path::Path) -> Result<()> {
-    if sysfs != std::path::Path::new("/sys") {
-        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
-    }
-    Ok(())
-}
-
 fn matrix(a: MatrixArgs) -> Result<()> {
     a.out.check()?;
-    let t = Topology::read(&a.sysfs)?;
+    let t = a.plan.topology()?;
     let cells = xy_plan(&t)?;
     let machine = Machine::detect();
     let llc = machine.llc_bytes().unwrap_or(32 << 20);
@@ -162,7 +173,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         None => (llc * 4).clamp(256 << 20, 1 << 30),
     }
     .min(machine.memory_bytes / 8) as usize;
-    if a.dry_run {
+    if a.plan.dry_run {
         println!(
             "latency: a {} pointer chase; bandwidth: every CPU of node Y reading an array of {}",
             farmem_runtime::config::format_size(size as u64),
@@ -171,7 +182,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
         print_plan(&cells);
         return Ok(());
     }
-    only_this_machine(&a.sysfs)?;
+    a.plan.only_this_machine()?;
     let mp = MatrixParams::new(size, a.quick);
     let b = crate::progress::bar(cells.len() as u64, "matrix");
     let results = farmem_numa::matrix::measure(&cells, &mp, || b.inc(1));
@@ -259,12 +270,8 @@ pub struct PolicyArgs {
     /// whole match) of each matching line is one sample.
     #[arg(long)]
     rate_regex: Option<String>,
-    /// Read the topology from this sysfs root (with --dry-run: plan only).
-    #[arg(long, default_value = "/sys")]
-    sysfs: PathBuf,
-    /// Print the policies without running anything.
-    #[arg(long)]
-    dry_run: bool,
+    #[command(flatten)]
+    plan: PlanArgs,
     /// The figure: the rate over time, one line per policy.
     #[command(flatten)]
     out: Output,
@@ -330,13 +337,13 @@ fn exec(a: ExecArgs) -> Result<()> {
 
 fn xy(a: XyArgs) -> Result<()> {
     a.out.check()?;
-    let t = Topology::read(&a.sysfs)?;
+    let t = a.plan.topology()?;
     let cells = xy_plan(&t)?;
-    if a.dry_run {
+    if a.plan.dry_run {
         print_plan(&cells);
         return Ok(());
     }
-    only_this_machine(&a.sysfs)?;
+    a.plan.only_this_machine()?;
     let w = if !a.cmd.is_empty() {
         XyWorkload::Command(a.cmd.clone())
     } else {
@@ -462,17 +469,15 @@ fn policies(a: PolicyArgs) -> Result<()> {
         .map(regex::Regex::new)
         .transpose()
         .context("--rate-regex is not a valid regular expression")?;
-    let t = Topology::read(&a.sysfs)?;
+    let t = a.plan.topology()?;
     let plan = policy_plan(&t)?;
-    if a.dry_run {
+    if a.plan.dry_run {
         for p in &plan {
             println!("{}", p.numactl_args());
         }
         return Ok(());
     }
-    if a.sysfs != std::path::Path::new("/sys") {
-        bail!("--sysfs other than /sys describes another machine: use it with --dry-run");
-    }
+    a.plan.only_this_machine()?;
     let b = crate::progress::bar(plan.len() as u64, "policies");
     let results = farmem_numa::policies::run(&plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
     b.finish_and_clear();
