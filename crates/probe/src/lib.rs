@@ -8,6 +8,8 @@
 //! - [`far`]: far tiers (memory servers, SSD file): one-page round trip and
 //!   throughput by transfer size (Nuzura's Fig. 3 curve).
 //! - [`machine`]: what the numbers were measured on.
+//! - [`loaded`]: latency under load, and the far tier under load.
+//! - [`suite`]: a whole `farmem probe` run and the ladder that sums it up.
 
 pub mod bandwidth;
 pub mod chase;
@@ -16,6 +18,7 @@ pub mod faults;
 pub mod levels;
 pub mod loaded;
 pub mod machine;
+pub mod suite;
 
 use thiserror::Error;
 

@@ -1,0 +1,414 @@
+//! `farmem probe`'s whole run: which measurements, with what parameters
+//! (quick or full), the far tiers to measure, and the ladder that sums them
+//! up, from L1 to another machine's RAM. The CLI turns its arguments into
+//! [`Params`], calls [`run`] and prints the [`Report`].
+
+use crate::chase::{self, PageMode};
+use crate::levels::{self, Level, Point};
+use crate::loaded::Mix;
+use crate::machine::Machine;
+use crate::{bandwidth, far, faults, ProbeError};
+use farmem_runtime::backend::{Backend, FileBackend, RemoteBackend};
+use farmem_runtime::config::{format_size, Config, FileDirect};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What to measure.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum What {
+    /// Everything, summarised as one ladder.
+    All,
+    Latency,
+    Bandwidth,
+    Faults,
+    Far,
+    Loaded,
+}
+
+impl What {
+    pub fn name(self) -> &'static str {
+        match self {
+            What::All => "all",
+            What::Latency => "latency",
+            What::Bandwidth => "bandwidth",
+            What::Faults => "faults",
+            What::Far => "far",
+            What::Loaded => "loaded",
+        }
+    }
+}
+
+/// A probe run's parameters.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub what: What,
+    /// Largest working set of the latency sweep.
+    pub max: u64,
+    pub pages: PageMode,
+    /// Thread counts for bandwidth (1 and every CPU when empty).
+    pub threads: Vec<usize>,
+    /// Server sets (`host:port,...` or `@DIR`), each a far tier of its own
+    /// (the embedded server when empty).
+    pub servers: Vec<String>,
+    /// An SSD file to measure as a far tier (a temporary one in /var/tmp
+    /// for `All`).
+    pub file: Option<PathBuf>,
+    /// Fewer repeats and smaller sizes.
+    pub quick: bool,
+    /// Traffic mixes for `Loaded` (the defaults when empty).
+    pub mixes: Vec<Mix>,
+}
+
+/// What the run tells its caller as it goes (a progress bar per phase).
+pub trait Progress {
+    /// A phase of `steps` steps begins.
+    fn phase(&mut self, name: &str, steps: u64);
+    /// `done` steps of the phase are done.
+    fn set(&mut self, done: u64);
+    fn step(&mut self);
+    fn end(&mut self);
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+pub struct LoadedReport {
+    /// What each delay (spins per line) costs here, ns.
+    pub calibration_ns: Vec<f64>,
+    pub curves: Vec<crate::loaded::Curve>,
+}
+
+/// One tier of the ladder.
+#[derive(Serialize, Debug)]
+pub struct Rung {
+    pub tier: String,
+    pub bytes: u64,
+    pub latency_ns: f64,
+    pub read_gbps: f64,
+    pub note: String,
+}
+
+/// Everything a probe run measured, as `--json` writes it.
+#[derive(Serialize, Default, Debug)]
+pub struct Report {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curve: Option<Vec<Point>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<Level>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Vec<bandwidth::Result>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<Vec<faults::FaultCost>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub far: Option<Vec<far::Tier>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ladder: Option<Vec<Rung>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<LoadedReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub far_loaded: Option<Vec<crate::loaded::FarPoint>>,
+}
+
+/// A parameter record for the JSON; these types always serialize.
+fn json(v: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+/// Measure what `a` asks for on `machine`, telling `progress` as it goes.
+pub fn run(
+    a: &Params,
+    machine: &Machine,
+    progress: &mut dyn Progress,
+) -> Result<Report, ProbeError> {
+    if a.max < 4096 {
+        return Err(ProbeError::Invalid("--max must be at least 4K".into()));
+    }
+    if a.threads.contains(&0) {
+        return Err(ProbeError::Invalid(
+            "--threads values must be at least 1".into(),
+        ));
+    }
+    let mut r = Report {
+        machine: Some(machine.clone()),
+        ..Report::default()
+    };
+    let want = |w: What| a.what == What::All || a.what == w;
+    let max = if a.quick { a.max.min(256 << 20) } else { a.max };
+    let mut params = serde_json::json!({ "what": a.what.name(), "pages": a.pages.to_string(), "quick": a.quick });
+
+    if want(What::Latency) {
+        let mut p = chase::Params::new(max, a.pages);
+        if a.quick {
+            p.repeats = 3;
+            p.target_ms = 5;
+        }
+        progress.phase("latency", p.sizes().len() as u64);
+        let curve = chase::sweep(&p, |d, _| progress.set(d as u64))?;
+        progress.end();
+        r.levels = Some(levels::detect(&curve, machine.known()));
+        r.curve = Some(curve);
+        params["latency"] = json(&p);
+    }
+    if want(What::Bandwidth) {
+        let threads = if a.threads.is_empty() {
+            let mut t = vec![1, machine.cpus];
+            t.dedup();
+            t
+        } else {
+            a.threads.clone()
+        };
+        // Each array well beyond the last-level cache (4x even when quick).
+        let llc = machine.llc_bytes().unwrap_or(32 << 20);
+        let per_array = if a.quick {
+            (llc * 4).max(64 << 20)
+        } else {
+            (llc * 8).clamp(128 << 20, 512 << 20)
+        };
+        let repeats = if a.quick { 2 } else { 5 };
+        progress.phase(
+            "bandwidth",
+            (threads.len() * bandwidth::KERNELS.len()) as u64,
+        );
+        r.bandwidth = Some(bandwidth::measure(
+            per_array as usize,
+            &threads,
+            repeats,
+            || progress.step(),
+        )?);
+        progress.end();
+        params["bandwidth"] = serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" });
+    }
+
+    // Far memory: the runtime (for fault costs) and the backends.
+    let samples = if a.quick { 500 } else { 5000 };
+    let needs_far = want(What::Faults) || want(What::Far) || want(What::Loaded);
+    let mut cfg = Config::from_env()?;
+    // Each --servers set, resolved (an @DIR waited for); the fault probe
+    // uses the first.
+    let mut sets = Vec::new();
+    for s in &a.servers {
+        let (c, _) = cfg.with("SERVERS", s)?.resolved()?;
+        sets.push(c.servers().to_vec());
+    }
+    if let Some(first) = sets.first() {
+        cfg = cfg.with_servers(first);
+    }
+    if needs_far {
+        let room = cfg
+            .local_bytes()
+            .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
+        cfg = cfg.with("LOCAL", &room.to_string())?;
+    }
+    if want(What::Faults) {
+        let mut costs = faults::native(samples)?;
+        let rt = farmem_runtime::init(cfg.clone())?;
+        costs.extend(faults::far(rt, samples)?);
+        r.faults = Some(costs);
+        params["faults"] = serde_json::json!({ "samples": samples, "far_backend": rt.backend_description(), "prefetch": "off (FM_ADV_RANDOM)" });
+    }
+    if want(What::Far) {
+        let set = if a.quick { 16 << 20 } else { 64 << 20 };
+        let min = if a.quick { 8 << 20 } else { 64 << 20 };
+        let rtt_n = if a.quick { 300 } else { 3000 };
+        let mut tiers = Vec::new();
+        progress.phase(
+            "far",
+            (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
+        );
+        let bcfg = cfg.with("CONNS", "1")?;
+        if sets.is_empty() {
+            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
+            let remote = RemoteBackend::connect(&bcfg, &[server.addr], (set / 4096) as u64 * 2)?;
+            tiers.push(far::measure(
+                "far memory (embedded server)",
+                &remote as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || progress.step(),
+            )?);
+        }
+        for servers in &sets {
+            let remote = RemoteBackend::connect(&bcfg, servers, (set / 4096) as u64 * 2)?;
+            let n = servers.len();
+            tiers.push(far::measure(
+                &format!("far memory ({n} server{})", if n == 1 { "" } else { "s" }),
+                &remote as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || progress.step(),
+            )?);
+        }
+        let file = a.file.clone().or_else(|| {
+            (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
+        });
+        if let Some(path) = file {
+            let fb = FileBackend::open(&path, FileDirect::Auto)?;
+            tiers.push(far::measure(
+                "SSD file",
+                &fb as &dyn Backend,
+                set,
+                rtt_n,
+                min,
+                || progress.step(),
+            )?);
+            drop(fb);
+            if a.file.is_none() {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        progress.end();
+        r.far = Some(tiers);
+        params["far"] = serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::backend::MAX_PAGES_PER_CALL * 4096 });
+    }
+    if want(What::Loaded) {
+        loaded(a, machine, &cfg, &mut r, &mut params, progress)?;
+    }
+    if a.what == What::All {
+        r.ladder = Some(ladder(&r, machine, a.quick)?);
+    }
+    r.params = Some(params);
+    Ok(r)
+}
+
+/// `farmem probe loaded`: the DRAM curves, then the far tier under load.
+fn loaded(
+    a: &Params,
+    machine: &Machine,
+    cfg: &Config,
+    r: &mut Report,
+    params: &mut serde_json::Value,
+    progress: &mut dyn Progress,
+) -> Result<(), ProbeError> {
+    use crate::loaded::{self as ld, Mix};
+    let mixes = if a.mixes.is_empty() {
+        Mix::defaults()
+    } else {
+        a.mixes.clone()
+    };
+    let mixes: Vec<Mix> = if ld::has_non_temporal() {
+        mixes
+    } else if a.mixes.iter().any(|m| m.non_temporal) {
+        return Err(ProbeError::Invalid(
+            "--mix: non-temporal stores (-nt) are measured on x86_64 only".into(),
+        ));
+    } else {
+        mixes.into_iter().filter(|m| !m.non_temporal).collect()
+    };
+    // The chased buffer well beyond the last-level cache, as for DRAM in
+    // `farmem probe latency`; each traffic thread streams its own.
+    let llc = machine.llc_bytes().unwrap_or(32 << 20) as usize;
+    let phys = machine.memory_bytes as usize;
+    let quick = a.quick || a.what == What::All;
+    let chase_bytes = if a.quick {
+        (llc * 2).clamp(64 << 20, 256 << 20)
+    } else {
+        (llc * 4).clamp(256 << 20, 1 << 30)
+    }
+    .min(phys / 8);
+    let p = ld::Params {
+        chase_bytes,
+        traffic_bytes: (llc * 2).clamp(64 << 20, 512 << 20).min(phys / 16),
+        traffic_threads: machine.cpus.saturating_sub(1).max(1),
+        delays: ld::delays(quick),
+        window_ms: if a.quick { 60 } else { 200 },
+        repeats: 3,
+        pages: a.pages,
+    };
+    progress.phase("loaded", (1 + mixes.len() * p.delays.len()) as u64);
+    let (cal, curves) = ld::sweep(&p, &mixes, || progress.step())?;
+    progress.end();
+    r.loaded = Some(LoadedReport {
+        calibration_ns: cal,
+        curves,
+    });
+    params["loaded"] = json(&p);
+
+    // The far tier: the first --servers set, else the embedded server.
+    let streams = machine.cpus.saturating_sub(1).max(1);
+    let bcfg = cfg.with("CONNS", &(streams + 1).min(64).to_string())?;
+    let set: usize = if a.quick { 16 << 20 } else { 64 << 20 };
+    let _server;
+    let servers = if cfg.servers().is_empty() {
+        let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
+        let addr = s.addr.clone();
+        _server = s;
+        vec![addr]
+    } else {
+        cfg.servers().to_vec()
+    };
+    let remote = RemoteBackend::connect(&bcfg, &servers, (set / 4096) as u64)?;
+    let gaps = ld::far_gaps(quick);
+    progress.phase("far loaded", gaps.len() as u64 + 1);
+    let window = std::time::Duration::from_millis(if quick { 150 } else { 400 });
+    r.far_loaded = Some(ld::far_loaded(
+        &remote as &dyn Backend,
+        set / 4096,
+        streams,
+        &gaps,
+        window,
+        || progress.step(),
+    )?);
+    progress.end();
+    params["far_loaded"] = serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": window.as_millis() as u64, "set_bytes": set });
+    Ok(())
+}
+
+/// One row per tier: caches and DRAM from the latency levels (read bandwidth
+/// measured at half the level's size, one thread), far tiers from the far
+/// probe (latency = a fault fetching one page, when measured; else the
+/// backend round trip).
+fn ladder(r: &Report, m: &Machine, quick: bool) -> Result<Vec<Rung>, ProbeError> {
+    let mut out = Vec::new();
+    for l in r.levels.iter().flatten() {
+        let ws = if l.name == "DRAM" {
+            256 << 20
+        } else {
+            (l.bytes / 2).max(4096)
+        };
+        out.push(Rung {
+            tier: l.name.clone(),
+            bytes: if l.name == "DRAM" {
+                m.memory_bytes
+            } else {
+                l.bytes
+            },
+            latency_ns: l.ns,
+            read_gbps: bandwidth::read_at(ws as usize, if quick { 2 } else { 5 })?,
+            note: format!(
+                "read bandwidth at a {} working set, 1 thread",
+                format_size(ws)
+            ),
+        });
+    }
+    let fetch = r
+        .faults
+        .iter()
+        .flatten()
+        .find(|f| f.kind.starts_with("far: fetch"))
+        .map(|f| f.p50_us);
+    for t in r.far.iter().flatten() {
+        let best = t.curve.iter().map(|c| c.read_mbps).fold(0.0, f64::max);
+        let is_server = !t.name.starts_with("SSD");
+        let lat_us = if is_server {
+            fetch.unwrap_or(t.rtt.p50_us)
+        } else {
+            t.rtt.p50_us
+        };
+        out.push(Rung {
+            tier: t.name.clone(),
+            bytes: 0,
+            latency_ns: lat_us * 1e3,
+            read_gbps: best / 1e3,
+            note: if is_server && fetch.is_some() {
+                "latency: a far fault fetching one page (p50); bandwidth: best transfer size".into()
+            } else {
+                "latency: one-page read round trip (p50); bandwidth: best transfer size".into()
+            },
+        });
+    }
+    Ok(out)
+}
