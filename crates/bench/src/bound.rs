@@ -342,7 +342,7 @@ mod tests {
             let trace: Vec<usize> = (0..rounds).flat_map(|_| 0..n).collect();
             // MIN misses, with the first touch of every page free (fresh).
             let mut resident: Vec<usize> = Vec::new();
-            let mut fetched = 0;
+            let mut fetched = 0u64;
             for (i, &p) in trace.iter().enumerate() {
                 if resident.contains(&p) {
                     continue;
@@ -375,7 +375,7 @@ mod tests {
             };
             let bound = traffic_bound(&s, b as u64).fetched;
             assert!(
-                bound <= fetched as u64,
+                bound <= fetched,
                 "n={n} b={b}: bound {bound} > MIN {fetched}"
             );
         }

@@ -370,6 +370,8 @@ pub fn run(
             if stop.load(Ordering::Acquire) {
                 return Err(BenchError::Interrupted);
             }
+            // A positive size over a positive expansion; the cast saturates.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let budget = ((size as f64 / e) as u64)
                 .next_multiple_of(1 << 20)
                 .max(1 << 20);

@@ -56,7 +56,7 @@ pub unsafe fn intercept(nr: c_long, a: &[usize; 6], real: &dyn Fn() -> c_long) -
             // SAFETY: the program's arguments; the pointer array and the
             // control blocks are pinned for the call itself as well.
             let ret = unsafe { crate::calls::pinned(nr, *a, real) };
-            let submitted = if ret > 0 { ret as usize } else { 0 };
+            let submitted = usize::try_from(ret).unwrap_or(0);
             let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
             let map = held.get_or_insert_with(HashMap::new);
             for (i, pins) in per_cb.into_iter().enumerate().take(submitted) {
@@ -73,11 +73,11 @@ pub unsafe fn intercept(nr: c_long, a: &[usize; 6], real: &dyn Fn() -> c_long) -
             if ret > 0 && a[3] != 0 {
                 let mut held = HELD.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(map) = held.as_mut() {
-                    for i in 0..ret as usize {
+                    for i in 0..usize::try_from(ret).unwrap_or(0) {
                         // SAFETY: the kernel wrote `ret` io_events at a[3];
                         // `obj` (the iocb pointer) is the second u64.
                         let obj = unsafe { *((a[3] + i * IO_EVENT_BYTES + 8) as *const u64) };
-                        map.remove(&(a[0], obj as usize));
+                        map.remove(&(a[0], farmem_sys::usize_from(obj)));
                     }
                 }
             }

@@ -127,7 +127,9 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
                 out(a[0], n * FUTEX_WAITV_BYTES, false);
                 if a[0] != 0 {
                     for i in 0..n {
-                        let uaddr = *((a[0] + i * FUTEX_WAITV_BYTES + 8) as *const u64) as usize;
+                        let uaddr = farmem_sys::usize_from(
+                            *((a[0] + i * FUTEX_WAITV_BYTES + 8) as *const u64),
+                        );
                         out(uaddr, 4, true);
                     }
                 }
@@ -136,7 +138,7 @@ pub unsafe fn for_each(nr: c_long, a: &[usize; 6], v: &mut dyn FnMut(Buf)) {
             SYS_epoll_wait | SYS_epoll_pwait | SYS_epoll_pwait2 => {
                 out(
                     a[1],
-                    (a[2] as i32).max(0) as usize * EPOLL_EVENT_BYTES,
+                    usize::try_from(farmem_sys::int_arg(a[2])).unwrap_or(0) * EPOLL_EVENT_BYTES,
                     true,
                 );
                 if nr == SYS_epoll_pwait2 {
@@ -506,8 +508,8 @@ unsafe fn iocb(cb: usize, out: &mut Out) {
     let (op, buf, n) = unsafe {
         (
             *((cb + 16) as *const u16),
-            *((cb + 24) as *const u64) as usize,
-            *((cb + 32) as *const u64) as usize,
+            farmem_sys::usize_from(*((cb + 24) as *const u64)),
+            farmem_sys::usize_from(*((cb + 32) as *const u64)),
         )
     };
     const PREAD: u16 = 0;

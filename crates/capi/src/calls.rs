@@ -274,7 +274,7 @@ macro_rules! wrap {
             type F = unsafe extern "C" fn($($ty),*) -> $ret;
             let f = crate::io::real!(crate::io::c_name!($name), F);
             let mut a = [0usize; 6];
-            let given = [$($sa as usize),*];
+            let given = [$(crate::Reg::reg($sa)),*];
             a[..given.len()].copy_from_slice(&given);
             // SAFETY: forwarded unchanged, with the far buffers the table
             // lists for this system call pinned.
@@ -545,7 +545,7 @@ pub unsafe extern "C" fn syscall(
     a4: c_long,
     a5: c_long,
 ) -> c_long {
-    let a = [a0, a1, a2, a3, a4, a5].map(|x| x as usize);
+    let a = [a0, a1, a2, a3, a4, a5].map(crate::Reg::reg);
     let f = real_syscall();
     match nr {
         // Before and after the runtime starts: an allocator's own mmap may
@@ -585,17 +585,18 @@ pub unsafe extern "C" fn syscall(
     // may return short anyway).
     // SAFETY: the program's arguments, as the wrappers take them.
     unsafe {
-        let (fd, p, n) = (a0 as c_int, a1 as *mut c_void, a2 as size_t);
+        let (fd, p, n) = (farmem_sys::int_arg(a[0]), a1 as *mut c_void, a[2]);
         match nr {
             libc::SYS_read => return crate::io::read(fd, p, n) as c_long,
             libc::SYS_write => return crate::io::write(fd, p, n) as c_long,
             libc::SYS_pread64 => return crate::io::pread(fd, p, n, a3 as off_t) as c_long,
             libc::SYS_pwrite64 => return crate::io::pwrite(fd, p, n, a3 as off_t) as c_long,
             libc::SYS_readv => {
-                return crate::io::readv(fd, p as *const iovec, a2 as c_int) as c_long
+                return crate::io::readv(fd, p as *const iovec, farmem_sys::int_arg(a[2])) as c_long
             }
             libc::SYS_writev => {
-                return crate::io::writev(fd, p as *const iovec, a2 as c_int) as c_long
+                return crate::io::writev(fd, p as *const iovec, farmem_sys::int_arg(a[2]))
+                    as c_long
             }
             _ => {}
         }

@@ -179,7 +179,7 @@ struct Start {
 
 extern "C" fn armed_start(p: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `p` is the Box leaked by pthread_create below.
-    let s = unsafe { Box::from_raw(p as *mut Start) };
+    let s = unsafe { Box::from_raw(p.cast::<Start>()) };
     arm_this_thread();
     (s.f)(s.arg)
 }

@@ -10,6 +10,7 @@
 //! Reads from pipes and sockets stop after the first chunk (a short read, as
 //! POSIX allows), so a wrapper never blocks where the plain call would not.
 
+use crate::Reg as _;
 use farmem_runtime as rt;
 use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t, FILE};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,11 +96,12 @@ fn chunked(
         let pin = r.pin_for_io(p as usize, len, kernel_writes);
         let got = op(p, len, done);
         drop(pin);
-        if got < 0 {
+        // Negative: an error.
+        let Ok(got) = usize::try_from(got) else {
             return if done > 0 { done as ssize_t } else { got };
-        }
-        done += got as usize;
-        if (got as usize) < len || !more {
+        };
+        done += got;
+        if got < len || !more {
             break;
         }
     }
@@ -257,7 +259,7 @@ unsafe fn vectored(
         return unsafe { f(fd, iov, cnt) };
     }
     // SAFETY: the caller passes cnt valid iovecs.
-    let v = unsafe { std::slice::from_raw_parts(iov, cnt as usize) };
+    let v = unsafe { std::slice::from_raw_parts(iov, cnt.unsigned_abs() as usize) };
     // The kernel reads the array itself too, which may be far.
     let _array_pin =
         rt::get().and_then(|r| r.pin_for_io(iov as usize, std::mem::size_of_val(v), false));
@@ -294,7 +296,7 @@ unsafe fn vectored(
             return if done > 0 { done } else { got };
         }
         done += got;
-        if (got as usize) < e.iov_len || (kernel_writes && !regular) {
+        if got.unsigned_abs() < e.iov_len || (kernel_writes && !regular) {
             break;
         }
     }
@@ -377,14 +379,7 @@ pub unsafe extern "C" fn recvfrom(
 ) -> ssize_t {
     let f = real!(c"recvfrom", RecvFromFn);
     // The address and its length are kernel-written too.
-    let a = [
-        fd as usize,
-        0,
-        0,
-        flags as usize,
-        addr as usize,
-        alen as usize,
-    ];
+    let a = [fd.reg(), 0, 0, flags.reg(), addr as usize, alen as usize];
     // SAFETY: the caller's address arguments, as the kernel reads them.
     let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_recvfrom, &a) };
     match far(buf, n) {
@@ -413,14 +408,7 @@ pub unsafe extern "C" fn sendto(
     alen: socklen_t,
 ) -> ssize_t {
     let f = real!(c"sendto", SendToFn);
-    let a = [
-        fd as usize,
-        0,
-        0,
-        flags as usize,
-        addr as usize,
-        alen as usize,
-    ];
+    let a = [fd.reg(), 0, 0, flags.reg(), addr as usize, alen as usize];
     // SAFETY: the caller's address arguments, as the kernel reads them.
     let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_sendto, &a) };
     match far(buf, n) {
@@ -454,8 +442,27 @@ fn stdio(
             let bytes = chunked(r, ptr, total, kernel_writes, true, |p, l, _| {
                 op(p, 1, l) as ssize_t
             });
-            bytes.max(0) as usize / size.max(1)
+            usize::try_from(bytes).unwrap_or(0) / size.max(1)
         }
+    }
+}
+
+/// The caller's stdio buffer as the byte pointer [`stdio`] takes.
+trait StdioBuf {
+    fn bytes(self) -> *mut u8;
+}
+
+impl StdioBuf for *mut c_void {
+    fn bytes(self) -> *mut u8 {
+        self.cast()
+    }
+}
+
+/// `fwrite`'s buffer: `stdio` only reads through it when the kernel does not
+/// write (`kernel_writes` false).
+impl StdioBuf for *const c_void {
+    fn bytes(self) -> *mut u8 {
+        self.cast_mut().cast()
     }
 }
 
@@ -478,7 +485,7 @@ macro_rules! stdio_wrapper {
             let f = real!(c_name!($name), $real);
             // SAFETY: forwarded to the C library with (chunks of) the
             // caller's buffer.
-            stdio(ptr as *mut u8, size, nmemb, $kernel_writes, |p, s, n| unsafe {
+            stdio(ptr.bytes(), size, nmemb, $kernel_writes, |p, s, n| unsafe {
                 f(p.cast(), s, n, stream)
             })
         }

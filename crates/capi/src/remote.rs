@@ -9,6 +9,7 @@
 //! EFAULT is real and is returned as it is.
 
 use crate::calls::pinned_with;
+use crate::Reg as _;
 use farmem_runtime::PeerPins;
 use libc::{c_long, c_ulong, iovec, pid_t, ssize_t};
 
@@ -72,12 +73,12 @@ pub unsafe fn vm_copy(
     };
     let call = |l: *const iovec, ln: c_ulong, r: *const iovec, rn: c_ulong| {
         let a = [
-            pid as usize,
+            pid.reg(),
             l as usize,
-            ln as usize,
+            ln.reg(),
             r as usize,
-            rn as usize,
-            flags as usize,
+            rn.reg(),
+            flags.reg(),
         ];
         // SAFETY: forwarded with the local far buffers pinned. An EFAULT
         // may come from the other process's memory: not checked here.
@@ -91,8 +92,8 @@ pub unsafe fn vm_copy(
     // checked above).
     let (lv, rv) = unsafe {
         (
-            std::slice::from_raw_parts(local, ln as usize),
-            std::slice::from_raw_parts(remote, rn as usize),
+            std::slice::from_raw_parts(local, farmem_sys::usize_from(ln)),
+            std::slice::from_raw_parts(remote, farmem_sys::usize_from(rn)),
         )
     };
     let sum = |v: &[iovec]| {
@@ -105,7 +106,7 @@ pub unsafe fn vm_copy(
     let chunk = farmem_runtime::get().map_or(usize::MAX, |r| r.io_chunk());
     if total <= chunk {
         let res = call(local, ln, remote, rn);
-        let short = res >= 0 && (res as usize) < total;
+        let short = usize::try_from(res).is_ok_and(|n| n < total);
         let efault = res < 0 && errno() == libc::EFAULT;
         if !short && !efault {
             return res;
@@ -125,8 +126,8 @@ pub unsafe fn vm_copy(
         );
         last = got;
         if got > 0 {
-            done += got as usize;
-            if got as usize == n {
+            done += got.unsigned_abs();
+            if got.unsigned_abs() == n {
                 continue;
             }
         } else if got < 0 && errno() != libc::EFAULT {
@@ -157,7 +158,7 @@ pub unsafe fn vm_copy(
         if got <= 0 {
             break;
         }
-        done += got as usize;
+        done += got.unsigned_abs();
     }
     if done > 0 {
         return done as ssize_t;
@@ -182,7 +183,7 @@ pub fn intercept(nr: c_long, a: &[usize; 6]) -> Option<c_long> {
     let r = unsafe {
         vm_copy(
             nr == libc::SYS_process_vm_writev,
-            a[0] as pid_t,
+            farmem_sys::int_arg(a[0]),
             a[1] as *const iovec,
             a[2] as c_ulong,
             a[3] as *const iovec,

@@ -173,7 +173,7 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 pub fn intercept(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long> {
     const BUS_BIT: u64 = 1 << (libc::SIGBUS - 1);
     match nr {
-        libc::SYS_rt_sigprocmask if a[1] != 0 && a[0] as c_int != libc::SIG_UNBLOCK => {
+        libc::SYS_rt_sigprocmask if a[1] != 0 && farmem_sys::int_arg(a[0]) != libc::SIG_UNBLOCK => {
             // SAFETY: the kernel's sigset is a u64 on x86-64; the caller
             // passes a valid one.
             let set = unsafe { *(a[1] as *const u64) };

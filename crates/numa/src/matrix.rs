@@ -216,7 +216,7 @@ mod tests {
         for (node, by) in got {
             assert_eq!(
                 by.keys().copied().collect::<Vec<_>>(),
-                vec![node as i32],
+                vec![i32::try_from(node).unwrap()],
                 "{by:?}"
             );
         }

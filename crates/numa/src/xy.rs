@@ -199,16 +199,19 @@ fn memwrite(size: usize, passes: u32) -> Result<Sample, NumaError> {
     for pass in 1..=passes {
         let t = Instant::now();
         for i in 0..lines {
+            // The line's index (its low 32 bits: any pattern will do) and the pass.
+            #[allow(clippy::cast_possible_truncation)]
+            let word = (i as u32) ^ pass;
             // SAFETY: i * 16 u32s = i * 64 bytes < len: inside the mapping,
             // which this thread alone uses.
-            unsafe { p.add(i * 16).write_volatile((i as u32) ^ pass) };
+            unsafe { p.add(i * 16).write_volatile(word) };
         }
         times.push(t.elapsed().as_secs_f64());
     }
     // Every 16th page, asked of the kernel (move_pages), scaled to bytes.
     let samples = (buf.len() / 4096).div_ceil(16);
     let census = crate::matrix::pages_by_node(buf.as_ptr() as usize, buf.len(), samples);
-    let per = (buf.len() / census.values().sum::<u64>().max(1) as usize) as u64;
+    let per = (buf.len() / farmem_sys::usize_from(census.values().sum::<u64>().max(1))) as u64;
     let by_node = census
         .into_iter()
         .filter_map(|(n, c)| Some((usize::try_from(n).ok()?, c * per)))

@@ -27,7 +27,15 @@
 //! instead, because starting the embedded server forks, and forking inside
 //! `malloc` of a multi-threaded program is not safe.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use farmem_runtime::{self as rt, Config};
+use farmem_sys::int_arg;
 use libc::{c_int, c_void, off_t, size_t};
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
@@ -201,7 +209,7 @@ extern "C" fn constructor() {
         Ok(c) => c,
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
     };
-    THRESHOLD.store(cfg.threshold() as usize, Ordering::Release);
+    THRESHOLD.store(farmem_sys::usize_from(cfg.threshold()), Ordering::Release);
     let _ = foreign();
     farmem::calls::MAP_HOOK.store(
         map_hook as farmem::calls::MapHook as usize,
@@ -831,7 +839,7 @@ fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long> {
         match nr {
             // Only the far case: the rest goes to the kernel as it is (an
             // allocator's own `mmap` may itself call `syscall(SYS_mmap)`).
-            libc::SYS_mmap if far_mappable(ptr(a[0]), a[1], a[2] as c_int, a[3] as c_int) => {
+            libc::SYS_mmap if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])) => {
                 far_alloc(a[1]).map(|p| p as libc::c_long)
             }
             libc::SYS_munmap if is_far(ptr(a[0])) => Some(munmap(ptr(a[0]), a[1]) as libc::c_long),
@@ -839,14 +847,14 @@ fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long> {
                 ptr(a[0]),
                 a[1],
                 a[2],
-                a[3] as c_int,
+                int_arg(a[3]),
                 ptr(a[4]),
             ))),
             libc::SYS_madvise if is_far(ptr(a[0])) => {
-                Some(madvise(ptr(a[0]), a[1], a[2] as c_int) as libc::c_long)
+                Some(madvise(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)
             }
             libc::SYS_mprotect if is_far(ptr(a[0])) => {
-                Some(mprotect(ptr(a[0]), a[1], a[2] as c_int) as libc::c_long)
+                Some(mprotect(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)
             }
             _ => None,
         }

@@ -105,10 +105,12 @@ impl XorShift {
 /// lines; returns the start.
 pub fn build_chain(buf: &Buffer, bytes: usize, seed: u64) -> *const usize {
     let n = (bytes / LINE).max(1);
-    let mut order: Vec<u32> = (0..n as u32).collect();
+    // Line indices in 32 bits (half the memory): buffers up to 256 GiB.
+    let lines = u32::try_from(n).expect("a chased buffer of at most 256 GiB");
+    let mut order: Vec<u32> = (0..lines).collect();
     let mut rng = XorShift(seed | 1);
     for i in (1..n).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = farmem_sys::usize_from(rng.next() % (i as u64 + 1));
         order.swap(i, j);
     }
     let base = buf.as_ptr() as usize;
@@ -207,6 +209,8 @@ pub fn measure(buf: &Buffer, bytes: usize, p: &Params) -> f64 {
     let warm = lines.max(1 << 16);
     let mut q = chase(start, warm);
     let per_load = t.elapsed().as_secs_f64() / warm as f64;
+    // A non-negative duration ratio; the cast saturates, then clamped.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let loads = ((p.target_ms as f64 / 1e3 / per_load.max(1e-10)) as u64).clamp(1 << 14, 1 << 32);
     let mut samples = Vec::with_capacity(p.repeats as usize);
     for _ in 0..p.repeats {
@@ -226,12 +230,12 @@ pub fn sweep(p: &Params, mut progress: impl FnMut(usize, usize)) -> Result<Vec<P
             p.max_bytes
         )));
     }
-    let buf = Buffer::new(*sizes.last().unwrap() as usize, p.pages)?;
+    let buf = Buffer::new(farmem_sys::usize_from(*sizes.last().unwrap()), p.pages)?;
     let mut out = Vec::with_capacity(sizes.len());
     for (i, &b) in sizes.iter().enumerate() {
         out.push(Point {
             bytes: b,
-            ns: measure(&buf, b as usize, p),
+            ns: measure(&buf, farmem_sys::usize_from(b), p),
         });
         progress(i + 1, sizes.len());
     }

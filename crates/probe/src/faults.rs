@@ -53,7 +53,7 @@ fn shuffled(n: usize) -> Vec<usize> {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
+        v.swap(i, farmem_sys::usize_from(x % (i as u64 + 1)));
     }
     v
 }
@@ -92,7 +92,7 @@ pub fn native(samples: usize) -> Result<Vec<FaultCost>, ProbeError> {
 /// so each access is one fault.
 pub fn far(rt: &Runtime, samples: usize) -> Result<Vec<FaultCost>, ProbeError> {
     let bytes = samples * 4096;
-    if (rt.budget_bytes() as usize) < bytes {
+    if farmem_sys::usize_from(rt.budget_bytes()) < bytes {
         return Err(ProbeError::Invalid(format!(
             "the local budget ({}) must hold the {samples} sample pages; raise FARMEM_LOCAL",
             farmem_runtime::config::format_size(rt.budget_bytes())

@@ -11,6 +11,13 @@
 //! - [`loaded`]: latency under load, and the far tier under load.
 //! - [`suite`]: a whole `farmem probe` run and the ladder that sums it up.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 pub mod bandwidth;
 pub mod chase;
 pub mod far;
@@ -58,6 +65,8 @@ pub fn quantile(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
+    // A fraction of the last index; the cast saturates, then clamped.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let i = ((q * (v.len() - 1) as f64).round() as usize).min(v.len() - 1);
     v[i]
 }

@@ -156,7 +156,7 @@ fn traffic_pass(buf: &Buffer, mix: Mix, d: u32, stop: &AtomicBool, groups: &Atom
             // SAFETY: line i + k < lines lies inside the buffer, which this
             // thread alone touches while it streams.
             let p = unsafe { base.add((i + k) * LINE) }.cast::<u64>();
-            if (k as u32) < mix.reads {
+            if k < mix.reads as usize {
                 // SAFETY: as above; an aligned word of the line.
                 sum = sum.wrapping_add(unsafe { p.read_volatile() });
             } else {

@@ -172,7 +172,7 @@ pub fn run(
             (threads.len() * bandwidth::KERNELS.len()) as u64,
         );
         r.bandwidth = Some(bandwidth::measure(
-            per_array as usize,
+            farmem_sys::usize_from(per_array),
             &threads,
             repeats,
             || progress.step(),
@@ -300,8 +300,8 @@ fn loaded(
     };
     // The chased buffer well beyond the last-level cache, as for DRAM in
     // `farmem probe latency`; each traffic thread streams its own.
-    let llc = machine.llc_bytes().unwrap_or(32 << 20) as usize;
-    let phys = machine.memory_bytes as usize;
+    let llc = farmem_sys::usize_from(machine.llc_bytes().unwrap_or(32 << 20));
+    let phys = farmem_sys::usize_from(machine.memory_bytes);
     let quick = a.quick || a.what == What::All;
     let chase_bytes = if a.quick {
         (llc * 2).clamp(64 << 20, 256 << 20)
@@ -353,7 +353,7 @@ fn loaded(
         || progress.step(),
     )?);
     progress.end();
-    params["far_loaded"] = serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": window.as_millis() as u64, "set_bytes": set });
+    params["far_loaded"] = serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": u64::try_from(window.as_millis()).unwrap_or(u64::MAX), "set_bytes": set });
     Ok(())
 }
 
@@ -377,7 +377,7 @@ fn ladder(r: &Report, m: &Machine, quick: bool) -> Result<Vec<Rung>, ProbeError>
                 l.bytes
             },
             latency_ns: l.ns,
-            read_gbps: bandwidth::read_at(ws as usize, if quick { 2 } else { 5 })?,
+            read_gbps: bandwidth::read_at(farmem_sys::usize_from(ws), if quick { 2 } else { 5 })?,
             note: format!(
                 "read bandwidth at a {} working set, 1 thread",
                 format_size(ws)

@@ -410,7 +410,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if bytes > u64::MAX as f64 / 2.0 {
         return Err("size is too large".into());
     }
-    Ok(bytes as u64)
+    // In range: finite, non-negative and at most u64::MAX / 2 (checked above).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let bytes = bytes as u64;
+    Ok(bytes)
 }
 
 /// Format bytes the way `parse_size` reads them.
@@ -450,7 +453,8 @@ fn parse_bool(name: &str, v: &str) -> Result<bool, ConfigError> {
     }
 }
 
-fn parse_int(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, ConfigError> {
+/// A whole number in `lo..=hi`, as the field's type `T` (which holds `hi`).
+fn parse_int<T: TryFrom<u64>>(name: &str, v: &str, lo: u64, hi: u64) -> Result<T, ConfigError> {
     let n: u64 = v
         .trim()
         .parse()
@@ -458,7 +462,7 @@ fn parse_int(name: &str, v: &str, lo: u64, hi: u64) -> Result<u64, ConfigError> 
     if n < lo || n > hi {
         return Err(invalid(name, v, format!("must be in {lo}..={hi}")));
     }
-    Ok(n)
+    T::try_from(n).map_err(|_| invalid(name, v, format!("must be in {lo}..={hi}")))
 }
 
 fn parse_servers(v: &str) -> Result<Vec<ServerAddr>, ConfigError> {
@@ -564,9 +568,7 @@ impl Config {
             }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
             "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
-            "REPLICAS" => {
-                self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)? as usize
-            }
+            "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)?,
             "ARENA" => {
                 let b = size("ARENA")?;
                 if !(1 << 24..=1 << 50).contains(&b) {
@@ -574,15 +576,11 @@ impl Config {
                 }
                 self.arena_bytes = b.next_multiple_of(1 << 21);
             }
-            "PREFETCH" => {
-                self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH as u64)? as u32
-            }
-            "EVICT_BATCH" => {
-                self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH as u64)? as u32
-            }
+            "PREFETCH" => self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH.into())?,
+            "EVICT_BATCH" => self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH.into())?,
             "SPIN_US" => self.spin_us = parse_int("SPIN_US", v, 0, 1_000_000)?,
             "TIMEOUT_MS" => self.timeout_ms = parse_int("TIMEOUT_MS", v, 10, 3_600_000)?,
-            "CONNS" => self.conns = parse_int("CONNS", v, 1, 64)? as usize,
+            "CONNS" => self.conns = parse_int("CONNS", v, 1, 64)?,
             "STRIPE" => self.stripe_pages = parse_int("STRIPE", v, 1, 1 << 20)?,
             "EMBEDDED_CAPACITY" => {
                 let b = size("EMBEDDED_CAPACITY")?;

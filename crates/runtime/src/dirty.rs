@@ -73,7 +73,7 @@ impl Runtime {
             let e = s.load(Ordering::Relaxed);
             let (pos, win, _) = decode_stream(e);
             if e != 0 && pos == p as i64 {
-                let ahead = (win as usize * 2).clamp(2, MAXB - 1);
+                let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAXB - 1);
                 let _ = s.compare_exchange(
                     e,
                     encode_stream((p + 1 + ahead) as i64, ahead as u64, 1),

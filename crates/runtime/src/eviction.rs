@@ -2,7 +2,7 @@
 //! dirty ones written back, all of them unmapped in batches.
 
 use crate::page::{self, next, Event, PageWord, State};
-use crate::replacement::{Aux as _, Take};
+use crate::replacement::{page_u32, Aux as _, Take};
 use crate::signals::MsgBuf;
 use crate::{runs, Runtime, MAXB};
 use farmem_sys::PAGE_SIZE;
@@ -72,7 +72,7 @@ impl Runtime {
         // now fault and wait for the eviction to finish.
         for r in runs(m, |j| wb_pages[j] == wb_pages[j - 1] + 1) {
             if let Err(e) = self.uffd.write_protect(
-                self.addr_of(wb_pages[r.start] as usize),
+                self.addr_of(farmem_sys::usize_from(wb_pages[r.start])),
                 r.len() * PAGE_SIZE,
                 true,
             ) {
@@ -89,13 +89,16 @@ impl Runtime {
             // zap below) and write-protected, so nothing changes it while the
             // slice lives.
             wb_data[k] = unsafe {
-                std::slice::from_raw_parts(self.addr_of(q as usize) as *const u8, PAGE_SIZE)
+                std::slice::from_raw_parts(
+                    self.addr_of(farmem_sys::usize_from(q)) as *const u8,
+                    PAGE_SIZE,
+                )
             };
-            self.record_sum(q as usize, wb_data[k]);
+            self.record_sum(farmem_sys::usize_from(q), wb_data[k]);
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
-                self.fatal_backend("write back", wb_pages[0] as usize, &e);
+                self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
             }
         }
         // Zap consecutive runs with one madvise each.
@@ -162,7 +165,7 @@ impl Runtime {
                 !((first..=last).contains(&q) && self.load(q).state() == State::Evicting)
             });
             for &(p, _) in &victims {
-                queues.stamp(p as u32, self);
+                queues.stamp(page_u32(p), self);
             }
         }
         // ...then write back and unmap them in batches.

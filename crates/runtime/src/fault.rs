@@ -6,7 +6,7 @@
 
 use crate::page::{self, next, Event, State};
 use crate::prefetch::encode_stream;
-use crate::replacement::Aux as _;
+use crate::replacement::{page_u32, Aux as _};
 use crate::signals::MsgBuf;
 use crate::{runs, wait, Runtime, MAXB};
 use farmem_sys::now_ns;
@@ -106,17 +106,19 @@ impl Runtime {
             // End a forward stream's window where its connection's run ends,
             // so that the pipelined windows after it start aligned and can
             // be whole (one asynchronous request stays on one connection).
-            let run = self.backend.route_run(p as u64) as usize;
+            let run = farmem_sys::usize_from(self.backend.route_run(p as u64));
             if run >= 4 && run < want {
                 want = run;
             }
         }
         for k in 1..want as i64 {
-            let q = p as i64 + stride * k;
-            if q < 0 || q as usize >= self.npages {
+            // Negative or past the arena: the window ends.
+            let Ok(q) = usize::try_from(p as i64 + stride * k) else {
+                break;
+            };
+            if q >= self.npages {
                 break;
             }
-            let q = q as usize;
             let w = self.load(q);
             let claimed = w.state() == State::Absent
                 && !w.has(page::ADV_RANDOM)
@@ -161,7 +163,10 @@ impl Runtime {
                 self.fatal_backend("fetch", p, &e);
             }
             for (j, &q) in remote[..r].iter().enumerate() {
-                self.verify_sum(q as usize, &mut buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE]);
+                self.verify_sum(
+                    farmem_sys::usize_from(q),
+                    &mut buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE],
+                );
             }
         }
 
@@ -227,8 +232,8 @@ impl Runtime {
         {
             let mut queues = self.queues.lock();
             for &q in &batch[..n] {
-                let refault = (!seq).then(|| self.aux(q as u32));
-                if !queues.admit(q as u32, refault) {
+                let refault = (!seq).then(|| self.aux(page_u32(q)));
+                if !queues.admit(page_u32(q), refault) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }

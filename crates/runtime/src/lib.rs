@@ -22,6 +22,13 @@
 //! in the signal frame says so), and the first write to a clean page faults
 //! once more to mark it dirty.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 pub mod backend;
 pub mod config;
 mod dirty;
@@ -172,7 +179,7 @@ pub(crate) struct Slots {
 
 impl Slots {
     pub(crate) fn acquire(&self) -> usize {
-        let start = farmem_sys::gettid() as usize;
+        let start = farmem_sys::gettid().unsigned_abs() as usize; // a tid is positive
         loop {
             for i in 0..self.busy.len() {
                 let k = (start + i) % self.busy.len();
@@ -285,7 +292,7 @@ impl Runtime {
                 "farmem needs 4 KiB base pages",
             )));
         }
-        let arena_bytes = cfg.arena_bytes as usize;
+        let arena_bytes = farmem_sys::usize_from(cfg.arena_bytes);
         let npages = arena_bytes / PAGE_SIZE;
         let map_err = |bytes: usize| {
             move |source| RuntimeError::Map {
@@ -338,7 +345,7 @@ impl Runtime {
             };
             Box::new(RemoteBackend::connect(&cfg, &servers, npages as u64)?)
         };
-        let budget = (cfg.local_bytes as usize / PAGE_SIZE).max(MAXB * 4);
+        let budget = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAXB * 4);
         let slots_bytes = FETCH_SLOTS * MAXB * PAGE_SIZE;
         let slots = Slots {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,

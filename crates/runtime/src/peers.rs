@@ -64,7 +64,11 @@ fn serve(rt: &'static Runtime, mut conn: UnixStream) {
     while conn.read_exact(&mut req).is_ok() {
         drop(held.take());
         let field = |i: usize| u64::from_ne_bytes(req[i * 8..i * 8 + 8].try_into().unwrap());
-        let (addr, len, write) = (field(0) as usize, field(1) as usize, field(2) != 0);
+        let (addr, len, write) = (
+            farmem_sys::usize_from(field(0)),
+            farmem_sys::usize_from(field(1)),
+            field(2) != 0,
+        );
         let (lo, hi) = rt.arena_range();
         let granted = if addr >= lo && addr < hi && len > 0 {
             let n = len.min(hi - addr).min(rt.io_chunk());
@@ -110,6 +114,6 @@ impl PeerPins {
         self.conn.write_all(&req)?;
         let mut rep = [0u8; 8];
         self.conn.read_exact(&mut rep)?;
-        Ok(u64::from_ne_bytes(rep) as usize)
+        Ok(farmem_sys::usize_from(u64::from_ne_bytes(rep)))
     }
 }

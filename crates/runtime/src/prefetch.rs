@@ -13,7 +13,7 @@
 //! any thread can complete any request.
 
 use crate::page::{self, next, Event, PageWord, State};
-use crate::replacement::Aux as _;
+use crate::replacement::{page_u32, Aux as _};
 use crate::Runtime;
 use crate::MAXB;
 use farmem_sys::uffd::CopyOutcome;
@@ -60,15 +60,19 @@ impl Runtime {
             } else if p64 == pos {
                 // The stream ran past its window: the prefetched pages were used.
                 for k in 1..win as i64 {
-                    let q = pos - stride * k;
-                    if q >= 0
-                        && (q as usize) < self.npages
-                        && self.transition(q as usize, Event::PrefetchUsed).is_ok()
-                    {
+                    // Negative positions are outside the arena.
+                    let q = usize::try_from(pos - stride * k);
+                    if q.is_ok_and(|q| {
+                        q < self.npages && self.transition(q, Event::PrefetchUsed).is_ok()
+                    }) {
                         self.stats.prefetch_used.add(1);
                     }
                 }
-                return (stride, (win as usize * 2).clamp(2, maxw), Some((i, e)));
+                return (
+                    stride,
+                    (farmem_sys::usize_from(win) * 2).clamp(2, maxw),
+                    Some((i, e)),
+                );
             }
         }
         let v = self.stream_victim.fetch_add(1, Ordering::Relaxed) % NSTREAMS;
@@ -102,8 +106,9 @@ impl Runtime {
                 }
                 self.stats.prefetch_used.add(1);
             }
-            let start = q + win as usize;
-            let issued = self.prefetch_async(start, (win as usize * 2).min(maxw), write);
+            let start = q + farmem_sys::usize_from(win);
+            let issued =
+                self.prefetch_async(start, (farmem_sys::usize_from(win) * 2).min(maxw), write);
             let win = if issued > 0 { issued as u64 } else { win };
             let _ = s.compare_exchange(
                 e,
@@ -132,7 +137,7 @@ impl Runtime {
                 }
             }
         };
-        let run = (self.backend.route_run(start as u64) as usize).min(want);
+        let run = farmem_sys::usize_from(self.backend.route_run(start as u64)).min(want);
         let mut list = [0u64; MAXB];
         let mut k = 0;
         while k < run && start + k < self.npages {
@@ -239,7 +244,7 @@ impl Runtime {
             let mut queues = self.queues.lock();
             for q in first..first + k {
                 let seq = self.load(q).has(page::ADV_SEQUENTIAL);
-                if !queues.admit(q as u32, (!seq).then(|| self.aux(q as u32))) {
+                if !queues.admit(page_u32(q), (!seq).then(|| self.aux(page_u32(q)))) {
                     drop(queues);
                     farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
                 }
@@ -275,10 +280,11 @@ pub(crate) fn complete_async(token: u64) {
 /// stride (16 bits). Window 0 means "one fault seen at `position`, no stride
 /// yet". The arena has at most 2^38 pages, so positions fit.
 pub(crate) fn encode_stream(pos: i64, win: u64, stride: i64) -> u64 {
-    ((pos as u64) & POS_MASK)
-        | (1 << 39)
-        | ((win & 0xFF) << 40)
-        | (((stride as i16) as u16 as u64) << 48)
+    // Two's-complement bit packing: pos is a page number (below 2^38, within
+    // POS_MASK) and |stride| <= MAX_STRIDE fits an i16.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let (pos, stride) = (pos as u64, (stride as i16) as u16 as u64);
+    (pos & POS_MASK) | (1 << 39) | ((win & 0xFF) << 40) | (stride << 48)
 }
 
 const POS_MASK: u64 = (1 << 39) - 1;

@@ -2,7 +2,7 @@
 //! first fit over a free list, the top given back on free.
 
 use crate::page::{self, PageWord};
-use crate::replacement::Aux as _;
+use crate::replacement::{page_u32, Aux as _};
 use crate::signals::is_forked_child;
 use crate::signals::MsgBuf;
 use crate::{config, wait, Runtime, RuntimeError};
@@ -246,7 +246,7 @@ impl Runtime {
             .lock()
             .retain(|q| !(start..start + n).contains(&(q as usize)));
         for p in start..start + n {
-            self.set_aux(p as u32, 0);
+            self.set_aux(page_u32(p), 0);
         }
         // SAFETY: the range belongs to the allocation being freed; its pages
         // are no longer reachable through the page table.

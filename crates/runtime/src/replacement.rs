@@ -44,6 +44,20 @@ pub trait Aux {
     fn set_aux(&self, p: u32, v: u32);
 }
 
+/// Page number `p` as the queues and the aux words keep it (32 bits).
+///
+/// Lossless below 2^32 pages (16 TiB): the region allocator hands out the
+/// arena first fit from its bottom, so only more than 16 TiB of live far
+/// allocations could reach a larger page number (FARMEM_ARENA itself may be
+/// up to 1P).
+#[inline]
+pub(crate) fn page_u32(p: usize) -> u32 {
+    // In range: see above. The same truncating cast every caller made before.
+    #[allow(clippy::cast_possible_truncation)]
+    let p = p as u32;
+    p
+}
+
 /// What the caller says about an eviction candidate.
 pub enum Take {
     /// Taken for eviction (the caller now owns it).
@@ -76,7 +90,7 @@ fn entry(p: u32, d: u32) -> u64 {
 }
 
 fn page_of(e: u64) -> u32 {
-    e as u32
+    (e & 0xFFFF_FFFF) as u32
 }
 
 fn dist_of(e: u64) -> u32 {
@@ -204,7 +218,10 @@ impl Queues {
                 }
             }
         }
-        self.clock = self.clock.wrapping_add(n as u32).max(1);
+        // In range: n <= victims.len(), one eviction batch (at most MAXB).
+        #[allow(clippy::cast_possible_truncation)]
+        let taken = n as u32;
+        self.clock = self.clock.wrapping_add(taken).max(1);
         (n, self.clock)
     }
 
@@ -305,7 +322,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    t.push((x % hot as u64) as u32);
+                    t.push(u32::try_from(x % u64::from(hot)).unwrap());
                 }
             }
         }
@@ -365,7 +382,7 @@ mod tests {
         /// (see `loop_bound`).
         #[test]
         fn loops_of_any_size(b in 20usize..120, extra in 1u32..300, rounds in 4usize..10) {
-            let n = b as u32 + extra;
+            let n = u32::try_from(b).unwrap() + extra;
             let t = cyclic(n, rounds);
             let ours = misses(&t, b, false);
             let opt = opt_misses(&t, b);

@@ -70,7 +70,7 @@ impl Default for Histogram {
 /// Values below 8 ns get a bucket each; above, 4 per power of two.
 fn bucket_of(ns: u64) -> usize {
     if ns < 8 {
-        return ns as usize;
+        return farmem_sys::usize_from(ns);
     }
     let log = 63 - ns.leading_zeros() as usize; // >= 3
     let sub = ((ns >> (log - 2)) & 3) as usize;
@@ -103,6 +103,8 @@ impl Histogram {
         if n == 0 {
             return 0;
         }
+        // A fraction of the count; the cast saturates (negative or NaN: 0), then clamped.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let target = ((q * n as f64).ceil() as u64).clamp(1, n);
         let mut seen = 0;
         for (i, b) in self.buckets.iter().enumerate() {

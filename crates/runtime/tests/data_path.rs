@@ -4,6 +4,13 @@
 //! for system calls within the budget, and signals arriving during faults.
 //! One runtime per process, so every test here shares it.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -148,7 +155,7 @@ extern "C" fn on_alarm(_: libc::c_int) {
         SIG_ACTIVE.fetch_sub(1, Ordering::SeqCst);
         return;
     }
-    let n = SIG_SEEN.fetch_add(1, Ordering::Relaxed) as usize;
+    let n = farmem_sys::usize_from(SIG_SEEN.fetch_add(1, Ordering::Relaxed));
     let i = (n * 7919 * 512) % words;
     // SAFETY: i < words, inside the live region; the content is i's tag.
     let v = unsafe { std::ptr::read_volatile(base.add(i)) };

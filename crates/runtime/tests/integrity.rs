@@ -2,7 +2,15 @@
 //! loopback, regions 8× the local budget, several threads, checked against a
 //! reference. One runtime per process, so every test here shares it.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use farmem_runtime::{Advice, Config, Runtime};
+use farmem_sys::usize_from;
 use std::sync::OnceLock;
 
 const BUDGET: u64 = 8 << 20;
@@ -59,7 +67,7 @@ impl Drop for Region {
 
 #[test]
 fn fresh_memory_reads_zero() {
-    let r = Region::new(3 * BUDGET as usize);
+    let r = Region::new(3 * usize_from(BUDGET));
     for i in (0..r.words).step_by(509) {
         assert_eq!(r.get(i), 0, "word {i}");
     }
@@ -67,7 +75,7 @@ fn fresh_memory_reads_zero() {
 
 #[test]
 fn sequential_then_random_multithreaded_8x() {
-    let bytes = 8 * BUDGET as usize;
+    let bytes = 8 * usize_from(BUDGET);
     let r = Region::new(bytes);
     let threads = 4;
     let per = r.words / threads;
@@ -104,7 +112,7 @@ fn sequential_then_random_multithreaded_8x() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let i = (x as usize % r.words) / threads * threads + t;
+                    let i = (usize_from(x) % r.words) / threads * threads + t;
                     if i >= r.words {
                         continue;
                     }
@@ -127,7 +135,7 @@ fn sequential_then_random_multithreaded_8x() {
                 *x ^= *x << 13;
                 *x ^= *x >> 7;
                 *x ^= *x << 17;
-                let i = (*x as usize % r.words) / threads * threads + t;
+                let i = (usize_from(*x) % r.words) / threads * threads + t;
                 if i < r.words {
                     written2[i] = true;
                 }
@@ -168,7 +176,7 @@ fn sequential_then_random_multithreaded_8x() {
 
 #[test]
 fn advice_pin_dontneed_and_free_reuse() {
-    let r = Region::new(2 * BUDGET as usize);
+    let r = Region::new(2 * usize_from(BUDGET));
     for i in (0..r.words).step_by(512) {
         r.set(i, val(7, i as u64));
     }
@@ -194,7 +202,7 @@ fn advice_pin_dontneed_and_free_reuse() {
     drop(r);
     assert!(rt().free(p.cast()).is_err(), "double free must be refused");
     // Memory handed out again reads as zero, not the old content.
-    let r2 = Region::new(2 * BUDGET as usize);
+    let r2 = Region::new(2 * usize_from(BUDGET));
     for i in (0..r2.words).step_by(512) {
         assert_eq!(r2.get(i), 0);
     }

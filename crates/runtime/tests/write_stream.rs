@@ -2,6 +2,13 @@
 //! process of its own: other tests' eviction pressure would make the pages
 //! absent, not clean.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
@@ -37,7 +44,7 @@ fn writes_over_clean_pages_run_as_a_stream() {
     for i in (0..r.words).step_by(per_page) {
         sum += r.word(i).load(Ordering::Relaxed);
     }
-    assert_eq!(sum as usize, r.words / per_page);
+    assert_eq!(farmem_sys::usize_from(sum), r.words / per_page);
     let before = rt().snapshot();
     for i in (0..r.words).step_by(per_page) {
         r.word(i).store(7, Ordering::Relaxed);

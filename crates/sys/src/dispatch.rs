@@ -52,14 +52,14 @@ pub fn text_segment_of(addr: usize) -> Option<(usize, usize)> {
         data: *mut libc::c_void,
     ) -> libc::c_int {
         // SAFETY: dl_iterate_phdr passes a valid info and our `Find`.
-        let (info, find) = unsafe { (&*info, &mut *(data as *mut Find)) };
+        let (info, find) = unsafe { (&*info, &mut *data.cast::<Find>()) };
         // SAFETY: dlpi_phdr points to dlpi_phnum headers.
         let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-        let base = info.dlpi_addr as usize;
+        let base = crate::usize_from(info.dlpi_addr);
         for ph in phdrs {
             if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
-                let start = base + ph.p_vaddr as usize;
-                let end = start + ph.p_memsz as usize;
+                let start = base + crate::usize_from(ph.p_vaddr);
+                let end = start + crate::usize_from(ph.p_memsz);
                 if (start..end).contains(&find.base) {
                     find.found = Some((start, end));
                     return 1;
@@ -90,17 +90,18 @@ pub fn install_sigsys(handler: crate::signal::SigInfoHandler) -> io::Result<()> 
 /// `ctx` is the ucontext of a SIGSYS handler.
 pub unsafe fn stopped_call(ctx: *mut libc::c_void) -> (libc::c_long, [usize; 6]) {
     // SAFETY: per the contract.
-    let g = unsafe { &(*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs };
-    let r = |i: libc::c_int| g[i as usize] as usize;
+    let g = unsafe { &(*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs };
+    // A register's bits as an unsigned word.
+    let r = |i: usize| usize::from_ne_bytes(g[i].to_ne_bytes());
     (
         g[libc::REG_RAX as usize] as libc::c_long,
         [
-            r(libc::REG_RDI),
-            r(libc::REG_RSI),
-            r(libc::REG_RDX),
-            r(libc::REG_R10),
-            r(libc::REG_R8),
-            r(libc::REG_R9),
+            r(libc::REG_RDI as usize),
+            r(libc::REG_RSI as usize),
+            r(libc::REG_RDX as usize),
+            r(libc::REG_R10 as usize),
+            r(libc::REG_R8 as usize),
+            r(libc::REG_R9 as usize),
         ],
     )
 }
@@ -111,7 +112,7 @@ pub unsafe fn stopped_call(ctx: *mut libc::c_void) -> (libc::c_long, [usize; 6])
 /// As [`stopped_call`].
 pub unsafe fn set_result(ctx: *mut libc::c_void, ret: libc::c_long) {
     // SAFETY: per the contract.
-    unsafe { (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs[libc::REG_RAX as usize] = ret };
+    unsafe { (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RAX as usize] = ret };
 }
 
 /// Make the thread run the stopped `syscall` instruction again on return
@@ -121,7 +122,7 @@ pub unsafe fn set_result(ctx: *mut libc::c_void, ret: libc::c_long) {
 /// As [`stopped_call`].
 pub unsafe fn rerun(ctx: *mut libc::c_void, nr: libc::c_long) {
     // SAFETY: per the contract.
-    let g = unsafe { &mut (*(ctx as *mut libc::ucontext_t)).uc_mcontext.gregs };
+    let g = unsafe { &mut (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs };
     g[libc::REG_RIP as usize] -= 2;
     g[libc::REG_RAX as usize] = nr;
 }

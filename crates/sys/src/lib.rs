@@ -10,8 +10,18 @@
 //! must not loop through those wrappers (and must be async-signal-safe, since
 //! it runs inside the SIGBUS handler), so it goes straight to `syscall(2)`.
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault error code from the signal frame)");
+
+// `usize_from` relies on it.
+const _: () = assert!(usize::BITS == 64);
 
 pub mod child;
 pub mod dispatch;
@@ -31,6 +41,27 @@ use std::io;
 /// `sysconf(_SC_PAGESIZE)` at runtime start.
 pub const PAGE_SIZE: usize = 4096;
 
+/// `v` as a `usize`, losslessly: farmem builds only for x86_64, where `usize`
+/// is 64 bits wide (asserted at compile time above). Usable in the fault
+/// handler: it cannot panic.
+#[inline]
+#[must_use]
+// The one u64 -> usize cast of the project: it cannot truncate on x86_64.
+#[allow(clippy::cast_possible_truncation)]
+pub const fn usize_from(v: u64) -> usize {
+    v as usize
+}
+
+/// The C `int` argument held in the 64-bit register image `reg` of a system
+/// call's argument: its low 32 bits, all the kernel reads of an int (the
+/// value `reg as c_int` gives, without a cast that could hide a truncation).
+/// Usable in the fault handler: it cannot panic.
+#[inline]
+#[must_use]
+pub const fn int_arg(reg: usize) -> libc::c_int {
+    ((reg as u64 & 0xFFFF_FFFF) as u32) as libc::c_int
+}
+
 /// Turn a C return value of -1 into the thread's `errno`.
 pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret == -1 {
@@ -42,32 +73,29 @@ pub(crate) fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
 
 /// Like [`cvt`] for `syscall(2)` and `ssize_t` results.
 pub(crate) fn cvt_long(ret: libc::c_long) -> io::Result<usize> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret as usize)
-    }
+    // Fails exactly when `ret` is negative.
+    usize::try_from(ret).map_err(|_| io::Error::last_os_error())
 }
 
 /// `sysconf(_SC_PAGESIZE)`.
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    v.max(1) as usize
+    usize::try_from(v).unwrap_or(0).max(1)
 }
 
 /// Physical memory of the machine in bytes (`sysconf(_SC_PHYS_PAGES)`).
 pub fn phys_memory() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
-    (pages.max(0) as u64) * page_size() as u64
+    u64::try_from(pages).unwrap_or(0) * page_size() as u64
 }
 
 /// Number of online CPUs.
 pub fn online_cpus() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    n.max(1) as usize
+    usize::try_from(n).unwrap_or(0).max(1)
 }
 
 /// Monotonic clock in nanoseconds (vDSO `clock_gettime`, async-signal-safe).
@@ -78,7 +106,8 @@ pub fn now_ns() -> u64 {
     };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    // CLOCK_MONOTONIC is never negative, so `unsigned_abs` is the value itself.
+    ts.tv_sec.unsigned_abs() * 1_000_000_000 + ts.tv_nsec.unsigned_abs()
 }
 
 /// Write a whole message to stderr with raw syscalls; usable inside a signal
@@ -101,7 +130,7 @@ pub fn write_stderr(msg: &[u8]) {
             }
             return;
         }
-        off += r as usize;
+        off += usize_from(r.unsigned_abs()); // r > 0 here
     }
 }
 
@@ -129,7 +158,11 @@ pub fn cpu_relax() {
 /// The kernel thread id of the caller.
 pub fn gettid() -> i32 {
     // SAFETY: no preconditions.
-    unsafe { crate::raw_syscall!(libc::SYS_gettid) as i32 }
+    let tid = unsafe { crate::raw_syscall!(libc::SYS_gettid) };
+    // The kernel returns a pid_t (an i32) widened to a long: it fits.
+    #[allow(clippy::cast_possible_truncation)]
+    let tid = tid as i32;
+    tid
 }
 
 /// The C library's `syscall(3)`, found past any interposer.

@@ -1,6 +1,6 @@
 //! Anonymous mappings and `madvise`.
 
-use crate::{cvt, PAGE_SIZE};
+use crate::{cvt_long, PAGE_SIZE};
 use std::io;
 use std::ptr::NonNull;
 
@@ -173,8 +173,7 @@ impl Drop for Mapping {
 pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Result<()> {
     // SAFETY: forwarded to the caller's contract.
     // Raw: the shim's `madvise` treats far memory as the program's.
-    cvt(unsafe { crate::raw_syscall!(libc::SYS_madvise, addr, len, advice) } as libc::c_int)
-        .map(|_| ())
+    cvt_long(unsafe { crate::raw_syscall!(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
 }
 
 /// `mprotect(addr, len, prot)`.
@@ -184,8 +183,7 @@ pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Res
 /// later accesses fault.
 pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: libc::c_int) -> io::Result<()> {
     // SAFETY: forwarded to the caller's contract.
-    cvt(unsafe { crate::raw_syscall!(libc::SYS_mprotect, addr, len, prot) } as libc::c_int)
-        .map(|_| ())
+    cvt_long(unsafe { crate::raw_syscall!(libc::SYS_mprotect, addr, len, prot) }).map(|_| ())
 }
 
 /// Field `name` (in kB) of `/proc/meminfo`, in bytes.

@@ -265,17 +265,26 @@ pub fn set_socket_buffers(fd: RawFd, bytes: usize) -> io::Result<()> {
                 libc::SOL_SOCKET,
                 opt,
                 (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                socklen_of::<libc::c_int>(),
             )
         })?;
     }
     Ok(())
 }
 
+/// `size_of::<T>()` as a `socklen_t`, for the option structs passed to
+/// `setsockopt`/`getsockopt`.
+fn socklen_of<T>() -> libc::socklen_t {
+    // An int or a ucred: a few bytes, far below u32::MAX.
+    #[allow(clippy::cast_possible_truncation)]
+    let len = std::mem::size_of::<T>() as libc::socklen_t;
+    len
+}
+
 /// An int-valued `SOL_SOCKET` option of `fd`.
 fn sockopt_int(fd: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
     let mut v: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let mut len = socklen_of::<libc::c_int>();
     // SAFETY: v and len are live and len holds v's size.
     cvt(unsafe {
         libc::getsockopt(
@@ -291,7 +300,7 @@ fn sockopt_int(fd: RawFd, opt: libc::c_int) -> io::Result<libc::c_int> {
 
 /// The socket's (send, receive) buffer sizes as the kernel reports them.
 pub fn socket_buffers(fd: RawFd) -> io::Result<(usize, usize)> {
-    let get = |opt| sockopt_int(fd, opt).map(|v| v.max(0) as usize);
+    let get = |opt| sockopt_int(fd, opt).map(|v| usize::try_from(v).unwrap_or(0));
     Ok((get(libc::SO_SNDBUF)?, get(libc::SO_RCVBUF)?))
 }
 
@@ -439,7 +448,7 @@ pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
         uid: u32::MAX,
         gid: 0,
     };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let mut len = socklen_of::<libc::ucred>();
     // SAFETY: getsockopt into a live ucred of the stated size.
     cvt(unsafe {
         libc::getsockopt(
@@ -531,7 +540,7 @@ mod tests {
             spin_ns: 0,
             timeout_ns: 5_000_000_000,
         };
-        let src: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+        let src: Vec<u8> = (0..10_000u32).map(|i| (i & 0xff) as u8).collect();
         let (x, y) = src.split_at(3000);
         // SAFETY: both ranges are live slices for the whole call.
         unsafe { send_vectored_raw(a.as_raw_fd(), &[RawBuf::of(x), RawBuf::of(y)], wait) }.unwrap();

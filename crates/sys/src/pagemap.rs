@@ -92,6 +92,6 @@ impl Pagemap {
         // SAFETY: `arg` is a live pm_scan_arg whose vec points to `out`,
         // writable for vec_len regions.
         let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg) };
-        cvt(r).map(|n| n as usize)
+        cvt(r).map(|n| n.unsigned_abs() as usize) // n >= 0: a region count
     }
 }

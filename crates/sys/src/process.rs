@@ -251,7 +251,7 @@ pub fn enter_cgroup(procs: &std::ffi::CStr) -> io::Result<()> {
     }
     let mut buf = [0u8; 16];
     // SAFETY: getpid has no preconditions.
-    let mut pid = unsafe { libc::getpid() } as u32;
+    let mut pid = unsafe { libc::getpid() }.unsigned_abs(); // a pid is positive
     let mut i = buf.len();
     loop {
         i -= 1;

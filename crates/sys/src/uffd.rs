@@ -116,7 +116,10 @@ impl Uffd {
     pub fn new(features: u64) -> io::Result<Uffd> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: userfaultfd(2) takes only flags.
-        let mut raw = unsafe { crate::raw_syscall!(libc::SYS_userfaultfd, flags) } as RawFd;
+        let raw = unsafe { crate::raw_syscall!(libc::SYS_userfaultfd, flags) };
+        // The kernel returns an int (an fd or -1) widened to a long: it fits.
+        #[allow(clippy::cast_possible_truncation)]
+        let mut raw = raw as RawFd;
         if raw < 0 {
             let sys_err = io::Error::last_os_error();
             raw = Self::open_dev(flags).map_err(|_| sys_err)?;
@@ -208,12 +211,12 @@ impl Uffd {
             // SAFETY: `c` is a live UffdioCopy; the caller guarantees src/dst.
             let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_COPY as _, &mut c) };
             if r == 0 {
-                done += c.len as usize;
+                done += crate::usize_from(c.len);
                 continue;
             }
             let err = io::Error::last_os_error();
             if c.copy > 0 {
-                done += c.copy as usize;
+                done += crate::usize_from(c.copy.unsigned_abs());
             }
             match err.raw_os_error() {
                 // Partial copy interrupted or asked to retry: go on from `done`.
@@ -275,7 +278,7 @@ impl Uffd {
         // SAFETY: `m` is a live UffdioMove; the caller guarantees the ranges.
         let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE as _, &mut m) };
         if r == 0 {
-            Ok(m.moved.max(0) as usize)
+            Ok(usize::try_from(m.moved).unwrap_or(0))
         } else {
             Err(io::Error::last_os_error())
         }

@@ -2,6 +2,13 @@
 //! A tiny C program prints the header's values; we compare (the
 //! userfaultfd-rs practice of cross-checking constants).
 
+// Firecracker's rule: no silent truncation or sign loss in casts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::ptr_as_ptr
+)]
+
 use farmem_sys::uffd::*;
 use std::process::Command;
 
@@ -78,7 +85,7 @@ int main(void) {
 fn wp_async_move_and_pagemap_scan_on_this_kernel() {
     use farmem_sys::mem::Mapping;
     use farmem_sys::pagemap::*;
-    use farmem_sys::PAGE_SIZE;
+    use farmem_sys::{usize_from, PAGE_SIZE};
     let Ok(uffd) = Uffd::new(
         UFFD_FEATURE_SIGBUS
             | UFFD_FEATURE_PAGEFAULT_FLAG_WP
@@ -125,7 +132,7 @@ fn wp_async_move_and_pagemap_scan_on_this_kernel() {
         .unwrap();
     let pages = |out: &[PageRegion], base: usize| -> Vec<usize> {
         out.iter()
-            .flat_map(|r| (r.start as usize..r.end as usize).step_by(PAGE_SIZE))
+            .flat_map(|r| (usize_from(r.start)..usize_from(r.end)).step_by(PAGE_SIZE))
             .map(|x| (x - base) / PAGE_SIZE)
             .collect()
     };
@@ -194,7 +201,9 @@ fn copy_across_a_vma_split() {
         split,
         "the madvise did not split the VMA; the test proves nothing"
     );
-    let src: Vec<u8> = (0..len).map(|i| (i / PAGE_SIZE) as u8 + 1).collect();
+    let src: Vec<u8> = (0..len)
+        .map(|i| u8::try_from(i / PAGE_SIZE).unwrap() + 1)
+        .collect();
     // SAFETY: src is readable for len bytes; the range is registered.
     let r = unsafe { uffd.copy(a, src.as_ptr(), len, false) }.unwrap();
     assert_eq!(r, CopyOutcome::Done);

@@ -138,6 +138,20 @@ pub struct RemoteBackend {
     complete: OnceLock<fn(u64)>,
 }
 
+// What `frame_u32` relies on.
+const _: () = assert!(MAX_PAGES_PER_CALL * PAGE_SIZE <= u32::MAX as usize);
+
+/// A page count or byte length of one frame, as the wire's 32-bit fields
+/// hold it. A frame carries at most `MAX_PAGES_PER_CALL` pages (its page
+/// list is a `[u64; MAX_PAGES_PER_CALL]`), and a handshake payload a few
+/// dozen bytes, so the value fits (asserted above).
+fn frame_u32(n: usize) -> u32 {
+    // In range: at most MAX_PAGES_PER_CALL * PAGE_SIZE, see above.
+    #[allow(clippy::cast_possible_truncation)]
+    let n = n as u32;
+    n
+}
+
 /// The page numbers `pages[i]` for `i` in `idx`, in that order.
 fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
     let mut list = [0u64; MAX_PAGES_PER_CALL];
@@ -300,8 +314,8 @@ impl RemoteBackend {
     fn route(&self, page: u64, k: usize) -> (usize, usize) {
         let stripe = page / self.stripe;
         let ns = self.servers.len() as u64;
-        let s = ((stripe + k as u64) % ns) as usize;
-        let c = ((stripe / ns) % self.servers[s].conns.len() as u64) as usize;
+        let s = farmem_sys::usize_from((stripe + k as u64) % ns);
+        let c = farmem_sys::usize_from((stripe / ns) % self.servers[s].conns.len() as u64);
         (s, c)
     }
 
@@ -519,7 +533,7 @@ impl RemoteBackend {
                 recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
             } else {
                 let h = read_header(server, &*conn.link, self.wait)?;
-                let len = (n * PAGE_SIZE) as u32;
+                let len = frame_u32(n * PAGE_SIZE);
                 check_reply(server, &*conn.link, &h, Op::ReadOk, tag, len, self.wait)?;
                 for &i in idx {
                     let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
@@ -562,7 +576,7 @@ impl RemoteBackend {
             // the next request on this connection (see the module comment).
             self.pending(conn).push(Owed::Ack {
                 tag,
-                pages: n as u32,
+                pages: frame_u32(n),
             });
             Ok(())
         })();
@@ -791,7 +805,7 @@ fn expect_reply(
     wait: Wait,
 ) -> Result<Header, BackendError> {
     let h = read_header(server, link, wait)?;
-    check_reply(server, link, &h, op, tag, payload.len() as u32, wait)?;
+    check_reply(server, link, &h, op, tag, frame_u32(payload.len()), wait)?;
     link.recv_exact(payload, wait)
         .map_err(|source| BackendError::Io {
             server: server.name.clone(),
@@ -979,7 +993,7 @@ impl Backend for RemoteBackend {
             self.pending(conn).push(Owed::Read {
                 tag,
                 first: pages[0],
-                pages: n as u32,
+                pages: frame_u32(n),
                 buf,
                 token,
             });
