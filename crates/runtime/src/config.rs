@@ -95,7 +95,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "ARENA",
         default: "4× physical memory, at least `64G`",
-        meaning: "Virtual address space reserved for far allocations: the most far memory a process can have allocated at once. Costs no memory until used. Between `16M` and `1P`.",
+        meaning: "Virtual address space reserved for far allocations: the most far memory a process can have allocated at once. Costs no memory until used. Between `16M` and `16T` (the replacement queues number pages in 32 bits).",
         run_flag: None,
     },
     OptionDoc {
@@ -343,6 +343,11 @@ pub const MAX_BATCH: u32 = 64;
 /// Most copies of a far page (`FARMEM_REPLICAS`).
 pub const MAX_REPLICAS: usize = 3;
 
+/// The largest `FARMEM_ARENA`: 2^32 pages of 4 KiB. The replacement queues
+/// and the per-page aux words number pages in 32 bits, so no page of the
+/// arena may need more.
+pub const MAX_ARENA: u64 = (1 << 32) * 4096;
+
 impl Default for Config {
     fn default() -> Config {
         let phys = farmem_sys::phys_memory();
@@ -358,7 +363,10 @@ impl Default for Config {
             stats_at_exit: false,
             checksum: true,
             replicas: 1,
-            arena_bytes: (4 * phys).max(64 << 30).next_multiple_of(1 << 30),
+            arena_bytes: (4 * phys)
+                .max(64 << 30)
+                .next_multiple_of(1 << 30)
+                .min(MAX_ARENA),
             prefetch_pages: 64,
             evict_batch: 32,
             spin_us: 200,
@@ -571,8 +579,8 @@ impl Config {
             "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)?,
             "ARENA" => {
                 let b = size("ARENA")?;
-                if !(1 << 24..=1 << 50).contains(&b) {
-                    return Err(invalid("ARENA", v, "must be between 16M and 1P"));
+                if !(1 << 24..=MAX_ARENA).contains(&b) {
+                    return Err(invalid("ARENA", v, "must be between 16M and 16T"));
                 }
                 self.arena_bytes = b.next_multiple_of(1 << 21);
             }
@@ -909,6 +917,18 @@ mod tests {
             RawSyscalls::Allow
         );
         assert!(Config::from_vars([("FARMEM_PREFETCH", "65")]).is_err());
+        // The queues number pages in 32 bits: no arena beyond 2^32 pages.
+        assert_eq!(
+            Config::from_vars([("FARMEM_ARENA", "16T")])
+                .unwrap()
+                .arena_bytes,
+            MAX_ARENA
+        );
+        let e = Config::from_vars([("FARMEM_ARENA", "17T")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FARMEM_ARENA") && e.contains("16T"), "{e}");
+        assert!(Config::default().arena_bytes <= MAX_ARENA);
         assert_eq!(
             Config::from_vars([("FARMEM_SERVERS", "h:1"), ("FARMEM_FILE", "/tmp/x")]),
             Err(ConfigError::TwoBackends)

@@ -46,13 +46,12 @@ pub trait Aux {
 
 /// Page number `p` as the queues and the aux words keep it (32 bits).
 ///
-/// Lossless below 2^32 pages (16 TiB): the region allocator hands out the
-/// arena first fit from its bottom, so only more than 16 TiB of live far
-/// allocations could reach a larger page number (FARMEM_ARENA itself may be
-/// up to 1P).
+/// Lossless: `p` is a page of the arena, and the configuration caps
+/// `FARMEM_ARENA` at [`crate::config::MAX_ARENA`], 2^32 pages.
 #[inline]
 pub(crate) fn page_u32(p: usize) -> u32 {
-    // In range: see above. The same truncating cast every caller made before.
+    debug_assert!(p as u64 * 4096 < crate::config::MAX_ARENA);
+    // In range: see above (no check in the fault path).
     #[allow(clippy::cast_possible_truncation)]
     let p = p as u32;
     p
