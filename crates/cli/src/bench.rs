@@ -1,13 +1,12 @@
 //! `farmem bench`: its arguments, and the table, JSON, CSV and plot of what
 //! the harness (`farmem_bench`) measured.
 
-use crate::output::{opt, Csv, Output};
+use crate::output::Output;
 use anyhow::{Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use farmem_bench::workload::Options;
-use farmem_bench::{failure_words, Progress, Report, RunResult, System, Workload};
+use farmem_bench::{Progress, Report, System, Workload};
 use farmem_probe::machine::Machine;
-use farmem_report::html::short;
 use farmem_runtime::config::{format_size, parse_size};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -76,16 +75,6 @@ pub struct Args {
     cmd: Vec<String>,
 }
 
-/// This result as a cell of the bench plot.
-pub fn cell(r: &RunResult) -> farmem_report::plot::BenchCell {
-    farmem_report::plot::BenchCell {
-        system: r.system.clone(),
-        expansion: r.expansion,
-        relative: Some(r.relative_runtime).filter(|r| r.is_finite()),
-        failure: r.unavailable.as_deref().map(failure_words),
-    }
-}
-
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -144,9 +133,7 @@ pub fn run(a: Args) -> Result<()> {
 
 /// The table (or JSON, or CSV) and the plot.
 fn print(a: &Args, r: &Report) -> Result<()> {
-    let results = &r.results;
-    let ceiling = r.ceiling;
-    let cells: Vec<_> = results.iter().map(cell).collect();
+    let cells = farmem_report::text::bench_cells(r);
     a.out.draw(&farmem_report::plot::Bench {
         title: &format!(
             "{} {}: runtime relative to all-local",
@@ -155,150 +142,12 @@ fn print(a: &Args, r: &Report) -> Result<()> {
         ),
         cells: &cells,
     })?;
-    let json = || {
-        Ok(
-            serde_json::json!({ "machine": Machine::detect(), "params": r.params, "results": results }),
-        )
-    };
-    let csv = || {
-        let mut c = Csv::new(&[
-            "system",
-            "expansion",
-            "local_budget_bytes",
-            "seconds",
-            "seconds_min",
-            "seconds_max",
-            "metric",
-            "unit",
-            "relative_runtime",
-            "check",
-            "timed_fetched_bytes",
-            "timed_written_back_bytes",
-        ]);
-        for r in results {
-            c.row(&[
-                r.system.clone(),
-                r.expansion.to_string(),
-                r.local_budget_bytes.to_string(),
-                format!("{:.4}", r.seconds),
-                format!("{:.4}", r.seconds_min),
-                format!("{:.4}", r.seconds_max),
-                format!("{:.4}", r.metric),
-                r.unit.clone(),
-                format!("{:.4}", r.relative_runtime),
-                r.check.clone(),
-                opt(r.timed_fetched_bytes),
-                opt(r.timed_written_back_bytes),
-            ]);
-        }
-        c
-    };
-    if a.out.print(json, csv)? {
-        return Ok(());
-    }
-    println!("machine: {}", Machine::detect().summary());
-    println!(
-        "workload: {} over {} {}, {} threads, median of {} run(s)",
-        r.command.join(" "),
-        format_size(r.size),
-        if r.footprint_measured {
-            "of footprint (its peak resident memory all-local)"
-        } else {
-            "of data"
-        },
-        r.threads,
-        r.runs
-    );
-    if let Some(l) = results.iter().find(|r| r.system == "local") {
-        println!(
-            "all-local: {:.3} s, {} {}",
-            l.seconds,
-            short(l.metric),
-            l.unit
-        );
-    }
-    print!("\n{:<10}", "system");
-    for e in &r.expansions {
-        print!(" {:>23}", format!("{e}x"));
-    }
-    println!();
-    for s in r.systems.iter().filter(|s| **s != System::Local) {
-        print!("{:<10}", s.name());
-        for e in &r.expansions {
-            let r = results
-                .iter()
-                .find(|r| r.system == s.name() && r.expansion == *e);
-            let cell = match r {
-                Some(RunResult {
-                    unavailable: Some(why),
-                    ..
-                }) => failure_words(why),
-                Some(r) => format!(
-                    "{:.2}x ({} {})",
-                    r.relative_runtime,
-                    short(r.metric),
-                    r.unit
-                ),
-                None => "-".into(),
-            };
-            print!(" {cell:>23}");
-        }
-        println!();
-    }
-    println!(
-        "(runtime relative to all-local: 1.00x is as fast; in brackets the workload's own metric)"
-    );
-    for r in results.iter().filter(|r| r.unavailable.is_some()) {
-        println!(
-            "{} at {}x: unavailable: {}",
-            r.system,
-            r.expansion,
-            r.unavailable.as_deref().unwrap_or("")
-        );
-    }
-    if r.runs > 1 {
-        for r in results.iter().filter(|r| r.seconds.is_finite()) {
-            println!(
-                "{} at {}x: median {:.3} s, min {:.3} s, max {:.3} s over {} runs",
-                r.system,
-                r.expansion,
-                r.seconds,
-                r.seconds_min,
-                r.seconds_max,
-                r.runs.len()
-            );
-        }
-    }
-    for r in results {
-        if let (Some(f), Some(w)) = (r.timed_fetched_bytes, r.timed_written_back_bytes) {
-            let against = |moved: u64, least: Option<u64>| match least {
-                Some(0) => format!("{} (least any policy moves: 0)", format_size(moved)),
-                Some(l) => format!(
-                    "{} ({:.2}x the {} any policy must move)",
-                    format_size(moved),
-                    moved as f64 / l as f64,
-                    format_size(l)
-                ),
-                None => format_size(moved),
-            };
-            println!(
-                "farmem at {}x, timed region only: fetched {}, written back {}",
-                r.expansion,
-                against(f, r.bound_fetched_bytes),
-                against(w, r.bound_written_back_bytes)
-            );
-            if let (Some(t), Some(c)) = (r.bound_seconds, ceiling) {
-                println!(
-                    "  at the far ceiling ({:.0} MB/s read, {:.0} MB/s write) that least traffic takes {t:.3} s; the cell took {:.3} s ({:.1}x that)",
-                    c.read_mbps,
-                    c.write_mbps,
-                    r.seconds,
-                    r.seconds / t.max(1e-9)
-                );
-            }
-        }
-    }
-    Ok(())
+    let machine = Machine::detect();
+    a.out.print(
+        &farmem_report::text::bench_json(r, &machine),
+        || farmem_report::text::bench_csv(r),
+        || farmem_report::text::bench(r, &machine),
+    )
 }
 
 #[cfg(test)]

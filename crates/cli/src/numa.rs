@@ -1,15 +1,17 @@
 //! `farmem numa`: topology, the X×Y placement matrix, policy comparison, and
 //! numactl-style placement of any command.
 
-use crate::output::{opt, Csv, Output};
+use crate::output::Output;
 use anyhow::{bail, Context, Result};
-use farmem_numa::matrix::{MatrixCell, MatrixParams};
+use farmem_numa::matrix::MatrixParams;
 use farmem_numa::plan::{policy_plan, xy_plan, Placement};
 use farmem_numa::run::run_for;
 use farmem_numa::topology::Topology;
 use farmem_numa::verify;
-use farmem_numa::xy::{XyCell, XyWorkload};
+use farmem_numa::xy::XyWorkload;
 use farmem_probe::machine::Machine;
+use farmem_report::text;
+use farmem_runtime::config::format_size;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -161,104 +163,31 @@ fn matrix(a: MatrixArgs) -> Result<()> {
     let t = a.plan.topology()?;
     let cells = xy_plan(&t)?;
     let machine = Machine::detect();
-    let llc = machine.llc_bytes().unwrap_or(32 << 20);
-    let size = match a.size {
-        Some(s) if s < 1 << 20 => bail!("--size must be at least 1M"),
-        Some(s) if s > machine.memory_bytes / 4 => bail!(
-            "--size {} is more than a quarter of this machine's memory",
-            farmem_runtime::config::format_size(s)
-        ),
-        Some(s) => s,
-        None if a.quick => (llc * 2).clamp(64 << 20, 256 << 20),
-        None => (llc * 4).clamp(256 << 20, 1 << 30),
-    }
-    .min(machine.memory_bytes / 8) as usize;
+    let mp = MatrixParams::for_machine(a.size, a.quick, &machine)?;
     if a.plan.dry_run {
         println!(
             "latency: a {} pointer chase; bandwidth: every CPU of node Y reading an array of {}",
-            farmem_runtime::config::format_size(size as u64),
-            farmem_runtime::config::format_size(size as u64 / 2)
+            format_size(mp.latency_bytes as u64),
+            format_size(mp.bandwidth_bytes_per_array as u64)
         );
         print_plan(&cells);
         return Ok(());
     }
     a.plan.only_this_machine()?;
-    let mp = MatrixParams::new(size, a.quick);
     let b = crate::progress::bar(cells.len() as u64, "matrix");
-    let results = farmem_numa::matrix::measure(&cells, &mp, || b.inc(1));
+    let r = farmem_numa::matrix::report(machine, t.nodes.clone(), &cells, mp, || b.inc(1));
     b.finish_and_clear();
-    let results = results?;
-    for r in results.iter().filter(|r| r.pages_off_node() > 0) {
-        eprintln!(
-            "farmem numa matrix: X={} Y={}: {} of {} sampled pages are not on node {} ({:?}); the node may be full",
-            r.mem_node,
-            r.cpu_node,
-            r.pages_off_node(),
-            r.pages_by_node.values().sum::<u64>(),
-            r.mem_node,
-            r.pages_by_node
-        );
+    let r = r?;
+    for w in text::matrix_warnings(&r) {
+        eprintln!("farmem numa matrix: {w}");
     }
-    let ids = t.ids();
     if let Some(p) = a.out.plot_path() {
-        farmem_report::plot::matrix_figure(&ids, &results, |f| farmem_report::plot::write(p, f))?;
+        farmem_report::plot::matrix_figure(&t.ids(), &r.matrix, |f| {
+            farmem_report::plot::write(p, f)
+        })?;
     }
-    let json = || {
-        Ok(serde_json::json!({
-            "machine": machine,
-            "nodes": t.nodes,
-            "params": { "latency_bytes": size, "bandwidth_bytes_per_array": size / 2, "latency": mp.latency, "bandwidth_repeats": mp.bandwidth_repeats, "bandwidth_statistic": "best" },
-            "matrix": results,
-        }))
-    };
-    let csv = || {
-        let mut c = Csv::new(&["mem_node", "cpu_node", "latency_ns", "read_gbps", "threads"]);
-        for r in &results {
-            c.row(&[
-                r.mem_node.to_string(),
-                r.cpu_node.to_string(),
-                format!("{:.2}", r.latency_ns),
-                format!("{:.3}", r.read_gbps),
-                r.threads.to_string(),
-            ]);
-        }
-        c
-    };
-    if a.out.print(json, csv)? {
-        return Ok(());
-    }
-    println!("machine: {}", machine.summary());
-    for (what, unit, get) in [
-        (
-            "idle latency",
-            "ns",
-            (|r: &MatrixCell| r.latency_ns) as fn(&MatrixCell) -> f64,
-        ),
-        ("read bandwidth, every CPU of the CPU node", "GB/s", |r| {
-            r.read_gbps
-        }),
-    ] {
-        println!("\n{what} ({unit}): rows are the CPUs' node, columns the memory's node");
-        print!("{:>10}", "CPU \\ mem");
-        for x in &ids {
-            print!(" {:>10}", format!("node {x}"));
-        }
-        println!();
-        for y in &ids {
-            print!("{:>10}", format!("node {y}"));
-            for x in &ids {
-                match results
-                    .iter()
-                    .find(|r| r.mem_node == *x && r.cpu_node == *y)
-                {
-                    Some(r) => print!(" {:>10.2}", get(r)),
-                    None => print!(" {:>10}", "-"),
-                }
-            }
-            println!();
-        }
-    }
-    Ok(())
+    a.out
+        .print(&r, || text::matrix_csv(&r), || text::matrix(&r))
 }
 
 #[derive(clap::Args)]
@@ -289,21 +218,13 @@ pub fn run(cmd: Cmd) -> Result<()> {
     }
 }
 
-fn one_node_note(t: &Topology) -> Option<String> {
-    (t.nodes.len() == 1).then(|| {
-        "note: this machine has one NUMA node, so every placement puts memory on node 0 and threads on the same \
-         CPUs; the matrix is 1x1 and the policies collapse into one (differences are run-to-run noise)."
-            .to_string()
-    })
-}
-
 fn topology(a: TopoArgs) -> Result<()> {
     let t = Topology::read(&a.sysfs)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&t)?);
     } else {
         print!("{}", t.render());
-        if let Some(n) = one_node_note(&t) {
+        if let Some(n) = t.one_node_note() {
             println!("{n}");
         }
     }
@@ -357,108 +278,15 @@ fn xy(a: XyArgs) -> Result<()> {
         }
     };
     let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
-    let results = farmem_numa::xy::run(&cells, &w, a.runs, || b.inc(1));
+    let r = farmem_numa::xy::report(t, &cells, &w, a.runs, || b.inc(1));
     b.finish_and_clear();
-    let results = results?;
-    let workload = w.describe();
-    let heat: Vec<_> = results
-        .iter()
-        .map(|r| {
-            (
-                r.mem_node,
-                r.cpu_node,
-                farmem_report::plot::time_and_slowdown(r.seconds, r.slowdown_pct),
-                r.slowdown_pct,
-            )
-        })
-        .collect();
+    let r = r?;
     a.out.draw(&farmem_report::plot::Heatmap {
-        ids: &t.ids(),
-        cells: &heat,
-        title: &format!("{workload}: time, and slowdown vs local (X = Y)"),
+        ids: &r.topology.ids(),
+        cells: &text::xy_cells(&r),
+        title: &format!("{}: time, and slowdown vs local (X = Y)", r.params.workload),
     })?;
-    let json = || {
-        Ok(serde_json::json!({
-            "machine": Machine::detect(),
-            "topology": t,
-            "params": { "workload": workload, "runs": a.runs, "passes": a.passes, "size_bytes": a.size, "statistic": "median" },
-            "cells": results,
-            "note": one_node_note(&t),
-        }))
-    };
-    let csv = || {
-        let mut c = Csv::new(&[
-            "mem_node",
-            "cpu_node",
-            "seconds",
-            "slowdown_pct",
-            "later_pass_seconds",
-            "later_slowdown_pct",
-        ]);
-        for r in &results {
-            c.row(&[
-                r.mem_node.to_string(),
-                r.cpu_node.to_string(),
-                format!("{:.6}", r.seconds),
-                format!("{:.2}", r.slowdown_pct),
-                opt(r.later_pass_seconds.map(|v| format!("{v:.6}"))),
-                opt(r.later_slowdown_pct.map(|v| format!("{v:.2}"))),
-            ]);
-        }
-        c
-    };
-    if a.out.print(json, csv)? {
-        return Ok(());
-    }
-    println!("machine: {}", Machine::detect().summary());
-    println!("workload: {workload}; median of {} runs; rows: memory on node X, columns: threads on node Y", a.runs);
-    let ids = t.ids();
-    let table = |title: &str, get: &dyn Fn(&XyCell) -> Option<(f64, f64)>| {
-        println!("\n{title}");
-        print!("{:>8}", "X \\ Y");
-        for y in &ids {
-            print!("{:>20}", format!("Y={y}"));
-        }
-        println!();
-        for x in &ids {
-            print!("{:>8}", format!("X={x}"));
-            for y in &ids {
-                let r = results
-                    .iter()
-                    .find(|r| r.mem_node == *x && r.cpu_node == *y);
-                match r.and_then(get) {
-                    Some((s, d)) => print!("{:>20}", format!("{:.4} s ({:+.1}%)", s, d)),
-                    None => print!("{:>20}", "-"),
-                }
-            }
-            println!();
-        }
-    };
-    let first = if matches!(w, XyWorkload::Memwrite { .. }) {
-        "pass 1 (includes page faults)"
-    } else {
-        "time"
-    };
-    table(first, &|r| Some((r.seconds, r.slowdown_pct)));
-    if results.iter().any(|r| r.later_pass_seconds.is_some()) {
-        table("passes 2.. (median)", &|r| {
-            r.later_pass_seconds.zip(r.later_slowdown_pct)
-        });
-    }
-    println!("\nwhere the memory was:");
-    for r in &results {
-        println!(
-            "  X={} Y={} ({}): {}",
-            r.mem_node,
-            r.cpu_node,
-            r.numactl,
-            verify::render(&r.by_node)
-        );
-    }
-    if let Some(n) = one_node_note(&t) {
-        println!("\n{n}");
-    }
-    Ok(())
+    a.out.print(&r, || text::xy_csv(&r), || text::xy(&r))
 }
 
 fn policies(a: PolicyArgs) -> Result<()> {
@@ -479,12 +307,13 @@ fn policies(a: PolicyArgs) -> Result<()> {
     }
     a.plan.only_this_machine()?;
     let b = crate::progress::bar(plan.len() as u64, "policies");
-    let results = farmem_numa::policies::run(&plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
+    let r = farmem_numa::policies::report(t, &plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
     b.finish_and_clear();
-    let results = results?;
-    let lines: Vec<(String, Vec<(f64, f64)>)> = results
+    let r = r?;
+    let lines: Vec<(String, Vec<(f64, f64)>)> = r
+        .results
         .iter()
-        .map(|r| (r.policy.clone(), r.series.clone()))
+        .map(|p| (p.policy.clone(), p.series.clone()))
         .collect();
     a.out.draw(&farmem_report::plot::Series {
         lines: &lines,
@@ -492,53 +321,6 @@ fn policies(a: PolicyArgs) -> Result<()> {
         x_desc: "time since start (s)",
         y_desc: "rate (the number --rate-regex takes)",
     })?;
-    let json = || {
-        Ok(serde_json::json!({
-            "machine": Machine::detect(),
-            "topology": t,
-            "params": { "cmd": a.cmd, "duration": a.duration, "rate_regex": a.rate_regex },
-            "results": results,
-            "note": one_node_note(&t),
-        }))
-    };
-    let csv = || {
-        let mut c = Csv::new(&["policy", "seconds", "mean_rate", "change_pct"]);
-        for r in &results {
-            c.row(&[
-                r.policy.clone(),
-                format!("{:.4}", r.seconds),
-                opt(r.mean_rate.map(|m| format!("{m:.3}"))),
-                format!("{:.2}", r.change_pct),
-            ]);
-        }
-        c
-    };
-    if a.out.print(json, csv)? {
-        return Ok(());
-    }
-    println!("machine: {}", Machine::detect().summary());
-    println!("command: {}", a.cmd.join(" "));
-    println!(
-        "\n{:<34} {:>10} {:>12} {:>12}  memory seen on",
-        "policy", "seconds", "mean rate", "vs default"
-    );
-    for r in &results {
-        println!(
-            "{:<34} {:>10.3} {:>12} {:>11.1}%  {}",
-            r.policy,
-            r.seconds,
-            r.mean_rate
-                .map(|m| format!("{m:.1}"))
-                .unwrap_or_else(|| "-".into()),
-            r.change_pct,
-            verify::render(&r.by_node)
-        );
-    }
-    println!(
-        "(vs default: positive is better — a higher mean rate, or less time when no --rate-regex)"
-    );
-    if let Some(n) = one_node_note(&t) {
-        println!("\n{n}");
-    }
-    Ok(())
+    a.out
+        .print(&r, || text::policies_csv(&r), || text::policies(&r))
 }

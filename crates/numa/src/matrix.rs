@@ -7,7 +7,9 @@
 //! [`pages_by_node`] checks where its memory landed.
 
 use crate::plan::Cell;
+use crate::topology::Node;
 use crate::NumaError;
+use farmem_probe::machine::Machine;
 use farmem_probe::{bandwidth, chase};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -42,11 +44,14 @@ impl MatrixCell {
 /// How the matrix measures each cell.
 #[derive(Serialize, Clone, Debug)]
 pub struct MatrixParams {
-    /// The chase's working set, bytes; each bandwidth array is half of it.
+    /// The chase's working set, bytes.
     pub latency_bytes: usize,
+    /// Each bandwidth array: half the chase's set.
+    pub bandwidth_bytes_per_array: usize,
     pub latency: chase::Params,
     /// Bandwidth runs per cell; the best counts.
     pub bandwidth_repeats: u32,
+    pub bandwidth_statistic: &'static str,
 }
 
 impl MatrixParams {
@@ -59,10 +64,66 @@ impl MatrixParams {
         }
         MatrixParams {
             latency_bytes: size,
+            bandwidth_bytes_per_array: size / 2,
             latency,
             bandwidth_repeats: if quick { 2 } else { 5 },
+            bandwidth_statistic: "best",
         }
     }
+
+    /// `size`, checked against `machine`, or the default: 4x the last-level
+    /// cache (2x when `quick`), 256M to 1G (64M to 256M), at most an eighth
+    /// of memory.
+    pub fn for_machine(
+        size: Option<u64>,
+        quick: bool,
+        machine: &Machine,
+    ) -> Result<MatrixParams, NumaError> {
+        let llc = machine.llc_bytes().unwrap_or(32 << 20);
+        let size = match size {
+            Some(s) if s < 1 << 20 => {
+                return Err(NumaError::Workload("--size must be at least 1M".into()))
+            }
+            Some(s) if s > machine.memory_bytes / 4 => {
+                return Err(NumaError::Workload(format!(
+                    "--size {s} bytes is more than a quarter of this machine's memory"
+                )))
+            }
+            Some(s) => s,
+            None if quick => (llc * 2).clamp(64 << 20, 256 << 20),
+            None => (llc * 4).clamp(256 << 20, 1 << 30),
+        }
+        .min(machine.memory_bytes / 8);
+        let size = usize::try_from(size)
+            .map_err(|_| NumaError::Workload("--size is beyond this machine".into()))?;
+        Ok(MatrixParams::new(size, quick))
+    }
+}
+
+/// A whole matrix run, as `farmem numa matrix --json` writes it.
+#[derive(Serialize, Debug)]
+pub struct MatrixReport {
+    pub machine: Machine,
+    pub nodes: Vec<Node>,
+    pub params: MatrixParams,
+    pub matrix: Vec<MatrixCell>,
+}
+
+/// [`measure`] every cell of `cells` on `machine`, whose nodes are `nodes`.
+pub fn report(
+    machine: Machine,
+    nodes: Vec<Node>,
+    cells: &[Cell],
+    params: MatrixParams,
+    progress: impl FnMut(),
+) -> Result<MatrixReport, NumaError> {
+    let matrix = measure(cells, &params, progress)?;
+    Ok(MatrixReport {
+        machine,
+        nodes,
+        params,
+        matrix,
+    })
 }
 
 /// Idle latency and read bandwidth in every cell, each in a thread under

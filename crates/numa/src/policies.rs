@@ -5,7 +5,9 @@
 
 use crate::plan::Placement;
 use crate::run::run_for;
+use crate::topology::Topology;
 use crate::NumaError;
+use farmem_probe::machine::Machine;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -22,6 +24,47 @@ pub struct PolicyResult {
     pub series: Vec<(f64, f64)>,
     pub by_node: BTreeMap<usize, u64>,
     pub exit: String,
+}
+
+/// A whole policy comparison, as `farmem numa policies --json` writes it.
+#[derive(Serialize, Debug)]
+pub struct PolicyReport {
+    pub machine: Machine,
+    pub topology: Topology,
+    pub params: PolicyParams,
+    pub results: Vec<PolicyResult>,
+    /// Set on a machine of one node, where every policy is the same.
+    pub note: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct PolicyParams {
+    pub cmd: Vec<String>,
+    pub duration: Option<f64>,
+    pub rate_regex: Option<String>,
+}
+
+/// [`run`] on `topology`'s machine, with what the report needs beside.
+pub fn report(
+    topology: Topology,
+    plan: &[Placement],
+    cmd: &[String],
+    duration: Option<f64>,
+    rate: Option<&regex::Regex>,
+    progress: impl FnMut(),
+) -> Result<PolicyReport, NumaError> {
+    let results = run(plan, cmd, duration, rate, progress)?;
+    Ok(PolicyReport {
+        machine: Machine::detect(),
+        note: topology.one_node_note(),
+        topology,
+        params: PolicyParams {
+            cmd: cmd.to_vec(),
+            duration,
+            rate_regex: rate.map(|r| r.as_str().to_string()),
+        },
+        results,
+    })
 }
 
 /// The numbers `re` finds in `lines` (its first group, or the whole match),

@@ -121,6 +121,15 @@ impl Topology {
             })
     }
 
+    /// What a table of this machine's cells means when it has one node.
+    pub fn one_node_note(&self) -> Option<String> {
+        (self.nodes.len() == 1).then(|| {
+            "note: this machine has one NUMA node, so every placement puts memory on node 0 and threads on the same \
+             CPUs; the matrix is 1x1 and the policies collapse into one (differences are run-to-run noise)."
+                .to_string()
+        })
+    }
+
     pub fn ids(&self) -> Vec<usize> {
         self.nodes.iter().map(|n| n.id).collect()
     }

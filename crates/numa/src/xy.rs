@@ -8,7 +8,9 @@
 
 use crate::plan::{Cell, MemPolicy, Placement};
 use crate::run::run_for;
+use crate::topology::Topology;
 use crate::{verify, NumaError};
+use farmem_probe::machine::Machine;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -56,6 +58,57 @@ pub struct XyCell {
     pub by_node: BTreeMap<usize, u64>,
     /// The headline time of every run.
     pub runs: Vec<f64>,
+}
+
+/// A whole X×Y run, as `farmem numa xy --json` writes it.
+#[derive(Serialize, Debug)]
+pub struct XyReport {
+    pub machine: Machine,
+    pub topology: Topology,
+    pub params: XyParams,
+    pub cells: Vec<XyCell>,
+    /// Set on a machine of one node, where every cell is the same.
+    pub note: Option<String>,
+}
+
+/// The run's parameters in the report.
+#[derive(Serialize, Debug)]
+pub struct XyParams {
+    pub workload: String,
+    pub runs: u32,
+    /// memwrite's passes and region.
+    pub passes: Option<u32>,
+    pub size_bytes: Option<usize>,
+    /// How each cell's runs are summed up.
+    pub statistic: &'static str,
+}
+
+/// [`run`] on `topology`'s machine, with what the report needs beside.
+pub fn report(
+    topology: Topology,
+    cells: &[Cell],
+    w: &XyWorkload,
+    runs: u32,
+    progress: impl FnMut(),
+) -> Result<XyReport, NumaError> {
+    let cells = run(cells, w, runs, progress)?;
+    let (passes, size_bytes) = match w {
+        XyWorkload::Memwrite { size, passes } => (Some(*passes), Some(*size)),
+        _ => (None, None),
+    };
+    Ok(XyReport {
+        machine: Machine::detect(),
+        note: topology.one_node_note(),
+        topology,
+        params: XyParams {
+            workload: w.describe(),
+            runs,
+            passes,
+            size_bytes,
+            statistic: "median",
+        },
+        cells,
+    })
 }
 
 /// One run of a cell.

@@ -130,6 +130,49 @@ impl Launch {
         .map(Some)
     }
 
+    /// This server's place: `rank` and `size` from the command line when
+    /// given (then `size` alone overrides the launcher's), else the
+    /// launcher's variables, read by `var`; `job` overrides the launcher's.
+    pub fn resolve(
+        rank: Option<u32>,
+        size: Option<u32>,
+        job: Option<String>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Launch, RendezvousError> {
+        let detected = Launch::detect(var)?;
+        let launch = match (rank, size, detected) {
+            (Some(rank), Some(size), d) => Launch {
+                launcher: "command line",
+                job: d.map(|d| d.job).unwrap_or_default(),
+                rank,
+                size,
+            },
+            (None, size, Some(mut d)) => {
+                if let Some(s) = size {
+                    d.size = s;
+                }
+                d
+            }
+            (None, _, None) => {
+                return Err(RendezvousError::NoRank(
+                    "no launcher variables (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMIX_RANK, PMI_RANK) say it; \
+                     start it with mpirun or srun, or pass --rank R --size N"
+                        .into(),
+                ))
+            }
+            (Some(_), None, _) => {
+                return Err(RendezvousError::NoRank(
+                    "--rank needs --size, the number of servers in the job".into(),
+                ))
+            }
+        };
+        Launch {
+            job: job.unwrap_or(launch.job),
+            ..launch
+        }
+        .checked()
+    }
+
     /// Validate rank, size and job.
     pub fn checked(self) -> Result<Launch, RendezvousError> {
         let bad = |what, given: String, why: String| RendezvousError::Invalid { what, given, why };
@@ -577,6 +620,22 @@ mod tests {
             .unwrap();
         assert_eq!((l.launcher, l.job.as_str()), ("MPICH (PMI)", ""));
         assert_eq!(Launch::detect(env(&[])).unwrap(), None);
+    }
+
+    #[test]
+    fn the_command_line_overrides_the_launcher() {
+        let slurm = [("SLURM_PROCID", "1"), ("SLURM_NTASKS", "3")];
+        let l = Launch::resolve(None, None, None, env(&slurm)).unwrap();
+        assert_eq!((l.launcher, l.rank, l.size), ("Slurm", 1, 3));
+        let l = Launch::resolve(None, Some(5), Some("j1".into()), env(&slurm)).unwrap();
+        assert_eq!((l.rank, l.size, l.job.as_str()), (1, 5, "j1"));
+        let l = Launch::resolve(Some(0), Some(2), None, env(&[])).unwrap();
+        assert_eq!((l.launcher, l.rank, l.size), ("command line", 0, 2));
+        assert!(Launch::resolve(None, None, None, env(&[]))
+            .unwrap_err()
+            .to_string()
+            .contains("mpirun"));
+        assert!(Launch::resolve(Some(3), Some(2), None, env(&[])).is_err());
     }
 
     #[test]

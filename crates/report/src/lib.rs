@@ -2,10 +2,13 @@
 //! [`plot::Figure`] per picture, SVG or PNG, text in a bundled DejaVu Sans
 //! so that a plot needs no fonts on the machine) and the HTML report of
 //! probe, numa and bench results (`html`), which inlines those figures as
-//! SVG.
+//! SVG. Text and CSV come from the same place: `text` renders each kind of
+//! result through one [`table::Table`].
 
 pub mod html;
 pub mod plot;
+pub mod table;
+pub mod text;
 
 use thiserror::Error;
 

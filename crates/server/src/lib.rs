@@ -12,7 +12,8 @@
 //!
 //! Modules: `listener` (the listening socket), `connection` (one client's
 //! requests and replies), `session` (the session table), `store` (a
-//! session's pages).
+//! session's pages), `options` (`farmem serve`'s options checked into a
+//! [`ServerConfig`], the shared-secret rule, the stop conditions).
 
 // Firecracker's rule: no silent truncation or sign loss in casts.
 #![warn(
@@ -23,6 +24,7 @@
 
 mod connection;
 mod listener;
+pub mod options;
 mod session;
 mod store;
 
@@ -56,6 +58,9 @@ pub enum ServerError {
     Accept(io::Error),
     #[error("cannot start a server thread: {0}")]
     Spawn(io::Error),
+    /// An option out of its range, or a setting refused (see `options`).
+    #[error("{0}")]
+    Option(String),
 }
 
 pub use farmem_wire::auth::Secret;

@@ -1,0 +1,236 @@
+//! `farmem serve`'s options as a [`ServerConfig`]: every value checked,
+//! the rule for addresses other machines can reach (Redis's protected
+//! mode: a shared secret, or an explicit `--insecure`), and the server's
+//! stop conditions.
+
+use crate::{ServerConfig, ServerError, ServerStop};
+use farmem_wire::auth::Secret;
+use farmem_wire::{ServerAddr, PAGE_SIZE};
+use std::net::ToSocketAddrs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// What `farmem serve` is told, in its units (bytes, microseconds,
+/// seconds), before it is checked.
+#[derive(Debug)]
+pub struct ServeOptions {
+    pub capacity: u64,
+    pub spin_us: u64,
+    pub max_connections: usize,
+    pub max_sessions: usize,
+    /// Most one session may store (default: the whole capacity).
+    pub session_quota: Option<u64>,
+    pub client_timeout_s: u64,
+    pub hello_timeout_s: u64,
+    pub verbose: bool,
+    pub secret: Option<Secret>,
+}
+
+fn bad(why: String) -> ServerError {
+    ServerError::Option(why)
+}
+
+fn size(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b => format!("{b} bytes"),
+    }
+}
+
+impl ServeOptions {
+    /// The server's configuration on `listen`, once every option is in its
+    /// range (`phys`: this machine's memory, which holds the pages).
+    pub fn config(self, listen: ServerAddr, phys: u64) -> Result<ServerConfig, ServerError> {
+        let o = self;
+        if o.capacity < 1 << 20 {
+            return Err(bad(format!(
+                "--capacity {} is too small; give at least 1M (e.g. --capacity 4G)",
+                o.capacity
+            )));
+        }
+        if o.capacity > phys {
+            return Err(bad(format!(
+                "--capacity {} is more than this machine's memory ({}); the server keeps pages in RAM",
+                size(o.capacity),
+                size(phys)
+            )));
+        }
+        if o.spin_us > 1_000_000 {
+            return Err(bad(format!(
+                "--spin-us {} is too long; use at most 1000000",
+                o.spin_us
+            )));
+        }
+        if o.max_connections == 0 {
+            return Err(bad("--max-connections must be at least 1".into()));
+        }
+        if o.max_sessions == 0 {
+            return Err(bad("--max-sessions must be at least 1".into()));
+        }
+        if let Some(q) = o.session_quota {
+            if q < PAGE_SIZE as u64 || q > o.capacity {
+                return Err(bad(format!(
+                    "--session-quota {} must be at least one page (4K) and at most --capacity ({})",
+                    size(q),
+                    size(o.capacity)
+                )));
+            }
+        }
+        for (name, v) in [
+            ("--client-timeout", o.client_timeout_s),
+            ("--hello-timeout", o.hello_timeout_s),
+        ] {
+            if !(1..=86_400).contains(&v) {
+                return Err(bad(format!("{name} {v}: give 1 to 86400 seconds")));
+            }
+        }
+        let mut cfg = ServerConfig::new(listen, o.capacity);
+        cfg.secret = o.secret.map(Arc::new);
+        cfg.spin_ns = o.spin_us * 1000;
+        cfg.max_connections = o.max_connections;
+        cfg.verbose = o.verbose;
+        cfg.max_sessions = o.max_sessions;
+        cfg.session_quota_pages = o.session_quota.map_or(0, |q| q / PAGE_SIZE as u64);
+        cfg.client_timeout_ns = o.client_timeout_s * 1_000_000_000;
+        cfg.hello_timeout_ns = o.hello_timeout_s * 1_000_000_000;
+        Ok(cfg)
+    }
+}
+
+/// Whether only this machine can reach `addr` (loopback or a Unix socket).
+pub fn is_local(addr: &ServerAddr) -> bool {
+    match addr {
+        ServerAddr::Tcp { host, port } => (host.as_str(), *port)
+            .to_socket_addrs()
+            .map(|mut a| a.all(|a| a.ip().is_loopback()))
+            .unwrap_or(false),
+        ServerAddr::Unix(_) | ServerAddr::UnixAbstract(_) => true,
+    }
+}
+
+/// Whether serving `addr` is allowed: a reachable address needs the shared
+/// secret or `insecure`. `Ok(Some(warning))` when it is served open on
+/// purpose; `default_secret` names where `farmem secret init` writes.
+pub fn guard(
+    addr: &ServerAddr,
+    authenticated: bool,
+    insecure: bool,
+    default_secret: &str,
+) -> Result<Option<String>, ServerError> {
+    match (authenticated, is_local(addr), insecure) {
+        (false, false, false) => Err(bad(format!(
+            "refusing to serve {addr} without a shared secret: anyone who can reach it could read and overwrite the pages stored here. \
+             Run `farmem secret init` (it writes {default_secret}), give every client the same file (a shared home does), and start again; \
+             or pass --insecure on a network only you use"
+        ))),
+        (false, false, true) => Ok(Some(format!(
+            "serving {addr} with NO authentication (--insecure): anyone who can reach this port can read and overwrite every page stored here"
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// `parent` is this process's parent, as `--parent` claims.
+pub fn check_parent(parent: i32) -> Result<(), ServerError> {
+    if parent <= 1 {
+        return Err(bad(format!(
+            "--parent {parent} is not a parent process id; give the pid of the process this server belongs to"
+        )));
+    }
+    if farmem_sys::process::getppid() != parent {
+        return Err(bad(format!(
+            "--parent {parent}: this server's parent is not process {parent} (it has exited, or the pid is wrong)"
+        )));
+    }
+    Ok(())
+}
+
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    SIGNALLED.store(true, Ordering::Release);
+}
+
+/// Stop the server on SIGINT or SIGTERM, or when `parent` (its parent at
+/// start) has gone: reparenting changes `getppid`. A thread polls every
+/// 50 ms.
+pub fn stop_on_signal_or_orphan(stop: ServerStop, parent: Option<i32>) {
+    farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
+    farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
+    std::thread::spawn(move || {
+        while !SIGNALLED.load(Ordering::Acquire)
+            && parent.is_none_or(|p| farmem_sys::process::getppid() == p)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        stop.stop();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> ServeOptions {
+        ServeOptions {
+            capacity: 64 << 20,
+            spin_us: 1000,
+            max_connections: 8,
+            max_sessions: 8,
+            session_quota: None,
+            client_timeout_s: 30,
+            hello_timeout_s: 10,
+            verbose: false,
+            secret: None,
+        }
+    }
+
+    fn error(o: ServeOptions) -> String {
+        let addr: ServerAddr = "127.0.0.1:1".parse().unwrap();
+        o.config(addr, 1 << 30).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn each_bad_option_is_named() {
+        let addr: ServerAddr = "127.0.0.1:1".parse().unwrap();
+        let c = options().config(addr, 1 << 30).unwrap();
+        assert_eq!(c.capacity_pages, (64 << 20) / 4096);
+        assert_eq!(c.spin_ns, 1_000_000);
+        type Change = fn(&mut ServeOptions);
+        let cases: [(Change, &str); 6] = [
+            (|o| o.capacity = 1000, "--capacity"),
+            (|o| o.capacity = 2 << 30, "this machine's memory"),
+            (|o| o.spin_us = 2_000_000, "--spin-us"),
+            (|o| o.max_sessions = 0, "--max-sessions"),
+            (|o| o.session_quota = Some(128 << 20), "--session-quota"),
+            (|o| o.hello_timeout_s = 0, "--hello-timeout"),
+        ];
+        for (change, name) in cases {
+            let mut o = options();
+            change(&mut o);
+            let e = error(o);
+            assert!(e.contains(name), "{name}: {e}");
+        }
+    }
+
+    #[test]
+    fn reachable_addresses_need_a_secret_or_insecure() {
+        let lo: ServerAddr = "127.0.0.1:7070".parse().unwrap();
+        let any: ServerAddr = "0.0.0.0:7070".parse().unwrap();
+        let unix: ServerAddr = "unix:@x".parse().unwrap();
+        assert_eq!(guard(&lo, false, false, "s").unwrap(), None);
+        assert_eq!(guard(&unix, false, false, "s").unwrap(), None);
+        assert_eq!(guard(&any, true, false, "s").unwrap(), None);
+        assert!(guard(&any, false, false, "s")
+            .unwrap_err()
+            .to_string()
+            .contains("farmem secret init"));
+        assert!(guard(&any, false, true, "s")
+            .unwrap()
+            .unwrap()
+            .contains("NO authentication"));
+        assert!(check_parent(1).is_err());
+        assert!(check_parent(farmem_sys::process::getppid()).is_ok());
+    }
+}
