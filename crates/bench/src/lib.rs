@@ -10,7 +10,8 @@
 //! Modules: `systems` (the baselines as types that set a kernel facility up
 //! and tear it down on drop), `workload` (the built-in programs' command
 //! lines), `bound` (the least traffic any policy must move, and the far
-//! tier's ceiling), `harness` (the expansion loop). Each cell's program runs
+//! tier's ceiling), `harness` (the expansion loop), `worst` (the paging
+//! worst case `farmem demo --random` runs in-process). Each cell's program runs
 //! under `farmem_sys::child`'s runner, as `farmem numa`'s do.
 
 // Firecracker's rule: no silent truncation or sign loss in casts.
@@ -24,6 +25,7 @@ pub mod bound;
 pub mod harness;
 pub mod systems;
 pub mod workload;
+pub mod worst;
 
 pub use harness::{run, Params, Progress, Report, RunResult};
 pub use systems::System;

@@ -5,6 +5,7 @@
 
 use crate::html::bench_table;
 use crate::table::{dash, opt, Table};
+use farmem_bench::worst::WorstCase;
 use farmem_bench::{failure_words, Report as BenchReport};
 use farmem_numa::matrix::{MatrixCell, MatrixReport};
 use farmem_numa::policies::PolicyReport;
@@ -390,6 +391,39 @@ pub fn bench_cells(r: &BenchReport) -> Vec<crate::plot::BenchCell> {
             failure: c.unavailable.as_deref().map(failure_words),
         })
         .collect()
+}
+
+/// `farmem demo --random`: both runs' passes side by side, the sweep
+/// rates, and what the far run cost.
+pub fn worst_case(w: &WorstCase) -> String {
+    let mut t = Table::new(&["pass", "all-local", "farmem", "farmem/local"]);
+    let (l, f) = (&w.local, &w.far);
+    for (name, lt, ft) in [
+        ("write 8B per 64B line", l.write, f.write),
+        ("reread and check", l.reread, f.reread),
+        ("random read-modify-write", l.random, f.random),
+        ("total", l.total(), f.total()),
+    ] {
+        t.row(&[
+            name.to_string(),
+            format!("{lt:.3} s"),
+            format!("{ft:.3} s"),
+            format!("{:.2}x", ft / lt),
+        ]);
+    }
+    let bytes = w.size as f64;
+    // 8 payload bytes in every 64-byte line.
+    let gbps = |secs: f64| bytes / 8.0 / secs / 1e9;
+    format!(
+        "\n{}\nregion sweep rate (bytes of region covered per second): write {:.0} MB/s, reread {:.0} MB/s on farmem \
+         ({:.2} / {:.2} GB/s of payload words)\n\n{}",
+        t.text(""),
+        bytes / f.write / 1e6,
+        bytes / f.reread / 1e6,
+        gbps(f.write),
+        gbps(f.reread),
+        w.stats.render()
+    )
 }
 
 /// A grid of `ids` × `ids`: rows `row_name(y)`, columns `col_name(x)`, the
