@@ -33,28 +33,3 @@ pub fn run(a: Args) -> Result<()> {
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory;
-
-    /// The `farmem run` flags that set a `FARMEM_*` variable are exactly the
-    /// ones the options table names.
-    #[test]
-    fn run_flags_match_the_options_table() {
-        let cmd = crate::Cli::command();
-        let run = cmd.find_subcommand("run").expect("a run subcommand");
-        let mut flags: Vec<String> = run
-            .get_arguments()
-            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-            .filter(|l| l != "--help")
-            .collect();
-        flags.sort();
-        let mut table: Vec<String> = farmem_runtime::config::OPTIONS
-            .iter()
-            .filter_map(|o| o.run_flag.map(String::from))
-            .collect();
-        table.sort();
-        assert_eq!(flags, table);
-    }
-}

@@ -3,33 +3,21 @@
 use crate::output::Output;
 use crate::progress::bar;
 use anyhow::Result;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use farmem_probe::chase::PageMode;
 use farmem_probe::machine::Machine;
-use farmem_probe::suite::{self, Params, Progress};
+use farmem_probe::suite::{self, Params, Progress, What};
 use std::path::PathBuf;
 
-#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug)]
-pub enum What {
-    /// Everything, summarised as one ladder.
-    All,
-    /// Load latency by pointer chasing, cache levels detected.
-    Latency,
-    /// Read, write, copy, triad bandwidth, 1..N threads.
-    Bandwidth,
-    /// Page-fault costs: native and far memory.
-    Faults,
-    /// Far tiers: one-page round trip, throughput by transfer size.
-    Far,
-    /// Latency under load: one thread chases while the others draw
-    /// bandwidth in read/write mixes at calibrated delays; and the far
-    /// tier's one-page latency while other threads stream from it.
-    Loaded,
+fn what_parser() -> impl TypedValueParser<Value = What> {
+    let values = What::ALL.map(|w| PossibleValue::new(w.name()).help(w.help()));
+    PossibleValuesParser::new(values).map(|s| s.parse::<What>().expect("one of the listed names"))
 }
 
 #[derive(clap::Args)]
 pub struct Args {
     /// What to measure.
-    #[arg(value_enum, default_value_t = What::All)]
+    #[arg(value_parser = what_parser(), default_value = "all")]
     what: What,
     /// Largest working set of the latency sweep.
     #[arg(long, default_value = "1G", value_parser = crate::size_arg)]
@@ -93,14 +81,7 @@ pub fn run(a: Args) -> Result<()> {
     a.out.check()?;
     let machine = Machine::detect();
     let p = Params {
-        what: match a.what {
-            What::All => suite::What::All,
-            What::Latency => suite::What::Latency,
-            What::Bandwidth => suite::What::Bandwidth,
-            What::Faults => suite::What::Faults,
-            What::Far => suite::What::Far,
-            What::Loaded => suite::What::Loaded,
-        },
+        what: a.what,
         max: a.max,
         pages: a.pages,
         threads: a.threads.clone(),

@@ -2,36 +2,69 @@
 //! in far memory, through the preloaded shim (libfarmem_preload.so).
 
 use anyhow::{bail, Context, Result};
-use farmem_runtime::config::Config;
+use farmem_runtime::config::{Config, RunFlag, OPTIONS};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::Command;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Local-memory budget for far pages (FARMEM_LOCAL), e.g. 256M.
-    #[arg(long)]
-    local: Option<String>,
-    /// Memory servers, host:port[,host:port...], or @DIR for the servers
-    /// that `farmem serve --rendezvous DIR` published (FARMEM_SERVERS).
-    #[arg(long)]
-    servers: Option<String>,
-    /// Copies of every far page, on different servers (FARMEM_REPLICAS):
-    /// with 2, the program survives the loss of a server.
-    #[arg(long)]
-    replicas: Option<String>,
-    /// Keep far pages in this file (an SSD) instead (FARMEM_FILE).
-    #[arg(long)]
-    file: Option<PathBuf>,
-    /// Allocations at least this large go far (FARMEM_THRESHOLD), default 1M.
-    #[arg(long)]
-    threshold: Option<String>,
-    /// Print far-memory statistics when the program exits (FARMEM_STATS).
-    #[arg(long)]
-    stats: bool,
+    #[command(flatten)]
+    flags: Flags,
     /// The program and its arguments.
     #[arg(required = true, last = true)]
     cmd: Vec<String>,
+}
+
+/// The settings given as flags, `(FARMEM_* name, value)`: one flag for each
+/// entry of the options table that names one (`config::OPTIONS`), so the
+/// flags, the environment and docs/configuration.md cannot drift apart.
+#[derive(Debug, Default, Clone)]
+struct Flags(Vec<(String, String)>);
+
+fn flag_id(f: &RunFlag) -> &'static str {
+    f.long.trim_start_matches("--")
+}
+
+impl clap::FromArgMatches for Flags {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Flags, clap::Error> {
+        let mut set = Vec::new();
+        for o in OPTIONS {
+            let Some(f) = &o.run_flag else { continue };
+            let value = if f.switch {
+                m.get_flag(flag_id(f)).then(|| "1".to_string())
+            } else {
+                m.get_one::<String>(flag_id(f)).cloned()
+            };
+            set.extend(value.map(|v| (format!("FARMEM_{}", o.key), v)));
+        }
+        Ok(Flags(set))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Flags::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for Flags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        OPTIONS.iter().fold(cmd, |cmd, o| {
+            let Some(f) = &o.run_flag else { return cmd };
+            let arg = clap::Arg::new(flag_id(f))
+                .long(flag_id(f))
+                .help(format!("{} (FARMEM_{})", f.help, o.key));
+            cmd.arg(if f.switch {
+                arg.action(clap::ArgAction::SetTrue)
+            } else {
+                arg.value_name(o.key)
+            })
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Flags::augment_args(cmd)
+    }
 }
 
 /// libfarmem_preload.so next to the farmem binary.
@@ -53,27 +86,8 @@ pub fn run(a: Args) -> Result<()> {
     let mut vars: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("FARMEM_"))
         .collect();
-    let mut set = |k: &str, v: String| {
-        vars.retain(|(n, _)| n != k);
-        vars.push((k.to_string(), v));
-    };
-    if let Some(v) = &a.local {
-        set("FARMEM_LOCAL", v.clone());
-    }
-    if let Some(v) = &a.servers {
-        set("FARMEM_SERVERS", v.clone());
-    }
-    if let Some(v) = &a.file {
-        set("FARMEM_FILE", v.display().to_string());
-    }
-    if let Some(v) = &a.replicas {
-        set("FARMEM_REPLICAS", v.clone());
-    }
-    if let Some(v) = &a.threshold {
-        set("FARMEM_THRESHOLD", v.clone());
-    }
-    if a.stats {
-        set("FARMEM_STATS", "1".into());
+    for (k, v) in &a.flags.0 {
+        set_var(&mut vars, k, v.clone());
     }
     let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     // An @DIR rendezvous is waited for here, once; the program gets the
@@ -176,4 +190,54 @@ pub fn run(a: Args) -> Result<()> {
 fn set_var(vars: &mut Vec<(String, String)>, k: &str, v: String) {
     vars.retain(|(n, _)| n != k);
     vars.push((k.to_string(), v));
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    /// Every flag the options table names is a flag of `farmem run`, and
+    /// sets its variable.
+    #[test]
+    fn flags_come_from_the_options_table() {
+        let cli = crate::Cli::try_parse_from([
+            "farmem",
+            "run",
+            "--local",
+            "64M",
+            "--stats",
+            "--servers",
+            "unix:@x",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let crate::Cmd::Run(a) = cli.cmd else {
+            panic!("not run")
+        };
+        let mut set = a.flags.0.clone();
+        set.sort();
+        let want = [
+            ("FARMEM_LOCAL", "64M"),
+            ("FARMEM_SERVERS", "unix:@x"),
+            ("FARMEM_STATS", "1"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(set, want);
+        let with_flag = farmem_runtime::config::OPTIONS
+            .iter()
+            .filter(|o| o.run_flag.is_some());
+        for o in with_flag {
+            let f = o.run_flag.unwrap();
+            let mut argv = vec!["farmem", "run", f.long];
+            if !f.switch {
+                argv.push("1");
+            }
+            argv.extend(["--", "true"]);
+            assert!(crate::Cli::try_parse_from(argv).is_ok(), "{}", f.long);
+        }
+    }
 }

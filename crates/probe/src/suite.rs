@@ -26,6 +26,15 @@ pub enum What {
 }
 
 impl What {
+    pub const ALL: [What; 6] = [
+        What::All,
+        What::Latency,
+        What::Bandwidth,
+        What::Faults,
+        What::Far,
+        What::Loaded,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             What::All => "all",
@@ -35,6 +44,35 @@ impl What {
             What::Far => "far",
             What::Loaded => "loaded",
         }
+    }
+
+    /// What it measures, in a line (the CLI's help).
+    pub fn help(self) -> &'static str {
+        match self {
+            What::All => "Everything, summarised as one ladder",
+            What::Latency => "Load latency by pointer chasing, cache levels detected",
+            What::Bandwidth => "Read, write, copy, triad bandwidth, 1..N threads",
+            What::Faults => "Page-fault costs: native and far memory",
+            What::Far => "Far tiers: one-page round trip, throughput by transfer size",
+            What::Loaded => {
+                "Latency under load: one thread chases while the others draw bandwidth in \
+                 read/write mixes at calibrated delays; and the far tier's one-page latency \
+                 while other threads stream from it"
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for What {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<What, String> {
+        What::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!("{s:?} is not one of: all, latency, bandwidth, faults, far, loaded")
+            })
     }
 }
 

@@ -33,7 +33,17 @@ pub struct OptionDoc {
     pub key: &'static str,
     pub default: &'static str,
     pub meaning: &'static str,
-    pub run_flag: Option<&'static str>,
+    pub run_flag: Option<RunFlag>,
+}
+
+/// The `farmem run` flag of a setting: the CLI builds its flags from these.
+#[derive(Debug, Clone, Copy)]
+pub struct RunFlag {
+    pub long: &'static str,
+    /// The flag's one-line help.
+    pub help: &'static str,
+    /// A flag without a value, which sets the variable to `1`.
+    pub switch: bool,
 }
 
 /// Every variable farmem reads.
@@ -42,13 +52,21 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "LOCAL",
         default: "half of physical memory",
         meaning: "Local-memory budget for resident far pages. At least `1M`, at most the machine's physical memory. Resident far pages never exceed it (see docs/design.md for the fixed metadata besides).",
-        run_flag: Some("--local"),
+        run_flag: Some(RunFlag {
+            long: "--local",
+            help: "Local-memory budget for far pages, e.g. 256M",
+            switch: false,
+        }),
     },
     OptionDoc {
         key: "SERVERS",
         default: "(none)",
         meaning: "Comma-separated memory servers: `host:port` (a name or an address; IPv6 in brackets, `[::1]:7070`; port 0 is refused), or `unix:/path` / `unix:@name` for a server on this machine (names of at most 107 bytes). Pages are striped across them. The same parser reads `farmem serve --listen` (where port 0 means any free port). Or `@DIR`: the servers of the newest job in the rendezvous directory DIR (started as `farmem serve --rendezvous DIR` by mpirun or srun; see the README), in rank order, once every rank has published and answers, waiting up to `FARMEM_RENDEZVOUS_TIMEOUT`.",
-        run_flag: Some("--servers"),
+        run_flag: Some(RunFlag {
+            long: "--servers",
+            help: "Memory servers, host:port[,host:port...], or @DIR for the servers that `farmem serve --rendezvous DIR` published",
+            switch: false,
+        }),
     },
     OptionDoc {
         key: "RENDEZVOUS_TIMEOUT",
@@ -66,7 +84,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "FILE",
         default: "(none)",
         meaning: "Keep far pages in this file (an SSD) instead of on servers. It is created and truncated. Exclusive with `FARMEM_SERVERS`.",
-        run_flag: Some("--file"),
+        run_flag: Some(RunFlag {
+            long: "--file",
+            help: "Keep far pages in this file (an SSD) instead",
+            switch: false,
+        }),
     },
     OptionDoc {
         key: "FILE_DIRECT",
@@ -78,7 +100,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "REPLICAS",
         default: "`1`",
         meaning: "Copies of every far page, each on a different server of `FARMEM_SERVERS` (1–3, at most the number of servers). With 2, a server that dies (an I/O error, or no reply within `FARMEM_TIMEOUT_MS`) is marked down with one warning line, and its pages are read from their other copy; the program finishes with every byte right, and the statistics say which servers were lost and how many page writes kept fewer copies. With 1, a lost server stops the program with a message naming it. Each write-back goes to every copy and waits for every copy's acknowledgement before the page leaves local memory: the network carries `REPLICAS` times the written bytes.",
-        run_flag: Some("--replicas"),
+        run_flag: Some(RunFlag {
+            long: "--replicas",
+            help: "Copies of every far page, on different servers: with 2, the program survives the loss of a server",
+            switch: false,
+        }),
     },
     OptionDoc {
         key: "CHECKSUM",
@@ -90,7 +116,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "STATS",
         default: "`0`",
         meaning: "`1`: print the statistics table on stderr at exit.",
-        run_flag: Some("--stats"),
+        run_flag: Some(RunFlag {
+            long: "--stats",
+            help: "Print far-memory statistics when the program exits",
+            switch: true,
+        }),
     },
     OptionDoc {
         key: "ARENA",
@@ -144,7 +174,11 @@ pub const OPTIONS: &[OptionDoc] = &[
         key: "THRESHOLD",
         default: "`1M`",
         meaning: "Smallest allocation that goes to far memory under `farmem run`. Must not be 0.",
-        run_flag: Some("--threshold"),
+        run_flag: Some(RunFlag {
+            long: "--threshold",
+            help: "Allocations at least this large go far; default 1M",
+            switch: false,
+        }),
     },
     OptionDoc {
         key: "RAW_SYSCALLS",
