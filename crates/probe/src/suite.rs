@@ -250,53 +250,47 @@ pub fn run(
         let set = if a.quick { 16 << 20 } else { 64 << 20 };
         let min = if a.quick { 8 << 20 } else { 64 << 20 };
         let rtt_n = if a.quick { 300 } else { 3000 };
-        let mut tiers = Vec::new();
         progress.phase(
             "far",
             (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
         );
+        // Every tier first (the embedded server, each server set, the SSD
+        // file), then one measurement loop over them.
         let bcfg = cfg.with("CONNS", "1")?;
-        if sets.is_empty() {
-            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
-            let remote = RemoteBackend::connect(&bcfg, &[server.addr], (set / 4096) as u64 * 2)?;
-            tiers.push(far::measure(
-                "far memory (embedded server)",
-                &remote as &dyn Backend,
-                set,
-                rtt_n,
-                min,
-                || progress.step(),
-            )?);
+        let pages = (set / 4096) as u64 * 2;
+        let mut backends: Vec<(String, Box<dyn Backend>)> = Vec::new();
+        let embedded = sets
+            .is_empty()
+            .then(|| farmem_runtime::spawn_embedded_server(cfg.embedded_capacity()))
+            .transpose()?;
+        if let Some(server) = &embedded {
+            let remote = RemoteBackend::connect(&bcfg, std::slice::from_ref(&server.addr), pages)?;
+            backends.push(("far memory (embedded server)".into(), Box::new(remote)));
         }
         for servers in &sets {
-            let remote = RemoteBackend::connect(&bcfg, servers, (set / 4096) as u64 * 2)?;
             let n = servers.len();
-            tiers.push(far::measure(
-                &format!("far memory ({n} server{})", if n == 1 { "" } else { "s" }),
-                &remote as &dyn Backend,
-                set,
-                rtt_n,
-                min,
-                || progress.step(),
-            )?);
+            let name = format!("far memory ({n} server{})", if n == 1 { "" } else { "s" });
+            backends.push((
+                name,
+                Box::new(RemoteBackend::connect(&bcfg, servers, pages)?),
+            ));
         }
         let file = a.file.clone().or_else(|| {
             (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
         });
-        if let Some(path) = file {
-            let fb = FileBackend::open(&path, FileDirect::Auto)?;
-            tiers.push(far::measure(
-                "SSD file",
-                &fb as &dyn Backend,
-                set,
-                rtt_n,
-                min,
-                || progress.step(),
-            )?);
-            drop(fb);
-            if a.file.is_none() {
-                let _ = std::fs::remove_file(&path);
-            }
+        if let Some(path) = &file {
+            let fb = FileBackend::open(path, FileDirect::Auto)?;
+            backends.push(("SSD file".into(), Box::new(fb)));
+        }
+        let mut tiers = Vec::new();
+        for (name, b) in &backends {
+            tiers.push(far::measure(name, b.as_ref(), set, rtt_n, min, || {
+                progress.step()
+            })?);
+        }
+        drop(backends);
+        if let (Some(path), None) = (&file, &a.file) {
+            let _ = std::fs::remove_file(path);
         }
         progress.end();
         r.far = Some(tiers);

@@ -614,16 +614,21 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
             .as_array()
             .map(|n| {
                 n.iter()
-                    .filter_map(|x| x["id"].as_u64().map(|i| i as usize))
+                    .filter_map(|x| x["id"].as_u64().and_then(|i| usize::try_from(i).ok()))
                     .collect()
             })
             .unwrap_or_default();
+        // A node number too large for usize saturates, and matches no node.
+        let node = |n: &Value| {
+            n.as_u64()
+                .map_or(0, |i| usize::try_from(i).unwrap_or(usize::MAX))
+        };
         let pts: Vec<(usize, usize, String, f64)> = cells
             .iter()
             .map(|c| {
                 (
-                    c["mem_node"].as_u64().unwrap_or(0) as usize,
-                    c["cpu_node"].as_u64().unwrap_or(0) as usize,
+                    node(&c["mem_node"]),
+                    node(&c["cpu_node"]),
                     crate::plot::time_and_slowdown(f(&c["seconds"]), f(&c["slowdown_pct"])),
                     f(&c["slowdown_pct"]),
                 )

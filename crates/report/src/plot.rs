@@ -15,6 +15,9 @@ use farmem_numa::matrix::MatrixCell;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_runtime::config::format_size;
+use plotters::chart::MeshStyle;
+use plotters::coord::cartesian::Cartesian2d;
+use plotters::coord::combinators::{LogCoord, WithKeyPoints};
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -146,8 +149,7 @@ where
     DB::ErrorType: 'static,
 {
     let font = ("sans-serif", 16).into_font();
-    for (k, (label, col, sw)) in entries.iter().enumerate() {
-        let y = top + 24 * k as i32;
+    for ((label, col, sw), y) in entries.iter().zip((top..).step_by(24)) {
         match sw {
             Swatch::Square => area
                 .draw(&Rectangle::new([(4, y - 5), (16, y + 7)], col.filled()))
@@ -180,6 +182,85 @@ fn times(v: &f64) -> String {
     } else {
         format!("{v:.1}×")
     }
+}
+
+/// Tick labels for an axis of sizes in bytes: 4K, 1M.
+fn bytes(v: &f64) -> String {
+    // A tick of a log axis of sizes: positive, and far below 2^64 (`as`
+    // saturates, and drops only the fraction of a byte).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let b = *v as u64;
+    format_size(b)
+}
+
+/// How a chart is framed: the caption's and the tick labels' font sizes,
+/// the margin, and the room for the tick labels below (x) and at the left
+/// (y), in pixels.
+#[derive(Clone, Copy)]
+struct Frame {
+    caption: u32,
+    margin: u32,
+    x_area: u32,
+    y_area: u32,
+    ticks: u32,
+}
+
+/// The frame of each panel of a probe figure.
+const PANEL: Frame = Frame {
+    caption: 15,
+    margin: 12,
+    x_area: 44,
+    y_area: 64,
+    ticks: 14,
+};
+
+/// A chart with an x and a y axis, as plotters types it.
+type Chart<'a, DB, X, Y> = ChartContext<'a, DB, Cartesian2d<X, Y>>;
+
+/// A chart on `area` with its caption and frame, over the axes `x` and `y`
+/// (ranges, or log scales of them); its mesh comes from [`mesh`].
+fn chart_on<'a, DB, X, Y>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: impl AsRef<str>,
+    f: Frame,
+    x: X,
+    y: Y,
+) -> Result<Chart<'a, DB, X::CoordDescType, Y::CoordDescType>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: AsRangedCoord,
+    Y: AsRangedCoord,
+{
+    ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", f.caption))
+        .margin(f.margin)
+        .x_label_area_size(f.x_area)
+        .y_label_area_size(f.y_area)
+        .build_cartesian_2d(x, y)
+        .map_err(err)
+}
+
+/// The mesh of a chart in every figure's style, its axes described; the
+/// caller adds what is its own (tick count and labels) and draws it.
+fn mesh<'a, 'b, DB, X, Y>(
+    ch: &'b mut Chart<'a, DB, X, Y>,
+    f: Frame,
+    x_desc: &str,
+    y_desc: &str,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    let mut m = ch.configure_mesh();
+    m.x_desc(x_desc)
+        .y_desc(y_desc)
+        .axis_desc_style(("sans-serif", 16))
+        .label_style(("sans-serif", f.ticks))
+        .light_line_style(RGBColor(238, 238, 238));
+    m
 }
 
 // ---------------------------------------------------------------- bench
@@ -216,8 +297,14 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(err)?;
-    let w = root.dim_in_pixel().0;
-    Ok(root.split_horizontally(w - LEGEND_W))
+    Ok(beside_legend(root))
+}
+
+/// An area split into the chart and, at its right, the legend column.
+fn beside_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+    area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W)
 }
 
 /// One cell of a bench result: a system at an expansion ratio.
@@ -270,34 +357,40 @@ impl Bench<'_> {
     {
         let exps = self.expansions();
         let slots = exps.len().max(1);
-        let index = |e: f64| exps.iter().position(|x| *x == e).unwrap_or(0) as f64;
+        let slot = |e: f64| exps.iter().position(|x| *x == e).unwrap_or(0);
+        let index = |e: f64| slot(e) as f64;
         let xr = -0.5..slots as f64 - 0.5;
-        let mut ch = ChartBuilder::on(area)
-            .caption(self.title, ("sans-serif", 19))
-            .margin(14)
-            .x_label_area_size(48)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xr, y)
-            .map_err(err)?;
-        ch.configure_mesh()
-            .x_desc("memory expansion: footprint / local memory (×)")
-            .y_desc("runtime relative to all-local (×, lower is better)")
-            // One tick per slot: a range n wide with n ticks puts them on
-            // the integers, which the formatter names.
-            .x_labels(slots)
-            .x_label_formatter(&|v| {
-                let i = v.round();
-                if (v - i).abs() > 1e-6 || i < 0.0 {
-                    return String::new();
-                }
-                exps.get(i as usize).map(times).unwrap_or_default()
-            })
-            .y_label_formatter(&times)
-            .axis_desc_style(("sans-serif", 16))
-            .label_style(("sans-serif", 15))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(err)?;
+        let frame = Frame {
+            caption: 19,
+            margin: 14,
+            x_area: 48,
+            y_area: 64,
+            ticks: 15,
+        };
+        let mut ch = chart_on(area, self.title, frame, xr, y)?;
+        mesh(
+            &mut ch,
+            frame,
+            "memory expansion: footprint / local memory (×)",
+            "runtime relative to all-local (×, lower is better)",
+        )
+        // One tick per slot: a range n wide with n ticks puts them on the
+        // integers, which the formatter names.
+        .x_labels(slots)
+        .x_label_formatter(&|v| {
+            let i = v.round();
+            if (v - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            // A whole number, not negative (checked above); one too large
+            // saturates, and `get` finds no ratio there.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let i = i as usize;
+            exps.get(i).map(times).unwrap_or_default()
+        })
+        .y_label_formatter(&times)
+        .draw()
+        .map_err(err)?;
         ch.draw_series(std::iter::once(PathElement::new(
             [(-0.5, 1.0), (slots as f64 - 0.5, 1.0)],
             GREY.stroke_width(2),
@@ -342,7 +435,7 @@ impl Bench<'_> {
             // one row per failure at that ratio.
             for c in self.cells.iter().filter(|c| c.system == *s) {
                 if let (None, Some(f)) = (c.relative, &c.failure) {
-                    let row = &mut failed_at[index(c.expansion) as usize];
+                    let row = &mut failed_at[slot(c.expansion)];
                     let dy = 34 * *row;
                     *row += 1;
                     let style = TextStyle::from(("sans-serif", 15).into_font())
@@ -415,34 +508,19 @@ impl Probe<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (chart, side) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
+        let (chart, side) = beside_legend(area);
         let x0 = c.first().map_or(4096, |p| p.bytes) as f64;
         let x1 = c.last().map_or(1 << 30, |p| p.bytes) as f64;
         let y0 = c.iter().map(|p| p.ns).fold(f64::MAX, f64::min) * 0.7;
         let y1 = c.iter().map(|p| p.ns).fold(0.0, f64::max) * 1.4;
-        let mut ch = ChartBuilder::on(&chart)
-            .caption(
-                format!("load latency by working set — {}", self.title),
-                ("sans-serif", 15),
-            )
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(
-                (x0 / 1.2..x1 * 1.2).log_scale().base(2.0),
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
-            )
-            .map_err(err)?;
-        ch.configure_mesh()
-            .x_desc("working set (bytes)")
-            .y_desc("latency (ns per dependent load)")
-            .x_label_formatter(&|v| format_size(*v as u64))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .axis_desc_style(("sans-serif", 16))
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(err)?;
+        let mut ch = sizes_chart(
+            &chart,
+            format!("load latency by working set — {}", self.title),
+            x0 / 1.2..x1 * 1.2,
+            y0..y1,
+            "working set (bytes)",
+            "latency (ns per dependent load)",
+        )?;
         let col = color(0);
         ch.draw_series(LineSeries::new(
             c.iter().map(|p| (p.bytes as f64, p.ns)),
@@ -479,7 +557,7 @@ impl Probe<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (chart, side) = area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W);
+        let (chart, side) = beside_legend(area);
         let pts: Vec<_> = tiers.iter().flat_map(|t| t.curve.iter()).collect();
         let y1 = pts
             .iter()
@@ -494,26 +572,14 @@ impl Probe<'_> {
             * 0.5;
         let xs = pts.iter().map(|c| c.transfer_bytes as f64);
         let (x0, x1) = xs.fold((4096f64, 4096f64), |(a, b), x| (a.min(x), b.max(x)));
-        let mut ch = ChartBuilder::on(&chart)
-            .caption("far tiers: throughput by transfer size", ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(
-                (x0 / 1.3..x1 * 1.3).log_scale().base(2.0),
-                (y0..y1).log_scale().with_key_points(log_ticks(y0, y1)),
-            )
-            .map_err(err)?;
-        ch.configure_mesh()
-            .x_desc("transfer size (bytes per request)")
-            .y_desc("throughput (MB/s)")
-            .x_label_formatter(&|v| format_size(*v as u64))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .axis_desc_style(("sans-serif", 16))
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(238, 238, 238))
-            .draw()
-            .map_err(err)?;
+        let mut ch = sizes_chart(
+            &chart,
+            "far tiers: throughput by transfer size",
+            x0 / 1.3..x1 * 1.3,
+            y0..y1,
+            "transfer size (bytes per request)",
+            "throughput (MB/s)",
+        )?;
         let mut entries = Vec::new();
         for (k, t) in tiers.iter().enumerate() {
             // Read and write of one tier in two shades of one hue.
@@ -544,12 +610,48 @@ impl Probe<'_> {
     }
 }
 
+/// A chart of [`sizes_chart`]: log axes, the y axis with its own ticks.
+type SizesChart<'a, DB> = Chart<'a, DB, LogCoord<f64>, WithKeyPoints<LogCoord<f64>>>;
+
+/// A probe panel, its mesh drawn: sizes in bytes on a base-2 log x axis,
+/// against a log y axis labelled by [`log_ticks`].
+fn sizes_chart<'a, DB>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: impl AsRef<str>,
+    x: Range<f64>,
+    y: Range<f64>,
+    x_desc: &str,
+    y_desc: &str,
+) -> Result<SizesChart<'a, DB>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    let ticks = log_ticks(y.start, y.end);
+    let mut ch = chart_on(
+        area,
+        caption,
+        PANEL,
+        x.log_scale().base(2.0),
+        y.log_scale().with_key_points(ticks),
+    )?;
+    mesh(&mut ch, PANEL, x_desc, y_desc)
+        .x_label_formatter(&bytes)
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(err)?;
+    Ok(ch)
+}
+
 /// Labels for a log axis over `[lo, hi]`: 1, 2 and 5 of each decade, or
 /// only the powers of ten when that would crowd it. Plotters alone labels
 /// only powers of ten, which leaves a range inside one decade with one
 /// label or none.
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (lo, hi) = (lo.max(1e-9), hi.max(lo * 1.0001));
+    // The log10 of an f64 lies within ±324 (an infinity saturates), far
+    // inside i32.
+    #[allow(clippy::cast_possible_truncation)]
     let decades = lo.log10().floor() as i32..=hi.log10().ceil() as i32;
     let all = |steps: &[f64]| -> Vec<f64> {
         decades
@@ -611,8 +713,11 @@ pub fn time_and_slowdown(secs: f64, slow: f64) -> String {
 
 impl Figure for Heatmap<'_> {
     fn size(&self) -> (u32, u32) {
-        let n = self.ids.len().max(1) as u32;
-        (240 + 150 * n, 150 + 110 * n)
+        let n = u32::try_from(self.ids.len().max(1)).unwrap_or(u32::MAX);
+        (
+            n.saturating_mul(150).saturating_add(240),
+            n.saturating_mul(110).saturating_add(150),
+        )
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -621,40 +726,39 @@ impl Figure for Heatmap<'_> {
     {
         let ids = self.ids;
         let n = ids.len().max(1);
+        let end = i32::try_from(n).unwrap_or(i32::MAX);
         root.fill(&WHITE).map_err(err)?;
-        let mut ch = ChartBuilder::on(root)
-            .caption(self.title, ("sans-serif", 15))
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0..n as i32, 0..n as i32)
-            .map_err(err)?;
-        let name = |v: &i32| ids.get(*v as usize).map(|i| format!("node {i}"));
-        ch.configure_mesh()
+        let frame = Frame {
+            margin: 16,
+            ..PANEL
+        };
+        let mut ch = chart_on(root, self.title, frame, 0..end, 0..end)?;
+        let name = |v: &i32| {
+            let i = usize::try_from(*v).ok()?;
+            ids.get(i).map(|i| format!("node {i}"))
+        };
+        mesh(&mut ch, frame, "threads on node Y", "memory on node X")
             .disable_mesh()
-            .x_desc("threads on node Y")
-            .y_desc("memory on node X")
             .x_labels(n)
             .y_labels(n)
             .x_label_formatter(&|v| name(v).unwrap_or_default())
             .y_label_formatter(&|v| name(v).unwrap_or_default())
-            .axis_desc_style(("sans-serif", 16))
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(238, 238, 238))
             .draw()
             .map_err(err)?;
+        let slot = |node: &usize| {
+            let i = ids.iter().position(|i| i == node)?;
+            i32::try_from(i).ok()
+        };
         let worst = self.cells.iter().map(|c| c.3).fold(1.0, f64::max);
         for (x, y, label, slow) in self.cells {
-            let (Some(xi), Some(yi)) = (
-                ids.iter().position(|i| i == x),
-                ids.iter().position(|i| i == y),
-            ) else {
+            let (Some(xi), Some(yi)) = (slot(x), slot(y)) else {
                 continue;
             };
             // White for local, deepening red with the slowdown.
             let f = (slow.max(0.0) / worst).clamp(0.0, 1.0);
+            // f is within [0, 1], so the shade within [76.5, 255].
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             let shade = (255.0 * (1.0 - 0.7 * f)) as u8;
-            let (xi, yi) = (xi as i32, yi as i32);
             ch.draw_series(std::iter::once(Rectangle::new(
                 [(yi, xi), (yi + 1, xi + 1)],
                 RGBColor(255, shade, shade).filled(),
@@ -734,21 +838,13 @@ where
         x1 = x1.max(x);
         y1 = y1.max(y);
     }
-    let mut ch = ChartBuilder::on(&chart)
-        .caption(title, ("sans-serif", 16))
-        .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(72)
-        .build_cartesian_2d(0f64..x1 * 1.04, 0f64..y1 * 1.1)
-        .map_err(err)?;
-    ch.configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .axis_desc_style(("sans-serif", 16))
-        .label_style(("sans-serif", 14))
-        .light_line_style(RGBColor(238, 238, 238))
-        .draw()
-        .map_err(err)?;
+    let frame = Frame {
+        caption: 16,
+        y_area: 72,
+        ..PANEL
+    };
+    let mut ch = chart_on(&chart, title, frame, 0f64..x1 * 1.04, 0f64..y1 * 1.1)?;
+    mesh(&mut ch, frame, x_desc, y_desc).draw().map_err(err)?;
     let mut entries = Vec::new();
     for (k, (name, s)) in lines.iter().enumerate() {
         let col = color(k);
