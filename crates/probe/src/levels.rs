@@ -200,16 +200,37 @@ mod tests {
         (u64::MAX, 90.0),
     ];
 
+    /// A machine with a 32M last-level cache and `cache_levels` known.
+    fn known(cache_levels: Option<usize>) -> Known {
+        Known {
+            llc_bytes: Some(32 << 20),
+            cache_levels,
+        }
+    }
+
+    /// SEED001's curve with the points `within` climbing from `ns` by
+    /// `rise` ns per 16x from `from` bytes (a level's TLB misses).
+    fn sloped(within: impl Fn(u64) -> bool, from: u64, ns: f64, rise: f64) -> Vec<Point> {
+        curve(&SEED001, 1 << 30, |_| 1.0)
+            .into_iter()
+            .map(|p| {
+                if within(p.bytes) {
+                    let f = (p.bytes as f64 / from as f64).log2() / 4.0;
+                    Point {
+                        bytes: p.bytes,
+                        ns: ns + rise * f,
+                    }
+                } else {
+                    p
+                }
+            })
+            .collect()
+    }
+
     #[test]
     fn clean_four_level_machine() {
         let c = curve(&SEED001, 1 << 30, |_| 1.0);
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: None,
-            },
-        );
+        let l = detect(&c, known(None));
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert!((l[0].ns - 1.6).abs() < 0.01 && (l[3].ns - 90.0).abs() < 0.01);
         assert_eq!(l[0].bytes, 32 << 10);
@@ -237,40 +258,15 @@ mod tests {
     #[test]
     fn sweep_that_stops_inside_the_llc_names_no_dram() {
         let c = curve(&SEED001, 16 << 20, |_| 1.0);
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: None,
-            },
-        );
+        let l = detect(&c, known(None));
         assert_eq!(names(&l), ["L1", "L2", "L3"]);
     }
 
     #[test]
     fn a_sloped_dram_is_one_level() {
         // DRAM latency climbing 115 -> 180 ns from 64M to 1G (TLB misses).
-        let c: Vec<Point> = curve(&SEED001, 1 << 30, |_| 1.0)
-            .into_iter()
-            .map(|p| {
-                if p.bytes >= 64 << 20 {
-                    let f = (p.bytes as f64 / (64 << 20) as f64).log2() / 4.0;
-                    Point {
-                        bytes: p.bytes,
-                        ns: 115.0 + 65.0 * f,
-                    }
-                } else {
-                    p
-                }
-            })
-            .collect();
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: Some(3),
-            },
-        );
+        let c = sloped(|b| b >= 64 << 20, 64 << 20, 115.0, 65.0);
+        let l = detect(&c, known(Some(3)));
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert!((l[0].ns - 1.6).abs() < 0.01, "{l:?}");
     }
@@ -288,13 +284,7 @@ mod tests {
             256 << 20,
             |_| 1.0,
         );
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: Some(3),
-            },
-        );
+        let l = detect(&c, known(Some(3)));
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         // A sweep that stops at 64M ends on the L3 plateau only when L3 is
         // larger; here too it must not call the last cache plateau DRAM.
@@ -303,66 +293,26 @@ mod tests {
             64 << 20,
             |_| 1.0,
         );
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: Some(3),
-            },
-        );
+        let l = detect(&c, known(Some(3)));
         assert_eq!(names(&l), ["L1", "L2", "L3"]);
     }
 
     #[test]
     fn a_single_outlier_does_not_split_a_level() {
         let c = curve(&SEED001, 1 << 30, |i| if i == 20 { 1.6 } else { 1.0 });
-        assert_eq!(
-            names(&detect(
-                &c,
-                Known {
-                    llc_bytes: Some(32 << 20),
-                    cache_levels: None
-                }
-            )),
-            ["L1", "L2", "L3", "DRAM"]
-        );
+        assert_eq!(names(&detect(&c, known(None))), ["L1", "L2", "L3", "DRAM"]);
     }
 
     #[test]
     fn a_sloped_l3_is_one_level_when_the_machine_says_three() {
         // L3 latency climbing 9 -> 14 ns from 2M to 32M (TLB misses).
-        let c: Vec<Point> = curve(&SEED001, 1 << 30, |_| 1.0)
-            .into_iter()
-            .map(|p| {
-                if p.bytes > (3 << 19) && p.bytes <= 32 << 20 {
-                    let f = (p.bytes as f64 / (2 << 20) as f64).log2() / 4.0;
-                    Point {
-                        bytes: p.bytes,
-                        ns: 9.0 + 5.0 * f,
-                    }
-                } else {
-                    p
-                }
-            })
-            .collect();
-        let unknown = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: None,
-            },
-        );
+        let c = sloped(|b| b > (3 << 19) && b <= 32 << 20, 2 << 20, 9.0, 5.0);
+        let unknown = detect(&c, known(None));
         assert!(
             unknown.len() > 4,
             "without the hint the slope splits: {unknown:?}"
         );
-        let l = detect(
-            &c,
-            Known {
-                llc_bytes: Some(32 << 20),
-                cache_levels: Some(3),
-            },
-        );
+        let l = detect(&c, known(Some(3)));
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert_eq!(l[2].bytes, 32 << 20);
     }
@@ -373,7 +323,7 @@ mod tests {
         #[test]
         fn noisy_curves(noise in proptest::collection::vec(0.92f64..1.08, 64)) {
             let c = curve(&SEED001, 1 << 30, |i| noise[i % noise.len()]);
-            let l = detect(&c, Known { llc_bytes: Some(32 << 20), cache_levels: None });
+            let l = detect(&c, known(None));
             prop_assert_eq!(names(&l), vec!["L1", "L2", "L3", "DRAM"]);
             for (lv, (_, truth)) in l.iter().zip(SEED001.iter()) {
                 prop_assert!((lv.ns / truth - 1.0).abs() < 0.10, "{} measured {} truth {}", lv.name, lv.ns, truth);
