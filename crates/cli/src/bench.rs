@@ -8,7 +8,6 @@ use farmem_bench::workload::Options;
 use farmem_bench::{Progress, Report, System, Workload};
 use farmem_probe::machine::Machine;
 use farmem_runtime::config::{format_size, parse_size};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 fn workload_parser() -> impl TypedValueParser<Value = Workload> {
     PossibleValuesParser::new(Workload::ALL.map(Workload::name))
@@ -75,12 +74,6 @@ pub struct Args {
     cmd: Vec<String>,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Release);
-}
-
 /// The progress bar, fed by the harness.
 struct Bar(indicatif::ProgressBar);
 
@@ -123,10 +116,9 @@ pub fn run(a: Args) -> Result<()> {
         workloads_dir: exe.with_file_name("workloads"),
         farmem: exe,
     };
-    farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
-    farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
+    let stop = farmem_sys::signal::interrupt_flag();
     let mut bar = Bar(crate::progress::bar(0, ""));
-    let r = farmem_bench::run(&p, &mut bar, &STOP);
+    let r = farmem_bench::run(&p, &mut bar, stop);
     bar.0.finish_and_clear();
     print(&a, &r?)
 }

@@ -2,10 +2,9 @@
 //! in far memory, through the preloaded shim (libfarmem_preload.so).
 
 use anyhow::{bail, Context, Result};
-use farmem_runtime::config::{Config, RunFlag, OPTIONS};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use farmem_runtime::config::{RunFlag, OPTIONS};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Command;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -81,100 +80,25 @@ fn shim_path() -> Result<PathBuf> {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    // The environment first, then the flags on top; all validated here, before
-    // the program starts, so a bad value costs one clear line and no run.
-    let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("FARMEM_"))
-        .collect();
-    for (k, v) in &a.flags.0 {
-        set_var(&mut vars, k, v.clone());
-    }
-    let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    // An @DIR rendezvous is waited for here, once; the program gets the
-    // servers it found.
-    let (cfg, found) = parsed.resolved()?;
-    if let Some(found) = found {
+    let shim = shim_path()?;
+    let p = farmem_runtime::launch::prepare(std::env::vars(), &a.flags.0)?;
+    if let Some(found) = &p.found {
         let list: Vec<String> = found.servers.iter().map(|a| a.to_string()).collect();
+        let job = if found.job.is_empty() {
+            "(unnamed)"
+        } else {
+            &found.job
+        };
         eprintln!(
-            "farmem: {} servers of job {} from the rendezvous: {}",
+            "farmem: {} servers of job {job} from the rendezvous: {}",
             list.len(),
-            if found.job.is_empty() {
-                "(unnamed)"
-            } else {
-                &found.job
-            },
             list.join(",")
         );
         for why in &found.ignored {
             eprintln!("farmem: rendezvous: passed over {why}");
         }
-        set_var(&mut vars, "FARMEM_SERVERS", list.join(","));
     }
-    let shim = shim_path()?;
-
-    // Check the servers answer now rather than in the middle of the run.
-    let mut _server = None;
-    if cfg.file().is_none() {
-        if cfg.servers().is_empty() {
-            // The embedded server: `farmem serve` in a child process of its
-            // own, started the way the runtime starts it for C API programs
-            // (it exits when this process does).
-            let server = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
-            set_var(&mut vars, "FARMEM_SERVERS", server.addr.to_string());
-            _server = Some(server);
-        } else {
-            farmem_runtime::backend::RemoteBackend::connect(
-                &cfg.with("CONNS", "1")?,
-                cfg.servers(),
-                1,
-            )
-            .context("checking the memory servers")?;
-        }
-    }
-
-    // tcmalloc grows its heap with sbrk first, and the brk heap cannot be
-    // far memory; told to skip it, tcmalloc maps its heap with mmap, which
-    // goes far. Other programs ignore the variable; a user's own setting wins.
-    if std::env::var_os("TCMALLOC_SKIP_SBRK").is_none() {
-        set_var(&mut vars, "TCMALLOC_SKIP_SBRK", "true".to_string());
-    }
-    let mut cmd = Command::new(&a.cmd[0]);
-    cmd.args(&a.cmd[1..]);
-    for (k, v) in &vars {
-        cmd.env(k, v);
-    }
-    let preload = match std::env::var("LD_PRELOAD") {
-        Ok(old) if !old.is_empty() => format!("{}:{old}", shim.display()),
-        _ => shim.display().to_string(),
-    };
-    cmd.env("LD_PRELOAD", preload);
-    // While the program runs, terminal signals reach it (same process group);
-    // farmem itself ignores them so that it can report the program's status.
-    // The child gets them reset to default before exec below.
-    farmem_sys::signal::ignore(libc::SIGINT);
-    farmem_sys::signal::ignore(libc::SIGQUIT);
-    // SAFETY: the closure only calls async-signal-safe `signal`.
-    unsafe {
-        cmd.pre_exec(|| {
-            farmem_sys::signal::set_default(libc::SIGINT);
-            farmem_sys::signal::set_default(libc::SIGQUIT);
-            Ok(())
-        });
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => bail!("cannot run {}: {e}", a.cmd[0]),
-    };
-    // Termination signals sent to farmem (by `kill`, a batch system, a
-    // supervisor) go to the program, which then exits and is reported.
-    farmem_sys::process::forward_signals(
-        child.id() as libc::pid_t,
-        &[libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2],
-    );
-    let status = child.wait().context("waiting for the program")?;
-    if let Some(s) = _server {
-        s.stop();
-    }
+    let status = p.run(&a.cmd, &shim, std::env::var("LD_PRELOAD").ok())?;
     if let Some(code) = status.code() {
         std::process::exit(code);
     }
@@ -185,11 +109,6 @@ pub fn run(a: Args) -> Result<()> {
         std::process::exit(128 + sig);
     }
     std::process::exit(1)
-}
-
-fn set_var(vars: &mut Vec<(String, String)>, k: &str, v: String) {
-    vars.retain(|(n, _)| n != k);
-    vars.push((k.to_string(), v));
 }
 
 #[cfg(test)]

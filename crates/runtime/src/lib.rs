@@ -35,6 +35,7 @@ mod dirty;
 mod embedded;
 mod eviction;
 mod fault;
+pub mod launch;
 pub mod page;
 mod peers;
 mod pins;

@@ -7,7 +7,7 @@ use crate::{ServerConfig, ServerError, ServerStop};
 use farmem_wire::auth::Secret;
 use farmem_wire::{ServerAddr, PAGE_SIZE};
 use std::net::ToSocketAddrs;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What `farmem serve` is told, in its units (bytes, microseconds,
@@ -146,20 +146,13 @@ pub fn check_parent(parent: i32) -> Result<(), ServerError> {
     Ok(())
 }
 
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::Release);
-}
-
 /// Stop the server on SIGINT or SIGTERM, or when `parent` (its parent at
 /// start) has gone: reparenting changes `getppid`. A thread polls every
 /// 50 ms.
 pub fn stop_on_signal_or_orphan(stop: ServerStop, parent: Option<i32>) {
-    farmem_sys::signal::on_signal(libc::SIGINT, on_signal);
-    farmem_sys::signal::on_signal(libc::SIGTERM, on_signal);
+    let signalled = farmem_sys::signal::interrupt_flag();
     std::thread::spawn(move || {
-        while !SIGNALLED.load(Ordering::Acquire)
+        while !signalled.load(Ordering::Acquire)
             && parent.is_none_or(|p| farmem_sys::process::getppid() == p)
         {
             std::thread::sleep(std::time::Duration::from_millis(50));

@@ -74,6 +74,21 @@ pub fn on_signal(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
     unsafe { libc::signal(sig, handler as *const () as libc::sighandler_t) };
 }
 
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn interrupted(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// A flag that SIGINT and SIGTERM set from now on, instead of ending the
+/// process: for a loop that must tear down what it set up (a benchmark's
+/// swap file, a server's rendezvous entry) before it exits.
+pub fn interrupt_flag() -> &'static std::sync::atomic::AtomicBool {
+    on_signal(libc::SIGINT, interrupted);
+    on_signal(libc::SIGTERM, interrupted);
+    &INTERRUPTED
+}
+
 /// Send `sig` to the calling thread.
 pub fn raise(sig: libc::c_int) {
     // SAFETY: raise has no memory preconditions.

@@ -1,0 +1,198 @@
+//! `farmem run`: an unmodified program started on far memory through the
+//! preloaded shim (`libfarmem_preload.so`).
+//!
+//! Everything is settled before the program starts, so that a bad value
+//! costs one clear line and no run: the settings (this process's `FARMEM_*`
+//! variables with the flags on top) are validated, an `@DIR` rendezvous is
+//! waited for once (the program gets the servers found), the servers are
+//! checked to answer, or the embedded server is started. The program then
+//! gets the settings in its environment, the shim preloaded, the terminal's
+//! signals, and any termination signal sent to `farmem`.
+
+use crate::config::Config;
+use crate::{EmbeddedServer, RuntimeError};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+
+/// A program's far-memory setting-up, done: what it will be given.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Variables for the program, `FARMEM_*` and the allocator hints.
+    pub vars: Vec<(String, String)>,
+    /// The rendezvous's result, when the servers came from one.
+    pub found: Option<farmem_rendezvous::Found>,
+    server: Option<EmbeddedServer>,
+}
+
+fn set(vars: &mut Vec<(String, String)>, k: &str, v: String) {
+    vars.retain(|(n, _)| n != k);
+    vars.push((k.to_string(), v));
+}
+
+/// Settle the settings `env` (this process's variables; only `FARMEM_*`
+/// and `TCMALLOC_SKIP_SBRK` are read) with `flags` (`FARMEM_*` name and
+/// value) on top, as described in the module's comment.
+pub fn prepare(
+    env: impl Iterator<Item = (String, String)>,
+    flags: &[(String, String)],
+) -> Result<Prepared, RuntimeError> {
+    let mut vars = Vec::new();
+    let mut skip_sbrk_set = false;
+    for (k, v) in env {
+        skip_sbrk_set |= k == "TCMALLOC_SKIP_SBRK";
+        if k.starts_with("FARMEM_") {
+            vars.push((k, v));
+        }
+    }
+    for (k, v) in flags {
+        set(&mut vars, k, v.clone());
+    }
+    let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    let (cfg, found) = parsed.resolved()?;
+    if let Some(f) = &found {
+        let list: Vec<String> = f.servers.iter().map(ToString::to_string).collect();
+        set(&mut vars, "FARMEM_SERVERS", list.join(","));
+    }
+    let mut server = None;
+    if cfg.file().is_none() {
+        if cfg.servers().is_empty() {
+            // `farmem serve` in a child process of its own, started the way
+            // the runtime starts it for C API programs (it exits when this
+            // process does).
+            let s = crate::spawn_embedded_server(cfg.embedded_capacity())?;
+            set(&mut vars, "FARMEM_SERVERS", s.addr.to_string());
+            server = Some(s);
+        } else {
+            // The servers answer now rather than in the middle of the run.
+            crate::backend::RemoteBackend::connect(&cfg.with("CONNS", "1")?, cfg.servers(), 1)?;
+        }
+    }
+    // tcmalloc grows its heap with sbrk first, and the brk heap cannot be
+    // far memory; told to skip it, tcmalloc maps its heap with mmap, which
+    // goes far. Other programs ignore the variable; a user's own setting wins.
+    if !skip_sbrk_set {
+        set(&mut vars, "TCMALLOC_SKIP_SBRK", "true".into());
+    }
+    Ok(Prepared {
+        vars,
+        found,
+        server,
+    })
+}
+
+/// Why the program could not be run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("cannot run {cmd}: {source}")]
+    Spawn { cmd: String, source: std::io::Error },
+    #[error("waiting for the program: {0}")]
+    Wait(std::io::Error),
+}
+
+impl Prepared {
+    /// Run `cmd` with `shim` preloaded (before any `preload` already set),
+    /// and wait for it; the embedded server, if any, stops afterwards.
+    pub fn run(
+        self,
+        cmd: &[String],
+        shim: &Path,
+        preload: Option<String>,
+    ) -> Result<ExitStatus, LaunchError> {
+        let mut c = Command::new(&cmd[0]);
+        c.args(&cmd[1..])
+            .envs(self.vars.iter().map(|(k, v)| (k, v)));
+        c.env(
+            "LD_PRELOAD",
+            match preload.filter(|p| !p.is_empty()) {
+                Some(old) => format!("{}:{old}", shim.display()),
+                None => shim.display().to_string(),
+            },
+        );
+        // While the program runs, terminal signals reach it (same process
+        // group); farmem itself ignores them so that it can report the
+        // program's status. The child gets them reset before exec.
+        farmem_sys::signal::ignore(libc::SIGINT);
+        farmem_sys::signal::ignore(libc::SIGQUIT);
+        // SAFETY: the closure only calls async-signal-safe `signal`.
+        unsafe {
+            c.pre_exec(|| {
+                farmem_sys::signal::set_default(libc::SIGINT);
+                farmem_sys::signal::set_default(libc::SIGQUIT);
+                Ok(())
+            });
+        }
+        let mut child = c.spawn().map_err(|source| LaunchError::Spawn {
+            cmd: cmd[0].clone(),
+            source,
+        })?;
+        // Termination signals sent to farmem (by `kill`, a batch system, a
+        // supervisor) go to the program, which then exits and is reported.
+        farmem_sys::process::forward_signals(
+            child.id() as libc::pid_t,
+            &[libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2],
+        );
+        let status = child.wait().map_err(LaunchError::Wait)?;
+        if let Some(s) = self.server {
+            s.stop();
+        }
+        Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_and_everything_is_checked() {
+        let file = std::env::temp_dir().join(format!("farmem-launch-{}", std::process::id()));
+        let env = vars(&[
+            ("FARMEM_LOCAL", "64M"),
+            ("HOME", "/root"),
+            ("FARMEM_FILE", file.to_str().unwrap()),
+        ]);
+        let p = prepare(env.clone().into_iter(), &vars(&[("FARMEM_LOCAL", "32M")])).unwrap();
+        let get = |k: &str| p.vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("FARMEM_LOCAL"), Some("32M"));
+        assert_eq!(get("HOME"), None, "only farmem's variables are passed on");
+        assert_eq!(get("TCMALLOC_SKIP_SBRK"), Some("true"));
+        assert!(p.found.is_none() && p.server.is_none());
+        // A user's own allocator setting wins.
+        let mut mine = env.clone();
+        mine.push(("TCMALLOC_SKIP_SBRK".into(), "false".into()));
+        let p = prepare(mine.into_iter(), &[]).unwrap();
+        assert!(!p.vars.iter().any(|(k, _)| k == "TCMALLOC_SKIP_SBRK"));
+        // A bad value stops it before anything runs, naming the variable.
+        let e = prepare(env.into_iter(), &vars(&[("FARMEM_LOCAL", "lots")])).unwrap_err();
+        assert!(e.to_string().contains("FARMEM_LOCAL"), "{e}");
+    }
+
+    #[test]
+    fn the_program_gets_the_settings_and_its_status_is_returned() {
+        let p = Prepared {
+            vars: vars(&[("FARMEM_LOCAL", "32M")]),
+            found: None,
+            server: None,
+        };
+        let cmd = ["sh", "-c", "test \"$FARMEM_LOCAL\" = 32M && exit 7"].map(String::from);
+        // The shim's path is what the loader is told; a missing one it
+        // reports and skips, which this test does not need.
+        let status = p.run(&cmd, Path::new("/nonexistent.so"), None).unwrap();
+        assert_eq!(status.code(), Some(7));
+        let e = Prepared {
+            vars: Vec::new(),
+            found: None,
+            server: None,
+        }
+        .run(&["/no/such/program".to_string()], Path::new("/x.so"), None)
+        .unwrap_err();
+        assert!(e.to_string().contains("/no/such/program"), "{e}");
+    }
+}
