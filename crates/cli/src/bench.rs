@@ -5,9 +5,9 @@ use crate::output::Output;
 use anyhow::{Context, Result};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use farmem_bench::workload::Options;
-use farmem_bench::{Progress, Report, System, Workload};
+use farmem_bench::{System, Workload};
 use farmem_probe::machine::Machine;
-use farmem_runtime::config::{format_size, parse_size};
+use farmem_runtime::config::parse_size;
 
 fn workload_parser() -> impl TypedValueParser<Value = Workload> {
     PossibleValuesParser::new(Workload::ALL.map(Workload::name))
@@ -74,21 +74,6 @@ pub struct Args {
     cmd: Vec<String>,
 }
 
-/// The progress bar, fed by the harness.
-struct Bar(indicatif::ProgressBar);
-
-impl Progress for Bar {
-    fn start(&mut self, runs: u64) {
-        self.0.set_length(runs);
-    }
-    fn doing(&mut self, what: &str) {
-        self.0.set_message(what.to_string());
-    }
-    fn step(&mut self) {
-        self.0.inc(1);
-    }
-}
-
 pub fn run(a: Args) -> Result<()> {
     a.out.check()?;
     let size = a
@@ -117,28 +102,15 @@ pub fn run(a: Args) -> Result<()> {
         farmem: exe,
     };
     let stop = farmem_sys::signal::interrupt_flag();
-    let mut bar = Bar(crate::progress::bar(0, ""));
-    let r = farmem_bench::run(&p, &mut bar, stop);
-    bar.0.finish_and_clear();
-    print(&a, &r?)
-}
-
-/// The table (or JSON, or CSV) and the plot.
-fn print(a: &Args, r: &Report) -> Result<()> {
-    let cells = farmem_report::text::bench_cells(r);
-    a.out.draw(&farmem_report::plot::Bench {
-        title: &format!(
-            "{} {}: runtime relative to all-local",
-            r.workload,
-            format_size(r.size)
-        ),
-        cells: &cells,
-    })?;
+    let r = farmem_bench::run(&p, &mut crate::progress::Bars::default(), stop)?;
+    if let Some(path) = a.out.plot_path() {
+        farmem_report::plot::write_bench(path, &r)?;
+    }
     let machine = Machine::detect();
     a.out.print(
-        &farmem_report::text::bench_json(r, &machine),
-        || farmem_report::text::bench_csv(r),
-        || farmem_report::text::bench(r, &machine),
+        &farmem_report::text::bench_json(&r, &machine),
+        || farmem_report::text::bench_csv(&r),
+        || farmem_report::text::bench(&r, &machine),
     )
 }
 

@@ -1,12 +1,12 @@
 //! `farmem probe`: the memory ladder, from L1 to another machine's RAM.
 
 use crate::output::Output;
-use crate::progress::bar;
+use crate::progress::Bars;
 use anyhow::Result;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use farmem_probe::chase::PageMode;
 use farmem_probe::machine::Machine;
-use farmem_probe::suite::{self, Params, Progress, What};
+use farmem_probe::suite::{self, Params, What};
 use std::path::PathBuf;
 
 fn what_parser() -> impl TypedValueParser<Value = What> {
@@ -53,30 +53,6 @@ pub struct Args {
     report: Option<PathBuf>,
 }
 
-/// The progress bars, one per phase, fed by the probe.
-struct Bars(Option<indicatif::ProgressBar>);
-
-impl Progress for Bars {
-    fn phase(&mut self, name: &str, steps: u64) {
-        self.0 = Some(bar(steps, name));
-    }
-    fn set(&mut self, done: u64) {
-        if let Some(b) = &self.0 {
-            b.set_position(done);
-        }
-    }
-    fn step(&mut self) {
-        if let Some(b) = &self.0 {
-            b.inc(1);
-        }
-    }
-    fn end(&mut self) {
-        if let Some(b) = self.0.take() {
-            b.finish_and_clear();
-        }
-    }
-}
-
 pub fn run(a: Args) -> Result<()> {
     a.out.check()?;
     let machine = Machine::detect();
@@ -90,32 +66,9 @@ pub fn run(a: Args) -> Result<()> {
         quick: a.quick,
         mixes: a.mix.clone(),
     };
-    let mut bars = Bars(None);
-    let r = suite::run(&p, &machine, &mut bars);
-    bars.end();
-    let r = r?;
-
-    if let Some(p) = a.out.plot_path() {
-        if a.what == What::Loaded {
-            farmem_report::plot::write(
-                p,
-                &farmem_report::plot::Loaded {
-                    curves: r.loaded.as_ref().map(|l| &l.curves[..]),
-                    far: r.far_loaded.as_deref(),
-                    title: "loaded latency: one thread chases, the others stream",
-                },
-            )?;
-        } else {
-            farmem_report::plot::write(
-                p,
-                &farmem_report::plot::Probe {
-                    curve: r.curve.as_deref(),
-                    levels: r.levels.as_deref(),
-                    far: r.far.as_deref(),
-                    title: &machine.summary(),
-                },
-            )?;
-        }
+    let r = suite::run(&p, &machine, &mut Bars::default())?;
+    if let Some(path) = a.out.plot_path() {
+        farmem_report::plot::write_probe(path, &r)?;
     }
     if let Some(path) = &a.report {
         let v = serde_json::to_value(&r)?;

@@ -11,9 +11,11 @@
 //! beside it; legends sit in their own column, never over the data.
 
 use crate::ReportError;
+use farmem_bench::Report as BenchReport;
 use farmem_numa::matrix::MatrixCell;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
+use farmem_probe::suite::Report as ProbeReport;
 use farmem_runtime::config::format_size;
 use plotters::chart::MeshStyle;
 use plotters::coord::cartesian::Cartesian2d;
@@ -982,6 +984,59 @@ pub fn matrix_figure<R>(
             title: "read bandwidth, all CPUs of node Y (GB/s)",
         },
     ))
+}
+
+/// `farmem probe --plot FILE`: for `loaded`, latency against bandwidth
+/// drawn (and the far tier under load); else latency against working set
+/// and far throughput against transfer size.
+pub fn write_probe(path: &Path, r: &ProbeReport) -> Result<()> {
+    if r.params.as_ref().and_then(|p| p["what"].as_str()) == Some("loaded") {
+        return write(
+            path,
+            &Loaded {
+                curves: r.loaded.as_ref().map(|l| &l.curves[..]),
+                far: r.far_loaded.as_deref(),
+                title: "loaded latency: one thread chases, the others stream",
+            },
+        );
+    }
+    let title = r.machine.as_ref().map(|m| m.summary()).unwrap_or_default();
+    write(
+        path,
+        &Probe {
+            curve: r.curve.as_deref(),
+            levels: r.levels.as_deref(),
+            far: r.far.as_deref(),
+            title: &title,
+        },
+    )
+}
+
+/// `farmem bench --plot FILE`: runtime relative to all-local against
+/// expansion, one line per system, failures marked.
+pub fn write_bench(path: &Path, r: &BenchReport) -> Result<()> {
+    let cells: Vec<BenchCell> = r
+        .results
+        .iter()
+        .map(|c| BenchCell {
+            system: c.system.clone(),
+            expansion: c.expansion,
+            relative: Some(c.relative_runtime).filter(|r| r.is_finite()),
+            failure: c.unavailable.as_deref().map(farmem_bench::failure_words),
+        })
+        .collect();
+    let title = format!(
+        "{} {}: runtime relative to all-local",
+        r.workload,
+        format_size(r.size)
+    );
+    write(
+        path,
+        &Bench {
+            title: &title,
+            cells: &cells,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use crate::html::bench_table;
 use crate::table::{dash, opt, Table};
 use farmem_bench::worst::WorstCase;
-use farmem_bench::{failure_words, Report as BenchReport};
+use farmem_bench::Report as BenchReport;
 use farmem_numa::matrix::{MatrixCell, MatrixReport};
 use farmem_numa::policies::PolicyReport;
 use farmem_numa::verify;
@@ -378,19 +378,6 @@ pub fn bench_csv(r: &BenchReport) -> Vec<Table> {
         ]);
     }
     vec![t]
-}
-
-/// The bench figure's cells: runtime relative to all-local, or why not.
-pub fn bench_cells(r: &BenchReport) -> Vec<crate::plot::BenchCell> {
-    r.results
-        .iter()
-        .map(|c| crate::plot::BenchCell {
-            system: c.system.clone(),
-            expansion: c.expansion,
-            relative: Some(c.relative_runtime).filter(|r| r.is_finite()),
-            failure: c.unavailable.as_deref().map(failure_words),
-        })
-        .collect()
 }
 
 /// `farmem demo --random`: both runs' passes side by side, the sweep
