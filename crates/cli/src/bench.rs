@@ -103,9 +103,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let stop = farmem_sys::signal::interrupt_flag();
     let r = farmem_bench::run(&p, &mut crate::progress::Bars::default(), stop)?;
-    if let Some(path) = a.out.plot_path() {
-        farmem_report::plot::write_bench(path, &r)?;
-    }
+    a.out.figure(|p| farmem_report::plot::write_bench(p, &r))?;
     let machine = Machine::detect();
     a.out.print(
         &farmem_report::text::bench_json(&r, &machine),

@@ -10,7 +10,7 @@ use farmem_numa::topology::Topology;
 use farmem_numa::verify;
 use farmem_numa::xy::XyWorkload;
 use farmem_probe::machine::Machine;
-use farmem_report::text;
+use farmem_report::{plot, text};
 use farmem_runtime::config::format_size;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -145,19 +145,6 @@ pub struct MatrixArgs {
     out: Output,
 }
 
-/// Every X×Y cell's placement, one line each (`--dry-run`).
-fn print_plan(cells: &[farmem_numa::plan::Cell]) {
-    for c in cells {
-        println!(
-            "X={} Y={}: {}  (CPUs {})",
-            c.mem_node,
-            c.cpu_node,
-            c.placement.numactl_args(),
-            farmem_numa::topology::format_list(c.placement.cpus.as_deref().unwrap_or(&[]))
-        );
-    }
-}
-
 fn matrix(a: MatrixArgs) -> Result<()> {
     a.out.check()?;
     let t = a.plan.topology()?;
@@ -170,7 +157,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
             format_size(mp.latency_bytes as u64),
             format_size(mp.bandwidth_bytes_per_array as u64)
         );
-        print_plan(&cells);
+        print!("{}", text::plan(&cells));
         return Ok(());
     }
     a.plan.only_this_machine()?;
@@ -181,11 +168,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
     for w in text::matrix_warnings(&r) {
         eprintln!("farmem numa matrix: {w}");
     }
-    if let Some(p) = a.out.plot_path() {
-        farmem_report::plot::matrix_figure(&t.ids(), &r.matrix, |f| {
-            farmem_report::plot::write(p, f)
-        })?;
-    }
+    a.out.figure(|p| plot::write_matrix(p, &r))?;
     a.out
         .print(&r, || text::matrix_csv(&r), || text::matrix(&r))
 }
@@ -261,7 +244,7 @@ fn xy(a: XyArgs) -> Result<()> {
     let t = a.plan.topology()?;
     let cells = xy_plan(&t)?;
     if a.plan.dry_run {
-        print_plan(&cells);
+        print!("{}", text::plan(&cells));
         return Ok(());
     }
     a.plan.only_this_machine()?;
@@ -281,11 +264,7 @@ fn xy(a: XyArgs) -> Result<()> {
     let r = farmem_numa::xy::report(t, &cells, &w, a.runs, || b.inc(1));
     b.finish_and_clear();
     let r = r?;
-    a.out.draw(&farmem_report::plot::Heatmap {
-        ids: &r.topology.ids(),
-        cells: &text::xy_cells(&r),
-        title: &format!("{}: time, and slowdown vs local (X = Y)", r.params.workload),
-    })?;
+    a.out.figure(|p| plot::write_xy(p, &r))?;
     a.out.print(&r, || text::xy_csv(&r), || text::xy(&r))
 }
 
@@ -310,17 +289,7 @@ fn policies(a: PolicyArgs) -> Result<()> {
     let r = farmem_numa::policies::report(t, &plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
     b.finish_and_clear();
     let r = r?;
-    let lines: Vec<(String, Vec<(f64, f64)>)> = r
-        .results
-        .iter()
-        .map(|p| (p.policy.clone(), p.series.clone()))
-        .collect();
-    a.out.draw(&farmem_report::plot::Series {
-        lines: &lines,
-        title: "the command's rate over time by NUMA policy",
-        x_desc: "time since start (s)",
-        y_desc: "rate (the number --rate-regex takes)",
-    })?;
+    a.out.figure(|p| plot::write_policies(p, &r))?;
     a.out
         .print(&r, || text::policies_csv(&r), || text::policies(&r))
 }

@@ -4,7 +4,6 @@
 //! beside any of them.
 
 use anyhow::Result;
-use farmem_report::plot::Figure;
 use farmem_report::table::{self, Table};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -30,15 +29,14 @@ impl Output {
         Ok(farmem_report::plot::check_path(self.plot.as_deref())?)
     }
 
-    /// Where to draw the figure, when asked.
-    pub fn plot_path(&self) -> Option<&Path> {
-        self.plot.as_deref()
-    }
-
-    /// Draw `fig` when a plot was asked for.
-    pub fn draw(&self, fig: &impl Figure) -> Result<()> {
-        match self.plot_path() {
-            Some(p) => Ok(farmem_report::plot::write(p, fig)?),
+    /// Draw the figure to the `--plot` file with `draw`, when one was
+    /// asked for.
+    pub fn figure(
+        &self,
+        draw: impl FnOnce(&Path) -> Result<(), farmem_report::ReportError>,
+    ) -> Result<()> {
+        match self.plot.as_deref() {
+            Some(p) => Ok(draw(p)?),
             None => Ok(()),
         }
     }

@@ -67,9 +67,7 @@ pub fn run(a: Args) -> Result<()> {
         mixes: a.mix.clone(),
     };
     let r = suite::run(&p, &machine, &mut Bars::default())?;
-    if let Some(path) = a.out.plot_path() {
-        farmem_report::plot::write_probe(path, &r)?;
-    }
+    a.out.figure(|p| farmem_report::plot::write_probe(p, &r))?;
     if let Some(path) = &a.report {
         let v = serde_json::to_value(&r)?;
         farmem_report::html::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;

@@ -12,7 +12,9 @@
 
 use crate::ReportError;
 use farmem_bench::Report as BenchReport;
-use farmem_numa::matrix::MatrixCell;
+use farmem_numa::matrix::{MatrixCell, MatrixReport};
+use farmem_numa::policies::PolicyReport;
+use farmem_numa::xy::XyReport;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_probe::suite::Report as ProbeReport;
@@ -1037,6 +1039,58 @@ pub fn write_bench(path: &Path, r: &BenchReport) -> Result<()> {
             cells: &cells,
         },
     )
+}
+
+/// `farmem numa xy --plot FILE`: a heat map of time and slowdown, memory
+/// node against CPU node.
+pub fn write_xy(path: &Path, r: &XyReport) -> Result<()> {
+    let cells: HeatCells = r
+        .cells
+        .iter()
+        .map(|c| {
+            (
+                c.mem_node,
+                c.cpu_node,
+                time_and_slowdown(c.seconds, c.slowdown_pct),
+                c.slowdown_pct,
+            )
+        })
+        .collect();
+    let title = format!("{}: time, and slowdown vs local (X = Y)", r.params.workload);
+    write(
+        path,
+        &Heatmap {
+            ids: &r.topology.ids(),
+            cells: &cells,
+            title: &title,
+        },
+    )
+}
+
+/// `farmem numa policies --plot FILE`: the rate over time, a line per
+/// policy.
+pub fn write_policies(path: &Path, r: &PolicyReport) -> Result<()> {
+    let lines: Vec<(String, Vec<(f64, f64)>)> = r
+        .results
+        .iter()
+        .map(|p| (p.policy.clone(), p.series.clone()))
+        .collect();
+    write(
+        path,
+        &Series {
+            lines: &lines,
+            title: "the command's rate over time by NUMA policy",
+            x_desc: "time since start (s)",
+            y_desc: "rate (the number --rate-regex takes)",
+        },
+    )
+}
+
+/// `farmem numa matrix --plot FILE`: latency and bandwidth heat maps side
+/// by side.
+pub fn write_matrix(path: &Path, r: &MatrixReport) -> Result<()> {
+    let ids: Vec<usize> = r.nodes.iter().map(|n| n.id).collect();
+    matrix_figure(&ids, &r.matrix, |f| write(path, f))
 }
 
 #[cfg(test)]

@@ -438,6 +438,23 @@ fn note(s: &mut String, note: Option<&str>) {
     }
 }
 
+/// Every X×Y cell's placement, one line each (`--dry-run`).
+pub fn plan(cells: &[farmem_numa::plan::Cell]) -> String {
+    let mut s = String::new();
+    for c in cells {
+        let cpus = c.placement.cpus.as_deref().unwrap_or(&[]);
+        let _ = writeln!(
+            s,
+            "X={} Y={}: {}  (CPUs {})",
+            c.mem_node,
+            c.cpu_node,
+            c.placement.numactl_args(),
+            farmem_numa::topology::format_list(cpus)
+        );
+    }
+    s
+}
+
 /// `farmem numa xy`'s tables: time and slowdown in every cell, then where
 /// the memory was.
 pub fn xy(r: &XyReport) -> String {
@@ -507,21 +524,6 @@ pub fn xy_csv(r: &XyReport) -> Vec<Table> {
         ]);
     }
     vec![t]
-}
-
-/// The X×Y figure's cells: time and slowdown.
-pub fn xy_cells(r: &XyReport) -> Vec<(usize, usize, String, f64)> {
-    r.cells
-        .iter()
-        .map(|c| {
-            (
-                c.mem_node,
-                c.cpu_node,
-                crate::plot::time_and_slowdown(c.seconds, c.slowdown_pct),
-                c.slowdown_pct,
-            )
-        })
-        .collect()
 }
 
 /// `farmem numa policies`' table.
