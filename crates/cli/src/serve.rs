@@ -1,10 +1,10 @@
 //! `farmem serve`.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use farmem_rendezvous::Launch;
-use farmem_runtime::config::{format_size, Config};
-use farmem_server::options::{self, ServeOptions};
-use farmem_server::{Server, ServerAddr};
+use farmem_runtime::config::Config;
+use farmem_server::options::{self, Serve, ServeOptions};
+use farmem_server::ServerAddr;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -91,90 +91,36 @@ pub fn run(a: Args) -> Result<()> {
         .clone()
         .or(Config::from_env()?.secret_file().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
-    let secret_path = secret.as_ref().map(|s| s.path().display().to_string());
-    if let (Some(p), true) = (&secret_path, a.insecure) {
-        bail!("--insecure and a shared secret ({p}) contradict each other; drop --insecure");
-    }
-    if let Some(p) = a.parent {
-        options::check_parent(p)?;
-    }
     // Where this server stands in its job, checked before anything binds.
-    let launch = match &a.rendezvous {
+    let rendezvous = match a.rendezvous {
         None => None,
-        Some(_) => Some(
-            Launch::resolve(a.rank, a.size, a.job.clone(), |k| std::env::var(k).ok())
-                .context("--rendezvous: this server's rank")?,
+        Some(dir) => {
+            let l = Launch::resolve(a.rank, a.size, a.job.clone(), |k| std::env::var(k).ok())
+                .context("--rendezvous: this server's rank")?;
+            Some((dir, l))
+        }
+    };
+    let s = Serve {
+        options: ServeOptions {
+            capacity: a.capacity,
+            spin_us: a.spin_us,
+            max_connections: a.max_connections,
+            max_sessions: a.max_sessions,
+            session_quota: a.session_quota,
+            client_timeout_s: a.client_timeout,
+            hello_timeout_s: a.hello_timeout,
+            verbose: a.verbose,
+            secret: farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?,
+        },
+        listen: a.listen,
+        listen_fd: a.listen_fd,
+        parent: a.parent,
+        insecure: a.insecure,
+        rendezvous,
+        default_secret: home.as_deref().map_or_else(
+            || "~/.config/farmem/secret".into(),
+            |h| farmem_wire::auth::default_path(h).display().to_string(),
         ),
     };
-    let listen = match (&a.listen, &a.rendezvous) {
-        (Some(l), _) => l.clone(),
-        (None, None) => "127.0.0.1:7070".parse()?,
-        (None, Some(_)) => std::net::SocketAddr::new(farmem_rendezvous::node_address()?, 0).into(),
-    };
-    let cfg = ServeOptions {
-        capacity: a.capacity,
-        spin_us: a.spin_us,
-        max_connections: a.max_connections,
-        max_sessions: a.max_sessions,
-        session_quota: a.session_quota,
-        client_timeout_s: a.client_timeout,
-        hello_timeout_s: a.hello_timeout,
-        verbose: a.verbose,
-        secret,
-    }
-    .config(listen, farmem_sys::phys_memory())?;
-    let server = match a.listen_fd {
-        Some(fd) => {
-            if let Err(e) = farmem_sys::net::listening_family(fd) {
-                bail!(
-                    "--listen-fd {fd}: {e}; give an inherited socket that is bound and listening"
-                );
-            }
-            // SAFETY: the descriptor is open (checked just above: a negative
-            // one fails there), inherited for this purpose, and nothing else
-            // in this process uses it.
-            let owned =
-                unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-            Server::from_listening_fd(owned, cfg)?
-        }
-        None => Server::bind(cfg)?,
-    };
-    let addr = server.local_addr();
-    let default_secret = home.as_deref().map_or_else(
-        || "~/.config/farmem/secret".into(),
-        |h| farmem_wire::auth::default_path(h).display().to_string(),
-    );
-    if let Some(w) = options::guard(&addr, secret_path.is_some(), a.insecure, &default_secret)? {
-        eprintln!("farmem serve: WARNING: {w}");
-    }
-    options::stop_on_signal_or_orphan(server.shutdown_flag(), a.parent);
-    say(format_args!(
-        "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
-        format_size(a.capacity),
-        farmem_wire::VERSION,
-        match &secret_path {
-            Some(p) => format!("TCP clients authenticated with {p}"),
-            None => "no authentication".into(),
-        }
-    ));
-    let _entry = match (&a.rendezvous, &launch) {
-        (Some(dir), Some(l)) => {
-            let at = farmem_rendezvous::advertised(&addr)?;
-            let p = farmem_rendezvous::publish(dir, &farmem_rendezvous::Entry::new(l, &at))?;
-            say(format_args!(
-                "farmem serve: rank {} of {} ({}, job {}) published {at} in {}",
-                l.rank,
-                l.size,
-                l.launcher,
-                if l.job.is_empty() { "unnamed" } else { &l.job },
-                p.path().display()
-            ));
-            Some(p)
-        }
-        _ => None,
-    };
-    server.run().context("server stopped")?;
-    say(format_args!("farmem serve: shut down"));
-    Ok(())
+    Ok(options::serve(s, &say)?)
 }

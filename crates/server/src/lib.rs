@@ -61,6 +61,8 @@ pub enum ServerError {
     /// An option out of its range, or a setting refused (see `options`).
     #[error("{0}")]
     Option(String),
+    #[error("--rendezvous: {0}")]
+    Rendezvous(#[from] farmem_rendezvous::RendezvousError),
 }
 
 pub use farmem_wire::auth::Secret;

@@ -3,10 +3,13 @@
 //! mode: a shared secret, or an explicit `--insecure`), and the server's
 //! stop conditions.
 
-use crate::{ServerConfig, ServerError, ServerStop};
+use crate::{Server, ServerConfig, ServerError, ServerStop};
+use farmem_rendezvous::Launch;
 use farmem_wire::auth::Secret;
 use farmem_wire::{ServerAddr, PAGE_SIZE};
 use std::net::ToSocketAddrs;
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -159,6 +162,101 @@ pub fn stop_on_signal_or_orphan(stop: ServerStop, parent: Option<i32>) {
         }
         stop.stop();
     });
+}
+
+/// A whole `farmem serve`: the options, where to listen, and what to tell.
+#[derive(Debug)]
+pub struct Serve {
+    pub options: ServeOptions,
+    /// Default: 127.0.0.1:7070; with a rendezvous, this node's address and
+    /// any free port.
+    pub listen: Option<ServerAddr>,
+    /// An inherited socket, bound and listening, instead of `listen`.
+    pub listen_fd: Option<RawFd>,
+    /// Stop when this process, the parent, is gone.
+    pub parent: Option<i32>,
+    /// Serve a reachable address without a secret, on purpose.
+    pub insecure: bool,
+    /// Publish this server's rank and address to the directory.
+    pub rendezvous: Option<(PathBuf, Launch)>,
+    /// Where `farmem secret init` writes, for the refusal's advice.
+    pub default_secret: String,
+}
+
+/// Check `s`, bind, say where it listens (and what it published), and
+/// serve until a signal or the parent's exit. `say` prints one status line.
+pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerError> {
+    let secret_path = s
+        .options
+        .secret
+        .as_ref()
+        .map(|x| x.path().display().to_string());
+    if let (Some(p), true) = (&secret_path, s.insecure) {
+        return Err(bad(format!(
+            "--insecure and a shared secret ({p}) contradict each other; drop --insecure"
+        )));
+    }
+    if let Some(p) = s.parent {
+        check_parent(p)?;
+    }
+    let listen = match (s.listen, &s.rendezvous) {
+        (Some(l), _) => l,
+        (None, None) => ServerAddr::Tcp {
+            host: "127.0.0.1".into(),
+            port: 7070,
+        },
+        (None, Some(_)) => std::net::SocketAddr::new(farmem_rendezvous::node_address()?, 0).into(),
+    };
+    let capacity = s.options.capacity;
+    let cfg = s.options.config(listen, farmem_sys::phys_memory())?;
+    let server = match s.listen_fd {
+        Some(fd) => {
+            if let Err(e) = farmem_sys::net::listening_family(fd) {
+                return Err(bad(format!(
+                    "--listen-fd {fd}: {e}; give an inherited socket that is bound and listening"
+                )));
+            }
+            // SAFETY: the descriptor is open (checked just above: a negative
+            // one fails there), inherited for this purpose, and nothing else
+            // in this process uses it.
+            let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            Server::from_listening_fd(owned, cfg)?
+        }
+        None => Server::bind(cfg)?,
+    };
+    let addr = server.local_addr();
+    if let Some(w) = guard(&addr, secret_path.is_some(), s.insecure, &s.default_secret)? {
+        eprintln!("farmem serve: WARNING: {w}");
+    }
+    stop_on_signal_or_orphan(server.shutdown_flag(), s.parent);
+    say(format_args!(
+        "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
+        size(capacity),
+        farmem_wire::VERSION,
+        match &secret_path {
+            Some(p) => format!("TCP clients authenticated with {p}"),
+            None => "no authentication".into(),
+        }
+    ));
+    let _entry = match &s.rendezvous {
+        Some((dir, l)) => {
+            let at = farmem_rendezvous::advertised(&addr)?;
+            let p = farmem_rendezvous::publish(dir, &farmem_rendezvous::Entry::new(l, &at))?;
+            say(format_args!(
+                "farmem serve: rank {} of {} ({}, job {}) published {at} in {}",
+                l.rank,
+                l.size,
+                l.launcher,
+                if l.job.is_empty() { "unnamed" } else { &l.job },
+                p.path().display()
+            ));
+            Some(p)
+        }
+        None => None,
+    };
+    server.run()?;
+    say(format_args!("farmem serve: shut down"));
+    Ok(())
 }
 
 #[cfg(test)]
