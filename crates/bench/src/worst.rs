@@ -108,8 +108,15 @@ fn passes(p: *mut u8, n: usize, updates: u64) -> Passes {
 
 /// `size` bytes (at least 16M) with a local budget of `size / expansion`
 /// (1 to 64), `updates` random updates: all-local first, then far memory
-/// from the runtime `cfg` starts (its budget replaced).
-pub fn run(cfg: Config, size: u64, expansion: f64, updates: u64) -> Result<WorstCase, BenchError> {
+/// from the runtime `cfg` starts (its budget replaced). `started` hears
+/// the region's size, the budget and the backend once the runtime runs.
+pub fn run(
+    cfg: Config,
+    size: u64,
+    expansion: f64,
+    updates: u64,
+    started: impl FnOnce(usize, u64, &str),
+) -> Result<WorstCase, BenchError> {
     if !(1.0..=64.0).contains(&expansion) {
         return Err(BenchError::Invalid(format!(
             "--expansion {expansion} is out of range; use 1 to 64"
@@ -130,6 +137,7 @@ pub fn run(cfg: Config, size: u64, expansion: f64, updates: u64) -> Result<Worst
         .map_err(invalid)?;
     let rt = farmem_runtime::init(cfg).map_err(|e| BenchError::Failed(e.to_string()))?;
     let failed = |e: farmem_runtime::RuntimeError| BenchError::Failed(e.to_string());
+    started(size, rt.budget_bytes(), &rt.backend_description());
     // All-local first, released before the far run.
     let mem = farmem_sys::mem::Mapping::anonymous(size, false)
         .map_err(BenchError::setup("mapping the all-local region"))?;

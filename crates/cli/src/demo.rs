@@ -82,14 +82,15 @@ pub fn run(a: Args) -> Result<()> {
     if !a.random {
         return seed_workload(&a);
     }
-    let w = farmem_bench::worst::run(Config::from_env()?, a.size, a.expansion, a.updates)?;
-    println!(
-        "farmem demo: {} of data, {} local budget ({}x), far pages on the {}",
-        format_size(w.size as u64),
-        format_size(w.budget),
-        a.expansion,
-        w.backend
-    );
+    let started = |size: usize, budget, backend: &str| {
+        println!(
+            "farmem demo: {} of data, {} local budget ({}x), far pages on the {backend}",
+            format_size(size as u64),
+            format_size(budget),
+            a.expansion,
+        );
+    };
+    let w = farmem_bench::worst::run(Config::from_env()?, a.size, a.expansion, a.updates, started)?;
     print!("{}", farmem_report::text::worst_case(&w));
     if w.local.errors + w.far.errors > 0 {
         bail!(

@@ -81,8 +81,7 @@ fn shim_path() -> Result<PathBuf> {
 
 pub fn run(a: Args) -> Result<()> {
     let shim = shim_path()?;
-    let p = farmem_runtime::launch::prepare(std::env::vars(), &a.flags.0)?;
-    if let Some(found) = &p.found {
+    let p = farmem_runtime::launch::prepare(std::env::vars(), &a.flags.0, |found| {
         let list: Vec<String> = found.servers.iter().map(|a| a.to_string()).collect();
         let job = if found.job.is_empty() {
             "(unnamed)"
@@ -97,7 +96,7 @@ pub fn run(a: Args) -> Result<()> {
         for why in &found.ignored {
             eprintln!("farmem: rendezvous: passed over {why}");
         }
-    }
+    })?;
     let status = p.run(&a.cmd, &shim, std::env::var("LD_PRELOAD").ok())?;
     if let Some(code) = status.code() {
         std::process::exit(code);

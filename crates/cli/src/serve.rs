@@ -86,12 +86,29 @@ fn say(line: std::fmt::Arguments) {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let mut options = ServeOptions {
+        capacity: a.capacity,
+        spin_us: a.spin_us,
+        max_connections: a.max_connections,
+        max_sessions: a.max_sessions,
+        session_quota: a.session_quota,
+        client_timeout_s: a.client_timeout,
+        hello_timeout_s: a.hello_timeout,
+        verbose: a.verbose,
+        secret: None,
+    };
+    // The options first, then the parent, the secret and the rank: all
+    // before anything binds.
+    options.check(farmem_sys::phys_memory())?;
+    if let Some(p) = a.parent {
+        options::check_parent(p)?;
+    }
     let explicit = a
         .secret_file
         .clone()
         .or(Config::from_env()?.secret_file().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    // Where this server stands in its job, checked before anything binds.
+    options.secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
     let rendezvous = match a.rendezvous {
         None => None,
         Some(dir) => {
@@ -101,17 +118,7 @@ pub fn run(a: Args) -> Result<()> {
         }
     };
     let s = Serve {
-        options: ServeOptions {
-            capacity: a.capacity,
-            spin_us: a.spin_us,
-            max_connections: a.max_connections,
-            max_sessions: a.max_sessions,
-            session_quota: a.session_quota,
-            client_timeout_s: a.client_timeout,
-            hello_timeout_s: a.hello_timeout,
-            verbose: a.verbose,
-            secret: farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?,
-        },
+        options,
         listen: a.listen,
         listen_fd: a.listen_fd,
         parent: a.parent,

@@ -86,7 +86,8 @@ impl MatrixParams {
             }
             Some(s) if s > machine.memory_bytes / 4 => {
                 return Err(NumaError::Workload(format!(
-                    "--size {s} bytes is more than a quarter of this machine's memory"
+                    "--size {} is more than a quarter of this machine's memory",
+                    farmem_sys::format_size(s)
                 )))
             }
             Some(s) => s,

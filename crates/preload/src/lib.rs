@@ -202,11 +202,15 @@ fn die(msg: &str) -> ! {
 #[link_section = ".init_array"]
 static CONSTRUCTOR: extern "C" fn() = constructor;
 
+/// The settings, read from the environment once, in the constructor
+/// (`farmem run` has checked them already); a deferred start uses them.
+static CONFIG: std::sync::OnceLock<Config> = std::sync::OnceLock::new();
+
 extern "C" fn constructor() {
     let Some(_g) = Guard::enter() else { return };
     let _ = glibc();
     let cfg = match Config::from_env() {
-        Ok(c) => c,
+        Ok(c) => CONFIG.get_or_init(|| c).clone(),
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
     };
     THRESHOLD.store(farmem_sys::usize_from(cfg.threshold()), Ordering::Release);
@@ -241,7 +245,13 @@ fn runtime() -> Option<&'static rt::Runtime> {
         READY => rt::get(),
         FAILED => None,
         _ => {
-            match Config::from_env() {
+            // The constructor has read it (it sets the threshold that lets
+            // allocations get here); read it now if not.
+            let cfg = match CONFIG.get() {
+                Some(c) => Ok(c.clone()),
+                None => Config::from_env().map(|c| CONFIG.get_or_init(|| c).clone()),
+            };
+            match cfg {
                 Ok(cfg) => start(cfg),
                 Err(_) => STATE.store(FAILED, Ordering::Release),
             }

@@ -254,43 +254,54 @@ pub fn run(
             "far",
             (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
         );
-        // Every tier first (the embedded server, each server set, the SSD
-        // file), then one measurement loop over them.
-        let bcfg = cfg.with("CONNS", "1")?;
-        let pages = (set / 4096) as u64 * 2;
-        let mut backends: Vec<(String, Box<dyn Backend>)> = Vec::new();
-        let embedded = sets
-            .is_empty()
-            .then(|| farmem_runtime::spawn_embedded_server(cfg.embedded_capacity()))
-            .transpose()?;
-        if let Some(server) = &embedded {
-            let remote = RemoteBackend::connect(&bcfg, std::slice::from_ref(&server.addr), pages)?;
-            backends.push(("far memory (embedded server)".into(), Box::new(remote)));
+        // One tier at a time, each opened, measured and closed before the
+        // next: a server given in several sets holds one session at a time.
+        enum Spec {
+            Embedded,
+            /// The i-th server set.
+            Servers(usize),
+            File(PathBuf),
         }
-        for servers in &sets {
-            let n = servers.len();
-            let name = format!("far memory ({n} server{})", if n == 1 { "" } else { "s" });
-            backends.push((
-                name,
-                Box::new(RemoteBackend::connect(&bcfg, servers, pages)?),
-            ));
+        let mut specs: Vec<Spec> = (0..sets.len()).map(Spec::Servers).collect();
+        if specs.is_empty() {
+            specs.push(Spec::Embedded);
         }
         let file = a.file.clone().or_else(|| {
             (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
         });
-        if let Some(path) = &file {
-            let fb = FileBackend::open(path, FileDirect::Auto)?;
-            backends.push(("SSD file".into(), Box::new(fb)));
-        }
+        specs.extend(file.map(Spec::File));
+        let bcfg = cfg.with("CONNS", "1")?;
+        let pages = (set / 4096) as u64 * 2;
         let mut tiers = Vec::new();
-        for (name, b) in &backends {
-            tiers.push(far::measure(name, b.as_ref(), set, rtt_n, min, || {
-                progress.step()
-            })?);
-        }
-        drop(backends);
-        if let (Some(path), None) = (&file, &a.file) {
-            let _ = std::fs::remove_file(path);
+        for spec in specs {
+            let mut server = None;
+            let (name, backend): (String, Box<dyn Backend>) = match &spec {
+                Spec::Embedded => {
+                    let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
+                    let remote =
+                        RemoteBackend::connect(&bcfg, std::slice::from_ref(&s.addr), pages)?;
+                    server = Some(s);
+                    ("far memory (embedded server)".into(), Box::new(remote))
+                }
+                Spec::Servers(i) => {
+                    let list = &sets[*i];
+                    let n = list.len();
+                    let name = format!("far memory ({n} server{})", if n == 1 { "" } else { "s" });
+                    (name, Box::new(RemoteBackend::connect(&bcfg, list, pages)?))
+                }
+                Spec::File(path) => {
+                    let fb = FileBackend::open(path, FileDirect::Auto)?;
+                    ("SSD file".into(), Box::new(fb))
+                }
+            };
+            let tier = far::measure(&name, backend.as_ref(), set, rtt_n, min, || progress.step());
+            drop(backend);
+            drop(server);
+            // A file of our own goes, measured or not.
+            if let (Spec::File(path), None) = (&spec, &a.file) {
+                let _ = std::fs::remove_file(path);
+            }
+            tiers.push(tier?);
         }
         progress.end();
         r.far = Some(tiers);

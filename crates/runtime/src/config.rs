@@ -124,7 +124,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     },
     OptionDoc {
         key: "ARENA",
-        default: "4× physical memory, at least `64G`",
+        default: "4× physical memory, at least `64G`, at most `16T`",
         meaning: "Virtual address space reserved for far allocations: the most far memory a process can have allocated at once. Costs no memory until used. Between `16M` and `16T` (the replacement queues number pages in 32 bits).",
         run_flag: None,
     },
@@ -458,26 +458,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Format bytes the way `parse_size` reads them.
-pub fn format_size(b: u64) -> String {
-    const U: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in U {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if b.is_multiple_of(m) {
-                format!("{}{u}", b / m)
-            } else {
-                format!("{v:.1}{u}")
-            };
-        }
-    }
-    format!("{b}B")
-}
+pub use farmem_sys::format_size;
 
 fn invalid(name: &str, value: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {

@@ -32,11 +32,13 @@ fn set(vars: &mut Vec<(String, String)>, k: &str, v: String) {
 
 /// Settle the settings `env` (this process's variables; only `FARMEM_*`
 /// and `TCMALLOC_SKIP_SBRK` are read) with `flags` (`FARMEM_*` name and
-/// value) on top, as described in the module's comment.
+/// value) on top, as described in the module's comment. `found` hears
+/// what a rendezvous found before the servers are checked.
 pub fn prepare(
     env: impl Iterator<Item = (String, String)>,
     flags: &[(String, String)],
-) -> Result<Prepared, RuntimeError> {
+    found: impl FnOnce(&farmem_rendezvous::Found),
+) -> Result<Prepared, LaunchError> {
     let mut vars = Vec::new();
     let mut skip_sbrk_set = false;
     for (k, v) in env {
@@ -48,9 +50,11 @@ pub fn prepare(
     for (k, v) in flags {
         set(&mut vars, k, v.clone());
     }
-    let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    let (cfg, found) = parsed.resolved()?;
-    if let Some(f) = &found {
+    let parsed = Config::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(RuntimeError::from)?;
+    let (cfg, rendezvous) = parsed.resolved().map_err(RuntimeError::from)?;
+    if let Some(f) = &rendezvous {
+        found(f);
         let list: Vec<String> = f.servers.iter().map(ToString::to_string).collect();
         set(&mut vars, "FARMEM_SERVERS", list.join(","));
     }
@@ -65,7 +69,9 @@ pub fn prepare(
             server = Some(s);
         } else {
             // The servers answer now rather than in the middle of the run.
-            crate::backend::RemoteBackend::connect(&cfg.with("CONNS", "1")?, cfg.servers(), 1)?;
+            let one = cfg.with("CONNS", "1").map_err(RuntimeError::from)?;
+            crate::backend::RemoteBackend::connect(&one, cfg.servers(), 1)
+                .map_err(LaunchError::Servers)?;
         }
     }
     // tcmalloc grows its heap with sbrk first, and the brk heap cannot be
@@ -76,14 +82,20 @@ pub fn prepare(
     }
     Ok(Prepared {
         vars,
-        found,
+        found: rendezvous,
         server,
     })
 }
 
-/// Why the program could not be run to its end.
+/// Why the program could not be started, or run to its end.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    /// A setting refused, a rendezvous not met, the embedded server not
+    /// started.
+    #[error(transparent)]
+    Settings(#[from] RuntimeError),
+    #[error("checking the memory servers: {0}")]
+    Servers(crate::backend::BackendError),
     #[error("cannot run {cmd}: {source}")]
     Spawn { cmd: String, source: std::io::Error },
     #[error("waiting for the program: {0}")]
@@ -93,6 +105,10 @@ pub enum LaunchError {
 impl Prepared {
     /// Run `cmd` with `shim` preloaded (before any `preload` already set),
     /// and wait for it; the embedded server, if any, stops afterwards.
+    /// While it runs, this process ignores SIGINT and SIGQUIT (the
+    /// terminal sends them to the program too) and forwards SIGTERM,
+    /// SIGHUP, SIGUSR1 and SIGUSR2 to it; afterwards all six are back to
+    /// their defaults.
     pub fn run(
         self,
         cmd: &[String],
@@ -128,15 +144,17 @@ impl Prepared {
         })?;
         // Termination signals sent to farmem (by `kill`, a batch system, a
         // supervisor) go to the program, which then exits and is reported.
-        farmem_sys::process::forward_signals(
-            child.id() as libc::pid_t,
-            &[libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2],
-        );
-        let status = child.wait().map_err(LaunchError::Wait)?;
+        let forwarded = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+        farmem_sys::process::forward_signals(child.id() as libc::pid_t, &forwarded);
+        let status = child.wait();
+        // The program is gone: signals act on this process again.
+        farmem_sys::process::stop_forwarding(&forwarded);
+        farmem_sys::signal::set_default(libc::SIGINT);
+        farmem_sys::signal::set_default(libc::SIGQUIT);
         if let Some(s) = self.server {
             s.stop();
         }
-        Ok(status)
+        status.map_err(LaunchError::Wait)
     }
 }
 
@@ -158,7 +176,12 @@ mod tests {
             ("HOME", "/root"),
             ("FARMEM_FILE", file.to_str().unwrap()),
         ]);
-        let p = prepare(env.clone().into_iter(), &vars(&[("FARMEM_LOCAL", "32M")])).unwrap();
+        let p = prepare(
+            env.clone().into_iter(),
+            &vars(&[("FARMEM_LOCAL", "32M")]),
+            |_| {},
+        )
+        .unwrap();
         let get = |k: &str| p.vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
         assert_eq!(get("FARMEM_LOCAL"), Some("32M"));
         assert_eq!(get("HOME"), None, "only farmem's variables are passed on");
@@ -167,10 +190,10 @@ mod tests {
         // A user's own allocator setting wins.
         let mut mine = env.clone();
         mine.push(("TCMALLOC_SKIP_SBRK".into(), "false".into()));
-        let p = prepare(mine.into_iter(), &[]).unwrap();
+        let p = prepare(mine.into_iter(), &[], |_| {}).unwrap();
         assert!(!p.vars.iter().any(|(k, _)| k == "TCMALLOC_SKIP_SBRK"));
         // A bad value stops it before anything runs, naming the variable.
-        let e = prepare(env.into_iter(), &vars(&[("FARMEM_LOCAL", "lots")])).unwrap_err();
+        let e = prepare(env.into_iter(), &vars(&[("FARMEM_LOCAL", "lots")]), |_| {}).unwrap_err();
         assert!(e.to_string().contains("FARMEM_LOCAL"), "{e}");
     }
 

@@ -5,6 +5,7 @@
 
 use crate::{Server, ServerConfig, ServerError, ServerStop};
 use farmem_rendezvous::Launch;
+use farmem_sys::format_size;
 use farmem_wire::auth::Secret;
 use farmem_wire::{ServerAddr, PAGE_SIZE};
 use std::net::ToSocketAddrs;
@@ -33,18 +34,10 @@ fn bad(why: String) -> ServerError {
     ServerError::Option(why)
 }
 
-fn size(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
-        b => format!("{b} bytes"),
-    }
-}
-
 impl ServeOptions {
-    /// The server's configuration on `listen`, once every option is in its
-    /// range (`phys`: this machine's memory, which holds the pages).
-    pub fn config(self, listen: ServerAddr, phys: u64) -> Result<ServerConfig, ServerError> {
+    /// Every option in its range (`phys`: this machine's memory, which
+    /// holds the pages).
+    pub fn check(&self, phys: u64) -> Result<(), ServerError> {
         let o = self;
         if o.capacity < 1 << 20 {
             return Err(bad(format!(
@@ -55,8 +48,8 @@ impl ServeOptions {
         if o.capacity > phys {
             return Err(bad(format!(
                 "--capacity {} is more than this machine's memory ({}); the server keeps pages in RAM",
-                size(o.capacity),
-                size(phys)
+                format_size(o.capacity),
+                format_size(phys)
             )));
         }
         if o.spin_us > 1_000_000 {
@@ -75,8 +68,8 @@ impl ServeOptions {
             if q < PAGE_SIZE as u64 || q > o.capacity {
                 return Err(bad(format!(
                     "--session-quota {} must be at least one page (4K) and at most --capacity ({})",
-                    size(q),
-                    size(o.capacity)
+                    format_size(q),
+                    format_size(o.capacity)
                 )));
             }
         }
@@ -88,6 +81,13 @@ impl ServeOptions {
                 return Err(bad(format!("{name} {v}: give 1 to 86400 seconds")));
             }
         }
+        Ok(())
+    }
+
+    /// The server's configuration on `listen`, once [`Self::check`] passes.
+    pub fn config(self, listen: ServerAddr, phys: u64) -> Result<ServerConfig, ServerError> {
+        self.check(phys)?;
+        let o = self;
         let mut cfg = ServerConfig::new(listen, o.capacity);
         cfg.secret = o.secret.map(Arc::new);
         cfg.spin_ns = o.spin_us * 1000;
@@ -211,13 +211,17 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
     let cfg = s.options.config(listen, farmem_sys::phys_memory())?;
     let server = match s.listen_fd {
         Some(fd) => {
+            if fd < 0 {
+                return Err(bad(format!(
+                    "--listen-fd {fd} is not a descriptor; give an inherited listening socket's number"
+                )));
+            }
             if let Err(e) = farmem_sys::net::listening_family(fd) {
                 return Err(bad(format!(
                     "--listen-fd {fd}: {e}; give an inherited socket that is bound and listening"
                 )));
             }
-            // SAFETY: the descriptor is open (checked just above: a negative
-            // one fails there), inherited for this purpose, and nothing else
+            // SAFETY: the descriptor is open (checked just above), inherited for this purpose, and nothing else
             // in this process uses it.
             let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
             Server::from_listening_fd(owned, cfg)?
@@ -231,7 +235,7 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
     stop_on_signal_or_orphan(server.shutdown_flag(), s.parent);
     say(format_args!(
         "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
-        size(capacity),
+        format_size(capacity),
         farmem_wire::VERSION,
         match &secret_path {
             Some(p) => format!("TCP clients authenticated with {p}"),

@@ -80,6 +80,15 @@ pub fn forward_signals(pid: libc::pid_t, sigs: &[libc::c_int]) {
     }
 }
 
+/// Undo [`forward_signals`]: `sigs` back to their default action, and no
+/// process to forward to.
+pub fn stop_forwarding(sigs: &[libc::c_int]) {
+    for &s in sigs {
+        crate::signal::set_default(s);
+    }
+    FORWARD_TO.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Start `argv[0]` (a path) with `argv` and environment `env` (`KEY=VALUE`
 /// strings), its stdout on /dev/null, no signals blocked, and
 /// `pass` duplicated onto descriptor `as_fd` in the child (every other
