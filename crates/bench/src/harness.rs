@@ -41,6 +41,34 @@ pub struct Params {
     pub farmem: PathBuf,
 }
 
+impl Params {
+    /// `farmem demo`: DLM's 7-point stencil (seed 003, wavefront temporal
+    /// blocking) over `size` of grids at `expansion`, all-local, farmem and
+    /// Linux swap, `threads` threads, every point checked against a naive
+    /// sweep; `farmem` is the binary, its workloads beside it.
+    pub fn seed_demo(size: u64, expansion: f64, threads: usize, farmem: PathBuf) -> Params {
+        Params {
+            workload: Some(Workload::Stencil7),
+            cmd: Vec::new(),
+            size: Some(size),
+            expansions: vec![expansion],
+            systems: vec![System::Local, System::Farmem, System::Swap],
+            threads: Some(threads),
+            runs: 1,
+            options: Options {
+                variant: Some("wavefront".into()),
+                hints: false,
+                classic: false,
+            },
+            timeout_s: 300,
+            quick: false,
+            metric_regex: None,
+            workloads_dir: farmem.with_file_name("workloads"),
+            farmem,
+        }
+    }
+}
+
 /// What the harness tells its caller as it goes (a progress bar).
 pub trait Progress {
     /// The number of runs ahead.

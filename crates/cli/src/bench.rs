@@ -101,11 +101,16 @@ pub fn run(a: Args) -> Result<()> {
         workloads_dir: exe.with_file_name("workloads"),
         farmem: exe,
     };
+    report(&p, &a.out)
+}
+
+/// Run the harness on `p` and print what it measured through `out`.
+pub fn report(p: &farmem_bench::Params, out: &Output) -> Result<()> {
     let stop = farmem_sys::signal::interrupt_flag();
-    let r = farmem_bench::run(&p, &mut crate::progress::Bars::default(), stop)?;
-    a.out.figure(|p| farmem_report::plot::write_bench(p, &r))?;
+    let r = farmem_bench::run(p, &mut crate::progress::Bars::default(), stop)?;
+    out.figure(|p| farmem_report::plot::write_bench(p, &r))?;
     let machine = Machine::detect();
-    a.out.print(
+    out.print(
         &farmem_report::text::bench_json(&r, &machine),
         || farmem_report::text::bench_csv(&r),
         || farmem_report::text::bench(&r, &machine),

@@ -11,7 +11,7 @@
 //! read-modify-write pass, on far memory served by the embedded loopback
 //! server, then on plain local memory; times side by side.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use farmem_runtime::config::{format_size, Config};
 
 #[derive(clap::Args)]
@@ -37,11 +37,6 @@ pub struct Args {
 
 /// The stencil through the bench harness.
 fn seed_workload(a: &Args) -> Result<()> {
-    #[derive(clap::Parser)]
-    struct Bench {
-        #[command(flatten)]
-        args: crate::bench::Args,
-    }
     let threads = a
         .threads
         .unwrap_or(farmem_sys::online_cpus().saturating_sub(1).max(1));
@@ -55,24 +50,9 @@ fn seed_workload(a: &Args) -> Result<()> {
         format_size(a.size),
         a.expansion
     );
-    let argv = [
-        "bench".to_string(),
-        "stencil7".into(),
-        "--variant".into(),
-        "wavefront".into(),
-        "--size".into(),
-        a.size.to_string(),
-        "--expansion".into(),
-        a.expansion.to_string(),
-        "--systems".into(),
-        "local,farmem,swap".into(),
-        "--threads".into(),
-        threads.to_string(),
-        "--timeout".into(),
-        "300".into(),
-    ];
-    let b = <Bench as clap::Parser>::try_parse_from(argv)?;
-    crate::bench::run(b.args)
+    let exe = std::env::current_exe().context("finding the farmem binary")?;
+    let p = farmem_bench::Params::seed_demo(a.size, a.expansion, threads, exe);
+    crate::bench::report(&p, &Default::default())
 }
 
 pub fn run(a: Args) -> Result<()> {

@@ -3,6 +3,7 @@
 
 use crate::output::Output;
 use anyhow::{bail, Context, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use farmem_numa::matrix::MatrixParams;
 use farmem_numa::plan::{policy_plan, xy_plan, Placement};
 use farmem_numa::run::run_for;
@@ -12,7 +13,6 @@ use farmem_numa::xy::XyWorkload;
 use farmem_probe::machine::Machine;
 use farmem_report::{plot, text};
 use farmem_runtime::config::format_size;
-use serde::Serialize;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -67,15 +67,9 @@ pub struct ExecArgs {
     cmd: Vec<String>,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq, Debug, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Workload {
-    /// Built in: mmap SIZE, write 4 bytes in every 64-byte line, P passes.
-    Memwrite,
-    /// hackbench (Debian rt-tests): scheduler and IPC traffic.
-    Hackbench,
-    /// memcached driven by memcslap, both on node Y.
-    Memslap,
+fn workload_parser() -> impl TypedValueParser<Value = String> {
+    let values = XyWorkload::BUILT_IN.map(|(name, help)| PossibleValue::new(name).help(help));
+    PossibleValuesParser::new(values)
 }
 
 /// Where the plan comes from, and whether to only print it.
@@ -116,8 +110,8 @@ pub struct XyArgs {
     /// Region of the memory-write workload (seed 000: 32M).
     #[arg(long, default_value = "32M", value_parser = crate::size_arg)]
     size: u64,
-    #[arg(long, value_enum, default_value_t = Workload::Memwrite)]
-    workload: Workload,
+    #[arg(long, value_parser = workload_parser(), default_value = "memwrite")]
+    workload: String,
     #[command(flatten)]
     plan: PlanArgs,
     /// The figure: a heat map of time and slowdown, memory node against
@@ -251,14 +245,7 @@ fn xy(a: XyArgs) -> Result<()> {
     let w = if !a.cmd.is_empty() {
         XyWorkload::Command(a.cmd.clone())
     } else {
-        match a.workload {
-            Workload::Memwrite => XyWorkload::Memwrite {
-                size: usize::try_from(a.size).context("--size is beyond this machine")?,
-                passes: a.passes,
-            },
-            Workload::Hackbench => XyWorkload::Hackbench,
-            Workload::Memslap => XyWorkload::Memslap,
-        }
+        XyWorkload::built_in(&a.workload, a.size, a.passes)?
     };
     let b = crate::progress::bar(cells.len() as u64 * u64::from(a.runs), "X×Y");
     let r = farmem_numa::xy::report(t, &cells, &w, a.runs, || b.inc(1));

@@ -2,8 +2,8 @@
 //! in one self-contained HTML page with inline SVG plots
 //! (`farmem_report::html`), or bench results as text tables.
 
-use anyhow::{bail, Context, Result};
-use farmem_report::html::{bench_table, kind, write_html, Kind};
+use anyhow::{Context, Result};
+use farmem_report::html::{bench_table, read_result, write_html, Kind};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -23,16 +23,7 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let mut docs = Vec::new();
     for p in &a.results {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        let v: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON from `farmem ... --json`", p.display()))?;
-        let Some(k) = kind(&v) else {
-            bail!(
-                "{}: not a probe, numa or bench result (write them with --json)",
-                p.display()
-            );
-        };
+        let (k, v) = read_result(p)?;
         docs.push((p.clone(), k, v));
     }
     if a.text {

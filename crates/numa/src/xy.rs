@@ -30,6 +30,36 @@ pub enum XyWorkload {
 }
 
 impl XyWorkload {
+    /// The built-in workloads: name and what it is.
+    pub const BUILT_IN: [(&'static str, &'static str); 3] = [
+        (
+            "memwrite",
+            "mmap SIZE, write 4 bytes in every 64-byte line, P passes",
+        ),
+        (
+            "hackbench",
+            "hackbench (Debian rt-tests): scheduler and IPC traffic",
+        ),
+        ("memslap", "memcached driven by memcslap, both on node Y"),
+    ];
+
+    /// A built-in workload by name; memwrite over `size` bytes, `passes`
+    /// times.
+    pub fn built_in(name: &str, size: u64, passes: u32) -> Result<XyWorkload, NumaError> {
+        match name {
+            "memwrite" => Ok(XyWorkload::Memwrite {
+                size: usize::try_from(size)
+                    .map_err(|_| NumaError::Workload("--size is beyond this machine".into()))?,
+                passes,
+            }),
+            "hackbench" => Ok(XyWorkload::Hackbench),
+            "memslap" => Ok(XyWorkload::Memslap),
+            _ => Err(NumaError::Workload(format!(
+                "{name:?} is not a built-in workload: memwrite, hackbench or memslap"
+            ))),
+        }
+    }
+
     /// Its name in tables and JSON.
     pub fn describe(&self) -> String {
         match self {
@@ -365,6 +395,25 @@ mod tests {
     use super::*;
     use crate::plan::xy_plan;
     use crate::topology::Topology;
+
+    #[test]
+    fn built_in_workloads_by_name() {
+        for (name, _) in XyWorkload::BUILT_IN {
+            let w = XyWorkload::built_in(name, 1 << 20, 2).unwrap();
+            assert_eq!(w.describe(), name);
+        }
+        assert!(matches!(
+            XyWorkload::built_in("memwrite", 8192, 3).unwrap(),
+            XyWorkload::Memwrite {
+                size: 8192,
+                passes: 3
+            }
+        ));
+        let e = XyWorkload::built_in("stream", 1, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("stream") && e.contains("memwrite"), "{e}");
+    }
 
     fn cell(mem: usize, cpu: usize, s: f64, later: Option<f64>) -> XyCell {
         XyCell {

@@ -681,6 +681,20 @@ fn numa_html(v: &Value, k: Kind, out: &mut String) -> Result<()> {
 /// Click a column's header to sort the table by it (numbers as numbers).
 const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th){th.style.cursor='pointer';th.title='click to sort';th.onclick=function(){var t=th.closest('table'),b=t.tBodies[0],i=th.cellIndex,d=th.dataset.d=th.dataset.d=='1'?'-1':'1';var k=function(r){var c=r.cells[i];var s=c?c.textContent:'';var n=parseFloat(s);return isNaN(n)?s:n;};Array.from(b.rows).sort(function(x,y){var a=k(x),c=k(y);return (a<c?-1:a>c?1:0)*d;}).forEach(function(r){b.appendChild(r);});};});";
 
+/// A result file (`farmem probe|numa|bench ... --json`) and its kind.
+pub fn read_result(path: &Path) -> Result<(Kind, Value)> {
+    let input = |why: String| ReportError::Input(format!("{}: {why}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| input(e.to_string()))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| input(format!("not JSON from `farmem ... --json` ({e})")))?;
+    match kind(&v) {
+        Some(k) => Ok((k, v)),
+        None => Err(input(
+            "not a probe, numa or bench result (write them with --json)".into(),
+        )),
+    }
+}
+
 /// Write results (each with the file or command it came from) as one
 /// offline HTML page.
 pub fn write_html(results: &[(PathBuf, Value)], out: &Path) -> Result<()> {
@@ -748,6 +762,31 @@ pub fn write_html(results: &[(PathBuf, Value)], out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn result_files_are_read_or_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("farmem-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let probe = file("probe.json", r#"{"curve": [], "machine": {}}"#);
+        assert_eq!(read_result(&probe).unwrap().0, Kind::Probe);
+        for (p, why) in [
+            (file("text.json", "tier size"), "not JSON"),
+            (
+                file("other.json", r#"{"a": 1}"#),
+                "not a probe, numa or bench",
+            ),
+            (dir.join("missing.json"), "missing.json"),
+        ] {
+            let e = read_result(&p).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains(&*p.to_string_lossy()), "{e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Columns stay apart however wide a cell is.
     #[test]
