@@ -137,7 +137,8 @@ pub fn run(
         .map_err(invalid)?;
     let rt = farmem_runtime::init(cfg).map_err(|e| BenchError::Failed(e.to_string()))?;
     let failed = |e: farmem_runtime::RuntimeError| BenchError::Failed(e.to_string());
-    started(size, rt.budget_bytes(), &rt.backend_description());
+    let (budget, backend) = (rt.budget_bytes(), rt.backend_description());
+    started(size, budget, &backend);
     // All-local first, released before the far run.
     let mem = farmem_sys::mem::Mapping::anonymous(size, false)
         .map_err(BenchError::setup("mapping the all-local region"))?;
@@ -149,8 +150,8 @@ pub fn run(
     rt.free(far).map_err(failed)?;
     Ok(WorstCase {
         size,
-        budget: rt.budget_bytes(),
-        backend: rt.backend_description(),
+        budget,
+        backend,
         local,
         far: far_passes,
         stats,

@@ -54,9 +54,13 @@ impl XyWorkload {
             }),
             "hackbench" => Ok(XyWorkload::Hackbench),
             "memslap" => Ok(XyWorkload::Memslap),
-            _ => Err(NumaError::Workload(format!(
-                "{name:?} is not a built-in workload: memwrite, hackbench or memslap"
-            ))),
+            _ => {
+                let names: Vec<&str> = XyWorkload::BUILT_IN.iter().map(|(n, _)| *n).collect();
+                Err(NumaError::Workload(format!(
+                    "{name:?} is not a built-in workload: {}",
+                    names.join(", ")
+                )))
+            }
         }
     }
 

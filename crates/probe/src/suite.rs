@@ -71,7 +71,8 @@ impl std::str::FromStr for What {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!("{s:?} is not one of: all, latency, bandwidth, faults, far, loaded")
+                let names: Vec<&str> = What::ALL.iter().map(|w| w.name()).collect();
+                format!("{s:?} is not one of: {}", names.join(", "))
             })
     }
 }

@@ -221,8 +221,8 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
                     "--listen-fd {fd}: {e}; give an inherited socket that is bound and listening"
                 )));
             }
-            // SAFETY: the descriptor is open (checked just above), inherited for this purpose, and nothing else
-            // in this process uses it.
+            // SAFETY: the descriptor is open (checked just above), inherited
+            // for this purpose, and nothing else in this process uses it.
             let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
             Server::from_listening_fd(owned, cfg)?
         }
