@@ -34,6 +34,7 @@ pub mod pagemap;
 pub mod process;
 pub mod signal;
 pub mod uffd;
+pub mod ucx;
 
 use std::io;
 

@@ -1,0 +1,827 @@
+//! UCX (`libucp`), bound at run time with `dlopen`: the one-sided page path.
+//!
+//! Why `dlopen` and not a link-time dependency: farmem must start, and say
+//! one clear line, on a machine without UCX; a program linked against
+//! `libucp.so.0` would not even load there. The declarations below are
+//! written by hand from UCX 1.13's `ucp.h`; `tests/ucx_abi.rs` compiles a C
+//! program against the installed headers and checks every size, offset and
+//! constant used here.
+//!
+//! Only what farmem uses: a context with RMA, workers, endpoints from a
+//! worker address, memory allocated and registered by UCX, packed remote
+//! keys, `ucp_get_nbx`/`ucp_put_nbx`/`ucp_ep_flush_nbx` with request memory
+//! given by the caller (so an operation allocates nothing), and progress.
+//!
+//! The handle types own their UCX object and release it on `Drop`; the
+//! caller keeps owners in the order UCX needs (keys and endpoints before
+//! their worker, workers and memory before their context).
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::sync::OnceLock;
+use thiserror::Error;
+
+/// `ucs_status_t`: a packed (one-byte) enum in UCX.
+pub type Status = i8;
+pub const UCS_OK: Status = 0;
+pub const UCS_INPROGRESS: Status = 1;
+pub const UCS_ERR_LAST: isize = -100;
+
+// ucp_params_t.field_mask / features
+pub const UCP_PARAM_FIELD_FEATURES: u64 = 1 << 0;
+pub const UCP_PARAM_FIELD_NAME: u64 = 1 << 8;
+pub const UCP_FEATURE_RMA: u64 = 1 << 1;
+pub const UCP_FEATURE_WAKEUP: u64 = 1 << 4;
+// ucp_context_attr_t.field_mask
+pub const UCP_ATTR_FIELD_REQUEST_SIZE: u64 = 1 << 0;
+// ucp_worker_params_t
+pub const UCP_WORKER_PARAM_FIELD_THREAD_MODE: u64 = 1 << 0;
+pub const UCS_THREAD_MODE_SERIALIZED: c_int = 1;
+// ucp_ep_params_t
+pub const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS: u64 = 1 << 0;
+pub const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE: u64 = 1 << 1;
+pub const UCP_ERR_HANDLING_MODE_NONE: c_int = 0;
+pub const UCP_EP_CLOSE_FLAG_FORCE: u32 = 1 << 0;
+// ucp_mem_map_params_t / ucp_mem_attr_t
+pub const UCP_MEM_MAP_PARAM_FIELD_LENGTH: u64 = 1 << 1;
+pub const UCP_MEM_MAP_PARAM_FIELD_ADDRESS: u64 = 1 << 0;
+pub const UCP_MEM_MAP_PARAM_FIELD_FLAGS: u64 = 1 << 2;
+pub const UCP_MEM_MAP_ALLOCATE: c_uint = 1 << 1;
+pub const UCP_MEM_ATTR_FIELD_ADDRESS: u64 = 1 << 0;
+pub const UCP_MEM_ATTR_FIELD_LENGTH: u64 = 1 << 1;
+// ucp_request_param_t.op_attr_mask
+pub const UCP_OP_ATTR_FIELD_REQUEST: u32 = 1 << 0;
+pub const UCP_OP_ATTR_FIELD_FLAGS: u32 = 1 << 4;
+pub const UCP_OP_ATTR_FIELD_MEMH: u32 = 1 << 8;
+/// The API version this binding was written against (`ucp_version.h`).
+pub const UCP_API_MAJOR: c_uint = 1;
+pub const UCP_API_MINOR: c_uint = 13;
+
+#[repr(C)]
+pub struct UcpParams {
+    pub field_mask: u64,
+    pub features: u64,
+    pub request_size: usize,
+    pub request_init: *const c_void,
+    pub request_cleanup: *const c_void,
+    pub tag_sender_mask: u64,
+    pub mt_workers_shared: c_int,
+    pub estimated_num_eps: usize,
+    pub estimated_num_ppn: usize,
+    pub name: *const c_char,
+}
+
+#[repr(C)]
+pub struct UcpContextAttr {
+    pub field_mask: u64,
+    pub request_size: usize,
+    pub thread_mode: c_int,
+    pub memory_types: u64,
+    pub name: [c_char; 32],
+}
+
+/// `ucp_worker_params_t`: the fields farmem sets, then the rest as bytes
+/// (UCX reads only the fields its mask names).
+#[repr(C)]
+pub struct UcpWorkerParams {
+    pub field_mask: u64,
+    pub thread_mode: c_int,
+    pub rest: [u8; WORKER_PARAMS_REST],
+}
+/// `sizeof(ucp_worker_params_t)` less the two leading fields (and padding).
+pub const WORKER_PARAMS_SIZE: usize = 200;
+pub const WORKER_PARAMS_REST: usize = WORKER_PARAMS_SIZE - 12;
+
+#[repr(C)]
+pub struct UcpErrHandler {
+    pub cb: *const c_void,
+    pub arg: *mut c_void,
+}
+
+/// `ucp_ep_params_t`: the leading fields farmem sets, the rest as bytes.
+#[repr(C)]
+pub struct UcpEpParams {
+    pub field_mask: u64,
+    pub address: *const c_void,
+    pub err_mode: c_int,
+    pub err_handler: UcpErrHandler,
+    pub rest: [u8; EP_PARAMS_REST],
+}
+pub const EP_PARAMS_SIZE: usize = 104;
+pub const EP_PARAMS_REST: usize = EP_PARAMS_SIZE - 40;
+
+#[repr(C)]
+pub struct UcpMemMapParams {
+    pub field_mask: u64,
+    pub address: *mut c_void,
+    pub length: usize,
+    pub flags: c_uint,
+    pub prot: c_uint,
+    pub memory_type: c_int,
+}
+
+#[repr(C)]
+pub struct UcpMemAttr {
+    pub field_mask: u64,
+    pub address: *mut c_void,
+    pub length: usize,
+    pub mem_type: c_int,
+}
+
+#[repr(C)]
+pub struct UcpRequestParam {
+    pub op_attr_mask: u32,
+    pub flags: u32,
+    pub request: *mut c_void,
+    pub cb: *const c_void,
+    pub datatype: u64,
+    pub user_data: *mut c_void,
+    pub reply_buffer: *mut c_void,
+    pub memory_type: c_int,
+    pub recv_info: *mut c_void,
+    pub memh: *mut c_void,
+}
+
+type Ptr = *mut c_void;
+
+/// The entry points, resolved once.
+#[allow(clippy::type_complexity)]
+struct Lib {
+    config_read: unsafe extern "C" fn(*const c_char, *const c_char, *mut Ptr) -> Status,
+    config_modify: unsafe extern "C" fn(Ptr, *const c_char, *const c_char) -> Status,
+    config_release: unsafe extern "C" fn(Ptr),
+    init_version: unsafe extern "C" fn(c_uint, c_uint, *const UcpParams, Ptr, *mut Ptr) -> Status,
+    cleanup: unsafe extern "C" fn(Ptr),
+    context_query: unsafe extern "C" fn(Ptr, *mut UcpContextAttr) -> Status,
+    worker_create: unsafe extern "C" fn(Ptr, *const UcpWorkerParams, *mut Ptr) -> Status,
+    worker_destroy: unsafe extern "C" fn(Ptr),
+    worker_get_address: unsafe extern "C" fn(Ptr, *mut Ptr, *mut usize) -> Status,
+    worker_release_address: unsafe extern "C" fn(Ptr, Ptr),
+    worker_progress: unsafe extern "C" fn(Ptr) -> c_uint,
+    worker_get_efd: unsafe extern "C" fn(Ptr, *mut c_int) -> Status,
+    worker_arm: unsafe extern "C" fn(Ptr) -> Status,
+    ep_create: unsafe extern "C" fn(Ptr, *const UcpEpParams, *mut Ptr) -> Status,
+    ep_close_nbx: unsafe extern "C" fn(Ptr, *const UcpRequestParam) -> Ptr,
+    mem_map: unsafe extern "C" fn(Ptr, *const UcpMemMapParams, *mut Ptr) -> Status,
+    mem_unmap: unsafe extern "C" fn(Ptr, Ptr) -> Status,
+    mem_query: unsafe extern "C" fn(Ptr, *mut UcpMemAttr) -> Status,
+    rkey_pack: unsafe extern "C" fn(Ptr, Ptr, *mut Ptr, *mut usize) -> Status,
+    rkey_buffer_release: unsafe extern "C" fn(Ptr),
+    ep_rkey_unpack: unsafe extern "C" fn(Ptr, *const c_void, *mut Ptr) -> Status,
+    rkey_destroy: unsafe extern "C" fn(Ptr),
+    rkey_ptr: unsafe extern "C" fn(Ptr, u64, *mut Ptr) -> Status,
+    put_nbx: unsafe extern "C" fn(Ptr, *const c_void, usize, u64, Ptr, *const UcpRequestParam) -> Ptr,
+    get_nbx: unsafe extern "C" fn(Ptr, *mut c_void, usize, u64, Ptr, *const UcpRequestParam) -> Ptr,
+    ep_flush_nbx: unsafe extern "C" fn(Ptr, *const UcpRequestParam) -> Ptr,
+    request_check_status: unsafe extern "C" fn(Ptr) -> Status,
+    get_version_string: unsafe extern "C" fn() -> *const c_char,
+    status_string: unsafe extern "C" fn(Status) -> *const c_char,
+}
+
+#[derive(Debug, Error, Clone)]
+pub enum UcxError {
+    #[error("UCX is not available: {0}; install it (Debian: apt-get install libucx0, or libucx-dev) or use FARMEM_TRANSPORT=socket")]
+    Missing(String),
+    #[error("UCX {call} failed: {status}")]
+    Call { call: &'static str, status: String },
+}
+
+static LIB: OnceLock<Result<Lib, UcxError>> = OnceLock::new();
+
+/// UCX's memory hooks patch `mmap`, `munmap`, `brk` and `malloc` to keep
+/// its registration cache coherent. Under farmem's shim they would wrap the
+/// calls the shim itself interposes, and could call back into UCX from a
+/// fault handler. farmem registers its own buffers once instead, so the
+/// hooks go off; they are read when the library loads, hence environment
+/// variables set before `dlopen` (a user's own setting wins).
+const HOOKS_OFF: [(&str, &str); 3] = [
+    ("UCX_MEM_MALLOC_HOOKS", "no"),
+    ("UCX_MEM_MMAP_HOOK_MODE", "none"),
+    ("UCX_MEM_EVENTS", "no"),
+];
+
+fn load() -> Result<Lib, UcxError> {
+    for (k, v) in HOOKS_OFF {
+        if std::env::var_os(k).is_none() {
+            std::env::set_var(k, v);
+        }
+    }
+    let open = |name: &CStr| {
+        // SAFETY: dlopen of a NUL-terminated library name.
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if h.is_null() {
+            // SAFETY: dlerror returns a thread-local NUL-terminated message or null.
+            let e = unsafe { libc::dlerror() };
+            let why = if e.is_null() {
+                "not found".to_string()
+            } else {
+                // SAFETY: non-null, NUL-terminated (above).
+                unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+            };
+            return Err(UcxError::Missing(why));
+        }
+        Ok(h)
+    };
+    let ucp = open(c"libucp.so.0")?;
+    let ucs = open(c"libucs.so.0")?;
+    macro_rules! sym {
+        ($h:expr, $name:literal) => {{
+            // SAFETY: lookup of a NUL-terminated name in a live handle.
+            let p = unsafe { libc::dlsym($h, $name.as_ptr()) };
+            if p.is_null() {
+                return Err(UcxError::Missing(format!(
+                    "{} lacks {} (UCX older than 1.13?)",
+                    if $h == ucp { "libucp.so.0" } else { "libucs.so.0" },
+                    $name.to_string_lossy()
+                )));
+            }
+            // SAFETY: the symbol is the UCX function of that name, whose C
+            // signature (ucp.h, UCX 1.13) the field's type spells out; the
+            // ABI test checks the structures it takes.
+            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+        }};
+    }
+    Ok(Lib {
+        config_read: sym!(ucp, c"ucp_config_read"),
+        config_modify: sym!(ucp, c"ucp_config_modify"),
+        config_release: sym!(ucp, c"ucp_config_release"),
+        init_version: sym!(ucp, c"ucp_init_version"),
+        cleanup: sym!(ucp, c"ucp_cleanup"),
+        context_query: sym!(ucp, c"ucp_context_query"),
+        worker_create: sym!(ucp, c"ucp_worker_create"),
+        worker_destroy: sym!(ucp, c"ucp_worker_destroy"),
+        worker_get_address: sym!(ucp, c"ucp_worker_get_address"),
+        worker_release_address: sym!(ucp, c"ucp_worker_release_address"),
+        worker_progress: sym!(ucp, c"ucp_worker_progress"),
+        worker_get_efd: sym!(ucp, c"ucp_worker_get_efd"),
+        worker_arm: sym!(ucp, c"ucp_worker_arm"),
+        ep_create: sym!(ucp, c"ucp_ep_create"),
+        ep_close_nbx: sym!(ucp, c"ucp_ep_close_nbx"),
+        mem_map: sym!(ucp, c"ucp_mem_map"),
+        mem_unmap: sym!(ucp, c"ucp_mem_unmap"),
+        mem_query: sym!(ucp, c"ucp_mem_query"),
+        rkey_pack: sym!(ucp, c"ucp_rkey_pack"),
+        rkey_buffer_release: sym!(ucp, c"ucp_rkey_buffer_release"),
+        ep_rkey_unpack: sym!(ucp, c"ucp_ep_rkey_unpack"),
+        rkey_destroy: sym!(ucp, c"ucp_rkey_destroy"),
+        rkey_ptr: sym!(ucp, c"ucp_rkey_ptr"),
+        put_nbx: sym!(ucp, c"ucp_put_nbx"),
+        get_nbx: sym!(ucp, c"ucp_get_nbx"),
+        ep_flush_nbx: sym!(ucp, c"ucp_ep_flush_nbx"),
+        request_check_status: sym!(ucp, c"ucp_request_check_status"),
+        get_version_string: sym!(ucp, c"ucp_get_version_string"),
+        status_string: sym!(ucs, c"ucs_status_string"),
+    })
+}
+
+fn lib() -> Result<&'static Lib, UcxError> {
+    LIB.get_or_init(load).as_ref().map_err(Clone::clone)
+}
+
+/// Whether UCX can be loaded here; the error says why not.
+pub fn available() -> Result<(), UcxError> {
+    lib().map(|_| ())
+}
+
+/// The loaded UCX's version string (`1.13.1`), if it loads.
+pub fn version() -> Option<String> {
+    let l = lib().ok()?;
+    // SAFETY: UCX returns a static NUL-terminated string.
+    Some(unsafe { CStr::from_ptr((l.get_version_string)()) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+fn status_text(l: &Lib, s: Status) -> String {
+    // SAFETY: UCX returns a static NUL-terminated string for any status.
+    unsafe { CStr::from_ptr((l.status_string)(s)) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn check(l: &Lib, call: &'static str, s: Status) -> Result<(), UcxError> {
+    if s == UCS_OK {
+        Ok(())
+    } else {
+        Err(UcxError::Call {
+            call,
+            status: status_text(l, s),
+        })
+    }
+}
+
+/// A UCX status as text (for messages).
+pub fn status_string(s: Status) -> String {
+    lib().map_or_else(|_| format!("status {s}"), |l| status_text(l, s))
+}
+
+/// A `ucp_context_h` with RMA (and wake-up events, for a server's
+/// progress thread).
+pub struct Context {
+    h: Ptr,
+    request_size: usize,
+}
+
+// SAFETY: a UCP context is thread-safe for the calls farmem makes on it
+// (worker creation, memory mapping) once created.
+unsafe impl Send for Context {}
+// SAFETY: as above.
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// `settings` are UCX configuration names without the `UCX_` prefix
+    /// (`TLS`, `NET_DEVICES`); the environment's `UCX_*` apply first.
+    pub fn new(name: &CStr, wakeup: bool, settings: &[(&str, &str)]) -> Result<Context, UcxError> {
+        let l = lib()?;
+        let mut cfg: Ptr = std::ptr::null_mut();
+        // SAFETY: null prefix and file mean the defaults and the environment.
+        check(l, "ucp_config_read", unsafe {
+            (l.config_read)(std::ptr::null(), std::ptr::null(), &mut cfg)
+        })?;
+        for (k, v) in settings {
+            let (Ok(k), Ok(v)) = (CString::new(*k), CString::new(*v)) else {
+                continue;
+            };
+            // SAFETY: a live config and NUL-terminated strings.
+            let s = unsafe { (l.config_modify)(cfg, k.as_ptr(), v.as_ptr()) };
+            if let Err(e) = check(l, "ucp_config_modify", s) {
+                // SAFETY: releasing the config read above.
+                unsafe { (l.config_release)(cfg) };
+                return Err(e);
+            }
+        }
+        let params = UcpParams {
+            field_mask: UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+            features: UCP_FEATURE_RMA | if wakeup { UCP_FEATURE_WAKEUP } else { 0 },
+            request_size: 0,
+            request_init: std::ptr::null(),
+            request_cleanup: std::ptr::null(),
+            tag_sender_mask: 0,
+            mt_workers_shared: 0,
+            estimated_num_eps: 0,
+            estimated_num_ppn: 0,
+            name: name.as_ptr(),
+        };
+        let mut h: Ptr = std::ptr::null_mut();
+        // SAFETY: valid params and config; `h` receives the context.
+        let s = unsafe { (l.init_version)(UCP_API_MAJOR, UCP_API_MINOR, &params, cfg, &mut h) };
+        // SAFETY: the config is no longer needed once init returned.
+        unsafe { (l.config_release)(cfg) };
+        check(l, "ucp_init", s)?;
+        let mut attr = UcpContextAttr {
+            field_mask: UCP_ATTR_FIELD_REQUEST_SIZE,
+            request_size: 0,
+            thread_mode: 0,
+            memory_types: 0,
+            name: [0; 32],
+        };
+        // SAFETY: a live context and an attribute struct to fill.
+        let s = unsafe { (l.context_query)(h, &mut attr) };
+        let ctx = Context {
+            h,
+            request_size: attr.request_size,
+        };
+        check(l, "ucp_context_query", s)?;
+        Ok(ctx)
+    }
+
+    /// Bytes UCX needs before each caller-provided request.
+    pub fn request_size(&self) -> usize {
+        self.request_size
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if let Ok(l) = lib() {
+            // SAFETY: the context is live and every object made from it
+            // has been released by its owner first.
+            unsafe { (l.cleanup)(self.h) };
+        }
+    }
+}
+
+/// A `ucp_worker_h` in serialized mode: any thread may use it, one at a
+/// time (the caller's lock).
+pub struct Worker {
+    h: Ptr,
+}
+
+// SAFETY: serialized mode: callers use a worker from one thread at a time.
+unsafe impl Send for Worker {}
+// SAFETY: as above; the owners guard each worker with their own lock.
+unsafe impl Sync for Worker {}
+
+impl Worker {
+    pub fn new(ctx: &Context) -> Result<Worker, UcxError> {
+        let l = lib()?;
+        let params = UcpWorkerParams {
+            field_mask: UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+            thread_mode: UCS_THREAD_MODE_SERIALIZED,
+            rest: [0; WORKER_PARAMS_REST],
+        };
+        let mut h: Ptr = std::ptr::null_mut();
+        // SAFETY: a live context, valid params.
+        check(l, "ucp_worker_create", unsafe {
+            (l.worker_create)(ctx.h, &params, &mut h)
+        })?;
+        Ok(Worker { h })
+    }
+
+    /// The worker's address, for a peer's [`Endpoint::connect`].
+    pub fn address(&self) -> Result<Vec<u8>, UcxError> {
+        let l = lib()?;
+        let mut a: Ptr = std::ptr::null_mut();
+        let mut n = 0usize;
+        // SAFETY: a live worker; UCX fills an address it owns.
+        check(l, "ucp_worker_get_address", unsafe {
+            (l.worker_get_address)(self.h, &mut a, &mut n)
+        })?;
+        // SAFETY: UCX returned `n` readable bytes at `a`.
+        let v = unsafe { std::slice::from_raw_parts(a.cast::<u8>(), n) }.to_vec();
+        // SAFETY: releasing the address UCX gave.
+        unsafe { (l.worker_release_address)(self.h, a) };
+        Ok(v)
+    }
+
+    /// Progress communication; how many events completed. No allocation
+    /// on shared-memory transports' RMA path.
+    pub fn progress(&self) -> u32 {
+        // SAFETY: a live worker (lib() succeeded when it was made).
+        lib().map_or(0, |l| unsafe { (l.worker_progress)(self.h) })
+    }
+
+    /// The file descriptor that becomes readable when the worker has events
+    /// (needs a context made with `wakeup`).
+    pub fn event_fd(&self) -> Result<c_int, UcxError> {
+        let l = lib()?;
+        let mut fd = -1;
+        // SAFETY: a live worker.
+        check(l, "ucp_worker_get_efd", unsafe {
+            (l.worker_get_efd)(self.h, &mut fd)
+        })?;
+        Ok(fd)
+    }
+
+    /// Arm the event fd; false when events are pending (progress first).
+    pub fn arm(&self) -> bool {
+        // SAFETY: a live worker.
+        lib().is_ok_and(|l| unsafe { (l.worker_arm)(self.h) } == UCS_OK)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(l) = lib() {
+            // SAFETY: the worker's endpoints were closed by their owners.
+            unsafe { (l.worker_destroy)(self.h) };
+        }
+    }
+}
+
+/// Memory allocated and registered by UCX (`UCP_MEM_MAP_ALLOCATE`): UCX
+/// picks memory its transports reach one-sided (a shared-memory segment
+/// on one host; registered memory for RDMA).
+pub struct Memory {
+    ctx: Ptr,
+    h: Ptr,
+    addr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the handle is only used for unmap and rkey packing, which UCX
+// allows from any thread; the bytes are reached through raw pointers.
+unsafe impl Send for Memory {}
+// SAFETY: as above.
+unsafe impl Sync for Memory {}
+
+impl Memory {
+    /// `len` bytes allocated by UCX, or (with `at`) `len` bytes at `at`
+    /// registered as they are.
+    pub fn map(ctx: &Context, len: usize, at: Option<*mut u8>) -> Result<Memory, UcxError> {
+        let l = lib()?;
+        let params = UcpMemMapParams {
+            field_mask: UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                | UCP_MEM_MAP_PARAM_FIELD_FLAGS
+                | if at.is_some() {
+                    UCP_MEM_MAP_PARAM_FIELD_ADDRESS
+                } else {
+                    0
+                },
+            address: at.unwrap_or(std::ptr::null_mut()).cast(),
+            length: len,
+            flags: if at.is_some() { 0 } else { UCP_MEM_MAP_ALLOCATE },
+            prot: 0,
+            memory_type: 0,
+        };
+        let mut h: Ptr = std::ptr::null_mut();
+        // SAFETY: a live context; params valid; `at`, when given, is the
+        // caller's mapping of `len` bytes.
+        check(l, "ucp_mem_map", unsafe {
+            (l.mem_map)(ctx.h, &params, &mut h)
+        })?;
+        let mut attr = UcpMemAttr {
+            field_mask: UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH,
+            address: std::ptr::null_mut(),
+            length: 0,
+            mem_type: 0,
+        };
+        let mut mem = Memory {
+            ctx: ctx.h,
+            h,
+            addr: std::ptr::null_mut(),
+            len: 0,
+        };
+        // SAFETY: a live memory handle (unmapped by `mem`'s drop on error).
+        check(l, "ucp_mem_query", unsafe { (l.mem_query)(h, &mut attr) })?;
+        mem.addr = attr.address.cast();
+        mem.len = attr.length;
+        Ok(mem)
+    }
+
+    pub fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The raw handle, for [`Op::memh`].
+    pub fn handle(&self) -> *mut c_void {
+        self.h
+    }
+
+    /// The packed remote key: a peer that has it can read and write this
+    /// memory. Give it only to the session that owns the memory.
+    pub fn pack_rkey(&self) -> Result<Vec<u8>, UcxError> {
+        let l = lib()?;
+        let mut b: Ptr = std::ptr::null_mut();
+        let mut n = 0usize;
+        // SAFETY: a live context and memory handle.
+        check(l, "ucp_rkey_pack", unsafe {
+            (l.rkey_pack)(self.ctx, self.h, &mut b, &mut n)
+        })?;
+        // SAFETY: UCX returned `n` readable bytes at `b`.
+        let v = unsafe { std::slice::from_raw_parts(b.cast::<u8>(), n) }.to_vec();
+        // SAFETY: releasing the buffer UCX gave.
+        unsafe { (l.rkey_buffer_release)(b) };
+        Ok(v)
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        if self.h.is_null() {
+            return;
+        }
+        if let Ok(l) = lib() {
+            // SAFETY: the handle is live and its context outlives it (the
+            // owner's field order).
+            unsafe { (l.mem_unmap)(self.ctx, self.h) };
+        }
+    }
+}
+
+/// A `ucp_ep_h` to a peer worker, without peer-failure mode: failures are
+/// found by the control connection and by timeouts (see the runtime).
+pub struct Endpoint {
+    h: Ptr,
+    worker: Ptr,
+}
+
+// SAFETY: used under its worker's lock only.
+unsafe impl Send for Endpoint {}
+// SAFETY: as above.
+unsafe impl Sync for Endpoint {}
+
+impl Endpoint {
+    pub fn connect(worker: &Worker, peer: &[u8]) -> Result<Endpoint, UcxError> {
+        let l = lib()?;
+        let params = UcpEpParams {
+            field_mask: UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+            address: peer.as_ptr().cast(),
+            err_mode: UCP_ERR_HANDLING_MODE_NONE,
+            err_handler: UcpErrHandler {
+                cb: std::ptr::null(),
+                arg: std::ptr::null_mut(),
+            },
+            rest: [0; EP_PARAMS_REST],
+        };
+        let mut h: Ptr = std::ptr::null_mut();
+        // SAFETY: a live worker; `peer` is a worker address from UCX
+        // (a wrong one fails with a status, UCX validates it).
+        check(l, "ucp_ep_create", unsafe {
+            (l.ep_create)(worker.h, &params, &mut h)
+        })?;
+        Ok(Endpoint {
+            h,
+            worker: worker.h,
+        })
+    }
+
+    /// Unpack a peer's remote key for use on this endpoint.
+    pub fn unpack(&self, packed: &[u8]) -> Result<RemoteKey, UcxError> {
+        let l = lib()?;
+        let mut h: Ptr = std::ptr::null_mut();
+        // SAFETY: a live endpoint; UCX checks the packed bytes.
+        check(l, "ucp_ep_rkey_unpack", unsafe {
+            (l.ep_rkey_unpack)(self.h, packed.as_ptr().cast(), &mut h)
+        })?;
+        Ok(RemoteKey { h })
+    }
+
+    pub fn handle(&self) -> *mut c_void {
+        self.h
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        let Ok(l) = lib() else { return };
+        let p = UcpRequestParam {
+            flags: UCP_EP_CLOSE_FLAG_FORCE,
+            op_attr_mask: UCP_OP_ATTR_FIELD_FLAGS,
+            ..UcpRequestParam::EMPTY
+        };
+        // SAFETY: a live endpoint; the close request is UCX's own, polled
+        // to completion below (bounded: a dead peer is forced closed).
+        let r = unsafe { (l.ep_close_nbx)(self.h, &p) };
+        if is_request(r) {
+            for _ in 0..100_000 {
+                // SAFETY: live worker and request.
+                unsafe { (l.worker_progress)(self.worker) };
+                // SAFETY: as above.
+                if unsafe { (l.request_check_status)(r) } != UCS_INPROGRESS {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// An unpacked remote key.
+pub struct RemoteKey {
+    h: Ptr,
+}
+
+// SAFETY: used under its endpoint's worker lock only.
+unsafe impl Send for RemoteKey {}
+// SAFETY: as above.
+unsafe impl Sync for RemoteKey {}
+
+impl RemoteKey {
+    pub fn handle(&self) -> *mut c_void {
+        self.h
+    }
+
+    /// Whether the remote memory is mapped in this process (a shared-memory
+    /// transport): then the peer is on this host.
+    pub fn is_local(&self, raddr: u64) -> bool {
+        let Ok(l) = lib() else { return false };
+        let mut p: Ptr = std::ptr::null_mut();
+        // SAFETY: a live key; UCX only reports.
+        unsafe { (l.rkey_ptr)(self.h, raddr, &mut p) == UCS_OK }
+    }
+}
+
+impl Drop for RemoteKey {
+    fn drop(&mut self) {
+        if let Ok(l) = lib() {
+            // SAFETY: a live key, destroyed once.
+            unsafe { (l.rkey_destroy)(self.h) };
+        }
+    }
+}
+
+impl UcpRequestParam {
+    pub const EMPTY: UcpRequestParam = UcpRequestParam {
+        op_attr_mask: 0,
+        flags: 0,
+        request: std::ptr::null_mut(),
+        cb: std::ptr::null(),
+        datatype: 0,
+        user_data: std::ptr::null_mut(),
+        reply_buffer: std::ptr::null_mut(),
+        memory_type: 0,
+        recv_info: std::ptr::null_mut(),
+        memh: std::ptr::null_mut(),
+    };
+}
+
+fn is_request(p: Ptr) -> bool {
+    let v = p as usize;
+    // UCS_PTR_IS_PTR: neither NULL (done) nor an error status.
+    v.wrapping_sub(1) < (UCS_ERR_LAST as usize).wrapping_sub(1)
+}
+
+/// What a non-blocking operation returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    /// Complete already.
+    Done,
+    /// In flight in the caller's request memory; poll it with [`poll`].
+    Pending,
+    Failed(Status),
+}
+
+fn started(p: Ptr) -> Started {
+    if p.is_null() {
+        Started::Done
+    } else if is_request(p) {
+        Started::Pending
+    } else {
+        // UCS_PTR_RAW_STATUS: the low byte of the pointer-encoded status.
+        #[allow(clippy::cast_possible_truncation)]
+        Started::Failed(p as isize as Status)
+    }
+}
+
+/// One RMA operation's parameters: where UCX keeps the request (caller
+/// memory: nothing is allocated) and, optionally, the local buffer's
+/// registration.
+pub struct Op {
+    param: UcpRequestParam,
+}
+
+impl Op {
+    /// `request` points just past [`Context::request_size`] bytes the
+    /// caller owns until the operation completes.
+    pub fn new(request: *mut u8, memh: Option<*mut c_void>) -> Op {
+        Op {
+            param: UcpRequestParam {
+                op_attr_mask: UCP_OP_ATTR_FIELD_REQUEST
+                    | if memh.is_some() { UCP_OP_ATTR_FIELD_MEMH } else { 0 },
+                request: request.cast(),
+                memh: memh.unwrap_or(std::ptr::null_mut()),
+                ..UcpRequestParam::EMPTY
+            },
+        }
+    }
+
+    /// Start reading `len` bytes at `raddr` (under `rkey`) into `buf`.
+    ///
+    /// # Safety
+    /// `buf` must be writable for `len` bytes, and it and the request memory
+    /// must stay untouched until the operation is complete.
+    pub unsafe fn get(
+        &self,
+        ep: &Endpoint,
+        buf: *mut u8,
+        len: usize,
+        raddr: u64,
+        rkey: &RemoteKey,
+    ) -> Started {
+        let Ok(l) = lib() else {
+            return Started::Failed(-1);
+        };
+        // SAFETY: the caller's contract; live endpoint and key.
+        started(unsafe { (l.get_nbx)(ep.h, buf.cast(), len, raddr, rkey.h, &self.param) })
+    }
+
+    /// Start writing `len` bytes from `buf` to `raddr`.
+    ///
+    /// # Safety
+    /// As [`Op::get`], with `buf` readable.
+    pub unsafe fn put(
+        &self,
+        ep: &Endpoint,
+        buf: *const u8,
+        len: usize,
+        raddr: u64,
+        rkey: &RemoteKey,
+    ) -> Started {
+        let Ok(l) = lib() else {
+            return Started::Failed(-1);
+        };
+        // SAFETY: the caller's contract; live endpoint and key.
+        started(unsafe { (l.put_nbx)(ep.h, buf.cast(), len, raddr, rkey.h, &self.param) })
+    }
+
+    /// Start a flush: complete when every put issued on `ep` before it is
+    /// complete at the target.
+    ///
+    /// # Safety
+    /// The request memory stays untouched until the flush completes.
+    pub unsafe fn flush(&self, ep: &Endpoint) -> Started {
+        let Ok(l) = lib() else {
+            return Started::Failed(-1);
+        };
+        // SAFETY: live endpoint; the caller's request memory.
+        started(unsafe { (l.ep_flush_nbx)(ep.h, &self.param) })
+    }
+
+    /// The request's status: [`UCS_INPROGRESS`] until it completes.
+    ///
+    /// # Safety
+    /// Only for an operation that returned [`Started::Pending`] and was not
+    /// polled to completion yet.
+    pub unsafe fn poll(&self) -> Status {
+        let Ok(l) = lib() else { return -1 };
+        // SAFETY: the caller's contract: a request in flight.
+        unsafe { (l.request_check_status)(self.param.request) }
+    }
+}
