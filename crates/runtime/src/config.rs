@@ -97,6 +97,16 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: None,
     },
     OptionDoc {
+        key: "TRANSPORT",
+        default: "`auto`",
+        meaning: "How pages move to and from memory servers. `ucx`: one-sided reads and writes through UCX (`libucp`): the server's CPU does no work per page over shared memory (same host) or RDMA (verbs); over UCX's TCP transport the server's progress thread emulates them. `socket`: every page is a request the server answers over the TCP or Unix connection. `auto`: UCX when it loads here, the server offers it, and the server is on this host (a Unix socket or a loopback address) or this host has an RDMA device (`/sys/class/infiniband`); sockets otherwise, since UCX's TCP transport measured slower than farmem's sockets (docs/benchmarks.md). With `ucx`, a missing `libucp` or a server without UCX stops the program with one line naming it; nothing falls back silently. The handshake and control messages stay on the socket either way.",
+        run_flag: Some(RunFlag {
+            long: "--transport",
+            help: "How pages move: auto, socket or ucx (one-sided, through UCX)",
+            switch: false,
+        }),
+    },
+    OptionDoc {
         key: "REPLICAS",
         default: "`1`",
         meaning: "Copies of every far page, each on a different server of `FARMEM_SERVERS` (1–3, at most the number of servers). With 2, a server that dies (an I/O error, or no reply within `FARMEM_TIMEOUT_MS`) is marked down with one warning line, and its pages are read from their other copy; the program finishes with every byte right, and the statistics say which servers were lost and how many page writes kept fewer copies. With 1, a lost server stops the program with a message naming it. Each write-back goes to every copy and waits for every copy's acknowledgement before the page leaves local memory: the network carries `REPLICAS` times the written bytes.",
@@ -213,6 +223,14 @@ pub enum RawSyscalls {
     Allow,
 }
 
+/// `FARMEM_TRANSPORT`: how pages move to and from memory servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Auto,
+    Socket,
+    Ucx,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileDirect {
     Auto,
@@ -237,6 +255,8 @@ pub struct Config {
     /// it exists).
     pub(crate) secret_file: Option<PathBuf>,
     pub(crate) file_direct: FileDirect,
+    /// How pages move to and from memory servers.
+    pub(crate) transport: Transport,
     /// Print statistics on stderr at exit.
     pub(crate) stats_at_exit: bool,
     /// Keep and check a CRC32C per far page.
@@ -305,6 +325,10 @@ impl Config {
 
     pub fn file_direct(&self) -> FileDirect {
         self.file_direct
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
     }
 
     /// Print statistics on stderr at exit.
@@ -394,6 +418,7 @@ impl Default for Config {
             file: None,
             secret_file: None,
             file_direct: FileDirect::Auto,
+            transport: Transport::Auto,
             stats_at_exit: false,
             checksum: true,
             replicas: 1,
@@ -589,6 +614,14 @@ impl Config {
                     _ => return Err(invalid("FILE_DIRECT", v, "expected auto, 1 or 0")),
                 }
             }
+            "TRANSPORT" => {
+                self.transport = match v.trim().to_ascii_lowercase().as_str() {
+                    "auto" => Transport::Auto,
+                    "socket" => Transport::Socket,
+                    "ucx" => Transport::Ucx,
+                    _ => return Err(invalid("TRANSPORT", v, "expected auto, socket or ucx")),
+                }
+            }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
             "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
             "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)?,
@@ -716,6 +749,12 @@ impl Config {
                         FileDirect::Auto => "auto",
                         FileDirect::On => "1",
                         FileDirect::Off => "0",
+                    }
+                    .into(),
+                    "TRANSPORT" => match self.transport {
+                        Transport::Auto => "auto",
+                        Transport::Socket => "socket",
+                        Transport::Ucx => "ucx",
                     }
                     .into(),
                     "STATS" => u8::from(self.stats_at_exit).to_string(),

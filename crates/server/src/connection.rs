@@ -193,7 +193,14 @@ pub(crate) fn serve_connection(
             }
             // Page data goes straight into the store, not through `input`.
             Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, fd, reply_wait),
-            Op::Hello | Op::Read | Op::Free | Op::Stats | Op::Auth | Op::AuthProof => {
+            Op::Hello
+            | Op::Read
+            | Op::Free
+            | Op::Stats
+            | Op::Auth
+            | Op::AuthProof
+            | Op::UcxOpen
+            | Op::UcxChunk => {
                 // Small payloads (a Read's page list is at most 2 KiB).
                 let frame = HEADER_LEN + h.len as usize;
                 if let Err(e) = input.fill(fd, frame, reply_wait) {
@@ -434,6 +441,86 @@ fn handle(
             unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
             Ok(true)
         }
+        Request::UcxOpen => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before UcxOpen");
+            };
+            let engine = match sh.ucx() {
+                Ok(e) => e,
+                Err(why) => {
+                    return err(
+                        out,
+                        ErrorCode::Unsupported,
+                        &format!("this server has no UCX: {why}"),
+                    )
+                }
+            };
+            let pool = s
+                .pool
+                .get_or_init(|| crate::ucx::Pool::new(engine.clone(), s.max_pages()));
+            let address = pool.engine().address();
+            if address.len() > wire::MAX_UCX_BLOB {
+                return err(
+                    out,
+                    ErrorCode::Unsupported,
+                    &format!(
+                        "this server's UCX worker address has {} bytes, more than the protocol carries ({}); limit its transports (UCX_TLS)",
+                        address.len(),
+                        wire::MAX_UCX_BLOB
+                    ),
+                );
+            }
+            let reply = Frame::UcxOpenOk {
+                chunk_pages: crate::ucx::CHUNK_PAGES,
+                address,
+            };
+            out.extend_from_slice(&reply.encode(h.tag));
+            Ok(true)
+        }
+        Request::UcxChunk { chunk } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before UcxChunk");
+            };
+            let Some(pool) = s.pool.get() else {
+                return err(out, ErrorCode::Malformed, "send UcxOpen before UcxChunk");
+            };
+            let charge = |pages: u64| {
+                let quota = sh.cfg.session_quota_pages;
+                let mine = s.len() + pool.charged();
+                if quota > 0 && mine + pages > quota {
+                    return Err(format!(
+                        "this session's quota is full ({mine} of {quota} pages, and a chunk is {pages}); the server was started with --session-quota"
+                    ));
+                }
+                let cap = sh.cfg.capacity_pages;
+                let mut used = sh.used_pages.load(Ordering::Acquire);
+                loop {
+                    if used + pages > cap {
+                        return Err(format!(
+                            "server is full ({used} of {cap} pages used, and a chunk is {pages}); start it with a larger --capacity, or add servers"
+                        ));
+                    }
+                    match sh.used_pages.compare_exchange_weak(
+                        used,
+                        used + pages,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return Ok(()),
+                        Err(now) => used = now,
+                    }
+                }
+            };
+            match pool.grant(chunk, charge) {
+                Ok((base, rkey)) => {
+                    out.extend_from_slice(&Frame::UcxChunkOk { base, rkey: &rkey }.encode(h.tag));
+                    Ok(true)
+                }
+                Err(crate::ucx::GrantError::OutOfRange(m)) => err(out, ErrorCode::OutOfRange, &m),
+                Err(crate::ucx::GrantError::Capacity(m)) => err(out, ErrorCode::Capacity, &m),
+                Err(crate::ucx::GrantError::Ucx(m)) => err(out, ErrorCode::Unsupported, &m),
+            }
+        }
         Request::Write { .. } => unreachable!("Writes are served by serve_write"),
         Request::Auth { .. } | Request::AuthProof { .. } => {
             unreachable!("the handshake is served by authenticate")
@@ -451,6 +538,9 @@ fn handle(
                 );
             }
             let freed = s.exclusive().remove_range(start, pages);
+            if let Some(pool) = s.pool.get() {
+                pool.discard(start, pages);
+            }
             sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
             let released = u32::try_from(freed).unwrap_or(u32::MAX);
             out.extend_from_slice(&Frame::FreeOk { released }.encode(h.tag));

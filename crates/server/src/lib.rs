@@ -27,6 +27,8 @@ mod listener;
 pub mod options;
 mod session;
 mod store;
+mod ucx;
+pub use ucx::CHUNK_PAGES;
 
 use connection::serve_connection;
 use farmem_sys::net::{send_vectored, Wait};
@@ -120,6 +122,18 @@ struct Shared {
     shutdown: AtomicBool,
     /// When the last "cannot accept" line was printed (ns).
     last_accept_warning: AtomicU64,
+    /// UCX, started at the first UcxOpen (or why it cannot be).
+    ucx: std::sync::OnceLock<Result<Arc<ucx::Engine>, String>>,
+}
+
+impl Shared {
+    /// The UCX engine, started on first use.
+    fn ucx(&self) -> Result<&Arc<ucx::Engine>, &str> {
+        self.ucx
+            .get_or_init(|| ucx::Engine::start(self.cfg.spin_ns).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(String::as_str)
+    }
 }
 
 /// A bound server, not yet accepting.
@@ -157,6 +171,7 @@ impl Server {
                 next_conn: AtomicU64::new(1),
                 shutdown: AtomicBool::new(false),
                 last_accept_warning: AtomicU64::new(0),
+                ucx: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -283,6 +298,9 @@ impl Server {
                 }
                 Err(e) => return Err(ServerError::Accept(e)),
             }
+        }
+        if let Some(Ok(e)) = shared.ucx.get() {
+            e.stop();
         }
         // Close every connection so their threads see EOF and exit.
         for (_, s) in lock(&shared.conns).drain() {

@@ -49,7 +49,9 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
     if entry.connections == 0 {
         // No connection of the session is left, so nothing is in flight:
         // the count is final. The mappings go with the last `Arc`.
-        sh.used_pages.fetch_sub(entry.store.len(), Ordering::AcqRel);
+        let pooled = entry.store.pool.get().map_or(0, |p| p.charged());
+        sh.used_pages
+            .fetch_sub(entry.store.len() + pooled, Ordering::AcqRel);
         sessions.remove(&token);
     }
 }

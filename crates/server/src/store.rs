@@ -78,6 +78,8 @@ pub(crate) struct Store {
     high: AtomicU64,
     /// Reads and Writes in flight, plus [`FREEING`].
     gate: AtomicU64,
+    /// The session's one-sided pages, once it asked for UCX.
+    pub(crate) pool: std::sync::OnceLock<crate::ucx::Pool>,
 }
 
 impl Store {
@@ -101,6 +103,7 @@ impl Store {
             present: AtomicU64::new(0),
             high: AtomicU64::new(0),
             gate: AtomicU64::new(0),
+            pool: std::sync::OnceLock::new(),
         })
     }
 

@@ -26,6 +26,16 @@
 //! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
 //! | Auth    | client nonce[32] | AuthChallenge: server nonce[32], server proof[32] |
 //! | AuthProof | client proof[32] | AuthOk (no payload) |
+//! | UcxOpen | — | UcxOpenOk: chunk_pages u64, the server's UCX worker address |
+//! | UcxChunk | chunk u64 | UcxChunkOk: base address u64, packed remote key |
+//!
+//! UcxOpen and UcxChunk (after Hello, so after the handshake too) move a
+//! session's pages onto UCX: its pages then live in chunks of `chunk_pages`
+//! pages that the server allocates and registers once each, page `p` at
+//! `base(p / chunk_pages) + (p % chunk_pages) * 4096`, and the client reads
+//! and writes them one-sided. A remote key is a capability: a server sends
+//! one only to the session that owns the chunk. A server without UCX
+//! answers UcxOpen with an Error of code `Unsupported`.
 //!
 //! A server with a shared secret takes nothing on a TCP connection before
 //! Auth and AuthProof have passed (see [`auth`]); on a Unix socket, which
@@ -62,6 +72,8 @@ pub const MAX_BATCH: u32 = 256;
 pub const MAX_PAYLOAD: usize = MAX_BATCH as usize * (8 + PAGE_SIZE);
 /// Largest page-number space a session may declare (2^40 pages = 4 PiB).
 pub const MAX_PAGES: u64 = 1 << 40;
+/// Longest UCX worker address or packed remote key a frame carries.
+pub const MAX_UCX_BLOB: usize = MAX_BATCH as usize * 8 - 8;
 /// Length of the session token.
 pub const TOKEN_LEN: usize = 16;
 /// Longest error message carried in an Error frame.
@@ -78,6 +90,8 @@ pub enum Op {
     Stats = 5,
     Auth = 6,
     AuthProof = 7,
+    UcxOpen = 8,
+    UcxChunk = 9,
     HelloOk = 0x81,
     ReadOk = 0x82,
     WriteOk = 0x83,
@@ -85,6 +99,8 @@ pub enum Op {
     StatsOk = 0x85,
     AuthChallenge = 0x86,
     AuthOk = 0x87,
+    UcxOpenOk = 0x88,
+    UcxChunkOk = 0x89,
     Error = 0xFF,
 }
 
@@ -98,6 +114,8 @@ impl Op {
             5 => Op::Stats,
             6 => Op::Auth,
             7 => Op::AuthProof,
+            8 => Op::UcxOpen,
+            9 => Op::UcxChunk,
             0x81 => Op::HelloOk,
             0x82 => Op::ReadOk,
             0x83 => Op::WriteOk,
@@ -105,6 +123,8 @@ impl Op {
             0x85 => Op::StatsOk,
             0x86 => Op::AuthChallenge,
             0x87 => Op::AuthOk,
+            0x88 => Op::UcxOpenOk,
+            0x89 => Op::UcxChunkOk,
             0xFF => Op::Error,
             _ => return None,
         })
@@ -129,6 +149,8 @@ pub enum ErrorCode {
     AuthRequired = 11,
     /// The client's proof did not match, or this server has no secret.
     AuthFailed = 12,
+    /// The server cannot do what was asked (UCX is not available there).
+    Unsupported = 13,
 }
 
 impl ErrorCode {
@@ -146,6 +168,7 @@ impl ErrorCode {
             10 => ErrorCode::Malformed,
             11 => ErrorCode::AuthRequired,
             12 => ErrorCode::AuthFailed,
+            13 => ErrorCode::Unsupported,
             _ => return None,
         })
     }
@@ -160,6 +183,7 @@ impl ErrorCode {
                 | ErrorCode::Capacity
                 | ErrorCode::NotFound
                 | ErrorCode::Malformed
+                | ErrorCode::Unsupported
         )
     }
 }
@@ -298,6 +322,9 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::Auth | Op::AuthProof => l == auth::NONCE_LEN,
         Op::AuthChallenge => l == auth::NONCE_LEN + auth::MAC_LEN,
         Op::AuthOk => l == 0,
+        Op::UcxOpen => l == 0,
+        Op::UcxChunk => l == 8,
+        Op::UcxOpenOk | Op::UcxChunkOk => l > 8 && l <= 8 + MAX_UCX_BLOB,
         Op::Error => l <= MAX_ERROR_MSG,
     }
 }
@@ -327,6 +354,10 @@ pub enum Request<'a> {
     },
     AuthProof {
         proof: [u8; auth::MAC_LEN],
+    },
+    UcxOpen,
+    UcxChunk {
+        chunk: u64,
     },
 }
 
@@ -382,6 +413,10 @@ pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, 
         },
         Op::AuthProof => Request::AuthProof {
             proof: array_at(payload, 0),
+        },
+        Op::UcxOpen => Request::UcxOpen,
+        Op::UcxChunk => Request::UcxChunk {
+            chunk: u64_at(payload, 0),
         },
         other => return Err(WireError::UnknownOp(other as u16)),
     })
@@ -576,6 +611,20 @@ pub enum Frame<'a> {
         proof: &'a [u8; auth::MAC_LEN],
     },
     AuthOk,
+    UcxOpen,
+    UcxChunk {
+        chunk: u64,
+    },
+    /// `address` is at most [`MAX_UCX_BLOB`] bytes.
+    UcxOpenOk {
+        chunk_pages: u64,
+        address: &'a [u8],
+    },
+    /// `rkey` is at most [`MAX_UCX_BLOB`] bytes.
+    UcxChunkOk {
+        base: u64,
+        rkey: &'a [u8],
+    },
     /// The message is cut at [`MAX_ERROR_MSG`] bytes.
     Error {
         code: ErrorCode,
@@ -624,16 +673,26 @@ impl Frame<'_> {
             Frame::FreeOk { released } => (Op::FreeOk, *released, 0),
             Frame::StatsOk(_) => (Op::StatsOk, 0, 32),
             Frame::Error { message, .. } => (Op::Error, 0, message.len().min(MAX_ERROR_MSG)),
+            Frame::UcxOpen => (Op::UcxOpen, 0, 0),
+            Frame::UcxChunk { .. } => (Op::UcxChunk, 0, 8),
+            Frame::UcxOpenOk { address: b, .. } => (Op::UcxOpenOk, 0, 8 + b.len()),
+            Frame::UcxChunkOk { rkey: b, .. } => (Op::UcxChunkOk, 0, 8 + b.len()),
         }
     }
 
     /// Encode the header and the fixed part of the payload with `tag`.
     ///
     /// # Panics
-    /// If a Read or Write carries more than [`MAX_BATCH`] pages (a caller's
-    /// bug: batches are cut before they reach the codec).
+    /// If a Read or Write carries more than [`MAX_BATCH`] pages, or a UCX
+    /// reply more than [`MAX_UCX_BLOB`] bytes (a caller's bug: batches are
+    /// cut, and blobs checked, before they reach the codec).
     pub fn encode(&self, tag: u32) -> Head {
         let (op, count, len) = self.shape();
+        assert!(
+            !matches!(op, Op::UcxOpenOk | Op::UcxChunkOk) || len <= 8 + MAX_UCX_BLOB,
+            "a UCX blob of {} bytes exceeds MAX_UCX_BLOB",
+            len - 8
+        );
         assert!(
             count <= MAX_BATCH || !matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk),
             "a frame of {count} pages exceeds MAX_BATCH"
@@ -683,7 +742,20 @@ impl Frame<'_> {
                 out.put(&nonce[..]);
                 out.put(&proof[..]);
             }
+            Frame::UcxChunk { chunk } => out.put(&chunk.to_le_bytes()),
+            Frame::UcxOpenOk {
+                chunk_pages,
+                address,
+            } => {
+                out.put(&chunk_pages.to_le_bytes());
+                out.put(address);
+            }
+            Frame::UcxChunkOk { base, rkey } => {
+                out.put(&base.to_le_bytes());
+                out.put(rkey);
+            }
             Frame::AuthOk
+            | Frame::UcxOpen
             | Frame::Stats
             | Frame::ReadOk { .. }
             | Frame::WriteOk { .. }
@@ -717,6 +789,14 @@ pub enum Reply<'a> {
         proof: [u8; auth::MAC_LEN],
     },
     AuthOk,
+    UcxOpenOk {
+        chunk_pages: u64,
+        address: &'a [u8],
+    },
+    UcxChunkOk {
+        base: u64,
+        rkey: &'a [u8],
+    },
     Error {
         /// None for a code this version does not know.
         code: Option<ErrorCode>,
@@ -758,6 +838,14 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
             proof: array_at(payload, auth::NONCE_LEN),
         },
         Op::AuthOk => Reply::AuthOk,
+        Op::UcxOpenOk => Reply::UcxOpenOk {
+            chunk_pages: u64_at(payload, 0),
+            address: &payload[8..],
+        },
+        Op::UcxChunkOk => Reply::UcxChunkOk {
+            base: u64_at(payload, 0),
+            rkey: &payload[8..],
+        },
         Op::Error => Reply::Error {
             code: ErrorCode::from_u32(h.status),
             message: payload,
