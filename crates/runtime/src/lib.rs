@@ -354,6 +354,7 @@ impl Runtime {
             in_flight: AtomicUsize::new(0),
             parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         };
+        backend.register_slots(slots.map.as_ptr(), slots_bytes);
         let zero =
             Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;
         Ok(Runtime {
@@ -405,6 +406,10 @@ impl Runtime {
         t.push_str(&format!(
             "  backend                        {}\n",
             self.backend.describe()
+        ));
+        t.push_str(&format!(
+            "  transport                      {}\n",
+            self.backend.transport()
         ));
         if let Some(h) = self.backend.health() {
             t.push_str(&h);

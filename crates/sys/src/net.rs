@@ -462,6 +462,54 @@ pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
     Ok(cred.uid)
 }
 
+/// Whether the peer of connected stream socket `fd` has closed it or the
+/// connection failed (a non-blocking peek: no data is consumed).
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut b = 0u8;
+    // SAFETY: a one-byte peek into a live local.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            (&mut b as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    r == 0
+        || (r < 0
+            && !matches!(
+                io::Error::last_os_error().raw_os_error(),
+                Some(libc::EAGAIN | libc::EINTR)
+            ))
+}
+
+/// Whether stream socket `fd` is connected to this host: a Unix socket, or
+/// TCP to a loopback address.
+pub fn peer_is_local(fd: RawFd) -> bool {
+    // SAFETY: an all-zero sockaddr_storage is valid for getpeername to fill.
+    let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: sa and len describe a live, large-enough buffer.
+    if unsafe { libc::getpeername(fd, (&mut sa as *mut libc::sockaddr_storage).cast(), &mut len) } != 0 {
+        return false;
+    }
+    match libc::c_int::from(sa.ss_family) {
+        libc::AF_UNIX => true,
+        libc::AF_INET => {
+            // SAFETY: the family says it is a sockaddr_in.
+            let a = unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).is_loopback()
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it is a sockaddr_in6.
+            let a = unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
+        }
+        _ => false,
+    }
+}
+
 /// Wait up to `ms` milliseconds for `fd` to be readable (or for a signal).
 pub fn wait_readable(fd: RawFd, ms: i32) {
     let mut pfd = libc::pollfd {

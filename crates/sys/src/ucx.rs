@@ -825,3 +825,15 @@ impl Op {
         unsafe { (l.request_check_status)(self.param.request) }
     }
 }
+
+/// The status of the operation whose request memory is `request`:
+/// [`UCS_INPROGRESS`] until it completes.
+///
+/// # Safety
+/// Only for an operation started with that request memory that returned
+/// [`Started::Pending`] and was not yet seen complete.
+pub unsafe fn poll(request: *mut u8) -> Status {
+    let Ok(l) = lib() else { return -1 };
+    // SAFETY: the caller's contract: a request in flight.
+    unsafe { (l.request_check_status)(request.cast()) }
+}

@@ -7,6 +7,7 @@
 mod file;
 mod remote;
 pub mod transport;
+mod ucx;
 
 pub use file::FileBackend;
 pub use remote::RemoteBackend;
@@ -101,5 +102,21 @@ pub trait Backend: Send + Sync {
     /// lost, pages left with fewer copies), where that applies.
     fn health(&self) -> Option<String> {
         None
+    }
+
+    /// Far pages `[first, first+n)` were just allocated: prepare whatever
+    /// the backend needs to hold them later (UCX: grant their chunks and
+    /// unpack their keys), here, outside any fault handler.
+    fn reserve(&self, _first: u64, _n: u64) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// The runtime's fetch slots, where reads land: a backend may register
+    /// them once.
+    fn register_slots(&self, _ptr: *mut u8, _len: usize) {}
+
+    /// How pages move, for the statistics (`socket`, `ucx (shared memory)`).
+    fn transport(&self) -> &'static str {
+        "local file"
     }
 }

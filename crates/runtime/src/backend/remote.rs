@@ -37,6 +37,8 @@
 //! a page one connection.
 
 use super::transport::{StreamSocket, Transport};
+use super::ucx::{Failure, UcxPages};
+use crate::config::Transport as Choice;
 use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
 use crate::config::Config;
 use farmem_sys::net::{Wait, MAX_IOV};
@@ -136,6 +138,15 @@ pub struct RemoteBackend {
     under_replicated: std::sync::atomic::AtomicU64,
     /// Installs a completed asynchronous read (the runtime's).
     complete: OnceLock<fn(u64)>,
+    /// One-sided page I/O, when the session moved onto UCX: then every
+    /// page read and write goes there, and the connections carry only
+    /// control messages (grants, Free).
+    ucx: Option<UcxPages>,
+}
+
+/// Whether this host has an RDMA device (`/sys/class/infiniband`).
+fn has_rdma_device() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
 }
 
 // What `frame_u32` relies on.
@@ -242,6 +253,23 @@ impl RemoteBackend {
             timeout_ns: cfg.timeout_ms * 1_000_000,
         };
         let mut out = Vec::new();
+        // Whether to ask for UCX: decided before any server is asked, from
+        // what this side knows (see FARMEM_TRANSPORT's `auto` rule); the
+        // same-host half is checked per server below.
+        let want_ucx = match cfg.transport {
+            Choice::Socket => false,
+            Choice::Ucx => {
+                farmem_sys::ucx::available().map_err(|e| BackendError::Protocol {
+                    server: servers.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(","),
+                    why: format!("FARMEM_TRANSPORT=ucx: {e}"),
+                })?;
+                true
+            }
+            Choice::Auto => farmem_sys::ucx::available().is_ok(),
+        };
+        let rdma = has_rdma_device();
+        let mut ucx_addrs: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut chunk_pages = 0u64;
         for addr in servers {
             let name = &addr.to_string();
             let mut conns = Vec::new();
@@ -290,6 +318,26 @@ impl RemoteBackend {
                         });
                     }
                 }
+                if conns.is_empty() {
+                    let ask = want_ucx
+                        && (cfg.transport == Choice::Ucx || rdma || link.same_host());
+                    let got = if ask {
+                        open_ucx(&server, link, wait, cfg.transport == Choice::Ucx)?
+                    } else {
+                        None
+                    };
+                    if let Some((pages, a)) = &got {
+                        if chunk_pages != 0 && chunk_pages != *pages {
+                            return Err(BackendError::Protocol {
+                                server: name.clone(),
+                                why: format!("its UCX chunks are {pages} pages, another server's {chunk_pages}"),
+                            });
+                        }
+                        chunk_pages = *pages;
+                        let _ = a;
+                    }
+                    ucx_addrs.push(got.map(|(_, a)| a));
+                }
                 let Server { conns: mut c, .. } = server;
                 conns.push(c.remove(0));
             }
@@ -299,6 +347,33 @@ impl RemoteBackend {
                 down: AtomicBool::new(false),
             });
         }
+        // UCX only when every server offers it: pages of one session move
+        // one way.
+        let ucx = if ucx_addrs.iter().all(Option::is_some) && want_ucx {
+            let addrs: Vec<Vec<u8>> = ucx_addrs.into_iter().flatten().collect();
+            Some(
+                UcxPages::new(&addrs, max_pages, chunk_pages, wait.timeout_ns).map_err(|e| {
+                    BackendError::Protocol {
+                        server: out.iter().map(|s| s.name.clone()).collect::<Vec<_>>().join(","),
+                        why: format!("cannot set up UCX: {e}"),
+                    }
+                })?,
+            )
+        } else {
+            if cfg.transport == Choice::Ucx {
+                let without: Vec<String> = out
+                    .iter()
+                    .zip(&ucx_addrs)
+                    .filter(|(_, a)| a.is_none())
+                    .map(|(s, _)| s.name.clone())
+                    .collect();
+                return Err(BackendError::Protocol {
+                    server: without.join(","),
+                    why: "FARMEM_TRANSPORT=ucx, and UCX was not set up with it".into(),
+                });
+            }
+            None
+        };
         Ok(RemoteBackend {
             servers: out,
             stripe: cfg.stripe_pages,
@@ -306,7 +381,124 @@ impl RemoteBackend {
             replicas: cfg.replicas,
             under_replicated: std::sync::atomic::AtomicU64::new(0),
             complete: OnceLock::new(),
+            ucx,
         })
+    }
+
+    /// Ask server `s` for chunk `c` of this session's UCX pool.
+    fn grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
+        let server = &self.servers[s];
+        let conn = self.acquire(s, 0);
+        let r = (|| {
+            self.drain(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            conn.link
+                .send(&[&Frame::UcxChunk { chunk: c }.encode(tag)], self.wait)
+                .map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                })?;
+            let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
+            let n = recv_blob(server, &*conn.link, Op::UcxChunkOk, tag, &mut payload, self.wait)?;
+            let h = Header::new(Op::UcxChunkOk, tag, 0, frame_u32(n));
+            match wire::decode_reply(&h, &payload[..n]) {
+                Ok(Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
+                other => Err(BackendError::Protocol {
+                    server: server.name.clone(),
+                    why: format!("a UcxChunkOk that does not decode: {other:?}"),
+                }),
+            }
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Mark servers whose control connection closed as down (UCX over
+    /// shared memory sees no error of its own when a server dies).
+    fn check_control(&self) -> Result<(), BackendError> {
+        for (s, server) in self.servers.iter().enumerate() {
+            if !self.is_down(s) && server.conns[0].link.closed() {
+                let e = BackendError::Io {
+                    server: server.name.clone(),
+                    source: io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "its control connection closed",
+                    ),
+                };
+                if !self.lost(&e) {
+                    return Err(e);
+                }
+                self.fail_over(s, &e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A UCX failure as the backend's error, and whether it means the
+    /// server is lost (then it is failed over and the batch retried).
+    fn ucx_failure(&self, f: Failure) -> Result<(), BackendError> {
+        let e = BackendError::Io {
+            server: self.servers[f.server].name.clone(),
+            source: io::Error::other(f.why),
+        };
+        if !self.lost(&e) {
+            return Err(e);
+        }
+        self.fail_over(f.server, &e)
+    }
+
+    fn ucx_read(&self, ucx: &UcxPages, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        loop {
+            let mut from = [0usize; MAX_PAGES_PER_CALL];
+            for (i, &p) in pages.iter().enumerate() {
+                let Some((s, _)) = self.live_route(p) else {
+                    return Err(BackendError::Io {
+                        server: self.holder(p),
+                        source: io::Error::other("every server holding a copy of this page is down"),
+                    });
+                };
+                from[i] = s;
+            }
+            match ucx.read(pages, &from[..pages.len()], buf) {
+                Ok(()) => return Ok(()),
+                Err(f) => self.ucx_failure(f)?,
+            }
+        }
+    }
+
+    fn ucx_write(&self, ucx: &UcxPages, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        self.check_control()?;
+        loop {
+            let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_PAGES_PER_CALL];
+            for (i, &p) in pages.iter().enumerate() {
+                let mut n = 0;
+                for k in 0..self.replicas {
+                    let (s, _) = self.route(p, k);
+                    if !self.is_down(s) {
+                        to[i][n] = Some(s);
+                        n += 1;
+                    }
+                }
+                if n == 0 {
+                    return Err(BackendError::Io {
+                        server: self.holder(p),
+                        source: io::Error::other("every server holding a copy of this page is down"),
+                    });
+                }
+            }
+            match ucx.write(pages, data, &to[..pages.len()]) {
+                Ok(()) => {
+                    let short = to[..pages.len()]
+                        .iter()
+                        .filter(|t| t.iter().flatten().count() < self.replicas)
+                        .count();
+                    self.under_replicated
+                        .fetch_add(short as u64, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(f) => self.ucx_failure(f)?,
+            }
+        }
     }
 
     /// The server and the connection that carry every request for copy `k`
@@ -816,6 +1008,9 @@ fn expect_reply(
 
 impl Backend for RemoteBackend {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        if let Some(ucx) = &self.ucx {
+            return self.ucx_read(ucx, pages, buf);
+        }
         // Each round reads from the first live copy of every page; a server
         // lost meanwhile is failed over and the round tried again.
         loop {
@@ -847,6 +1042,9 @@ impl Backend for RemoteBackend {
     }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        if let Some(ucx) = &self.ucx {
+            return self.ucx_write(ucx, pages, data);
+        }
         if self.replicas == 1 {
             return self.per_route(
                 pages,
@@ -978,6 +1176,10 @@ impl Backend for RemoteBackend {
         buf: *mut u8,
         token: u64,
     ) -> Result<bool, BackendError> {
+        if self.ucx.is_some() {
+            // Gets complete within the caller's own batch read.
+            return Ok(false);
+        }
         let Some(route) = self.live_route(pages[0]) else {
             // Every copy is down: the synchronous read reports it.
             return Ok(false);
@@ -1048,4 +1250,115 @@ impl Backend for RemoteBackend {
     fn set_completion(&self, f: fn(u64)) {
         let _ = self.complete.set(f);
     }
+
+    fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
+        let Some(ucx) = &self.ucx else {
+            return Ok(());
+        };
+        // Every server that holds a copy of a page of the range gets the
+        // page's chunk (pages sit at their own number's offset).
+        let end = first + n;
+        let mut p = first;
+        while p < end {
+            let run_end = (p + self.route_run(p)).min(end);
+            for k in 0..self.replicas {
+                let (s, _) = self.route(p, k);
+                if self.is_down(s) || ucx.granted(s, p) {
+                    continue;
+                }
+                let c = p / ucx.chunk_pages();
+                match ucx.ensure(s, c, || self.grant_on(s, c)) {
+                    Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                    other => other?,
+                }
+            }
+            p = run_end;
+        }
+        Ok(())
+    }
+
+    fn register_slots(&self, ptr: *mut u8, len: usize) {
+        if let Some(ucx) = &self.ucx {
+            ucx.register_slots(ptr, len);
+        }
+    }
+
+    fn transport(&self) -> &'static str {
+        match &self.ucx {
+            Some(u) if u.is_local() => "ucx (one-sided, shared memory)",
+            Some(_) => "ucx (one-sided)",
+            None => "socket",
+        }
+    }
+}
+
+/// Ask the server behind `link` (this session's first connection) to move
+/// the session's pages onto UCX: its chunk size and worker address, or
+/// None where it has no UCX and `required` is false.
+fn open_ucx(
+    server: &Server,
+    link: &dyn Transport,
+    wait: Wait,
+    required: bool,
+) -> Result<Option<(u64, Vec<u8>)>, BackendError> {
+    link.send(&[&Frame::UcxOpen.encode(0)], wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
+    let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
+    let n = match recv_blob(server, link, Op::UcxOpenOk, 0, &mut payload, wait) {
+        Ok(n) => n,
+        Err(BackendError::Refused {
+            code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
+            message,
+            ..
+        }) if !required => {
+            let _ = message;
+            return Ok(None);
+        }
+        Err(BackendError::Refused { message, .. }) if required => {
+            return Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!("FARMEM_TRANSPORT=ucx, and the server cannot: {message}"),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let h = Header::new(Op::UcxOpenOk, 0, 0, frame_u32(n));
+    match wire::decode_reply(&h, &payload[..n]) {
+        Ok(Reply::UcxOpenOk {
+            chunk_pages,
+            address,
+        }) if chunk_pages > 0 => Ok(Some((chunk_pages, address.to_vec()))),
+        other => Err(BackendError::Protocol {
+            server: server.name.clone(),
+            why: format!("a UcxOpenOk that does not decode: {other:?}"),
+        }),
+    }
+}
+
+/// Receive a reply `op` (tag `tag`) with a payload of variable length into
+/// `payload`; its length.
+fn recv_blob(
+    server: &Server,
+    link: &dyn Transport,
+    op: Op,
+    tag: u32,
+    payload: &mut [u8],
+    wait: Wait,
+) -> Result<usize, BackendError> {
+    let h = read_header(server, link, wait)?;
+    if h.op == op && h.tag == tag {
+        let n = h.len as usize;
+        link.recv_exact(&mut payload[..n], wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+        return Ok(n);
+    }
+    // An Error reply, or the wrong one: `check_reply` says which.
+    check_reply(server, link, &h, op, tag, h.len, wait)?;
+    Ok(0)
 }

@@ -28,6 +28,11 @@ pub trait Transport: Send + Sync {
     /// Whether only this machine can be at the other end (then no shared
     /// secret is needed: a Unix socket).
     fn is_local(&self) -> bool;
+    /// Whether the server is on this host (a Unix socket, or TCP to a
+    /// loopback address): UCX then reaches it through shared memory.
+    fn same_host(&self) -> bool;
+    /// Whether the server closed the connection (or it failed); never waits.
+    fn closed(&self) -> bool;
 }
 
 /// A non-blocking stream socket: TCP to another host, or Unix on this one.
@@ -89,5 +94,11 @@ impl Transport for StreamSocket {
     }
     fn is_local(&self) -> bool {
         self.local
+    }
+    fn same_host(&self) -> bool {
+        net::peer_is_local(self.fd.as_raw_fd())
+    }
+    fn closed(&self) -> bool {
+        net::peer_closed(self.fd.as_raw_fd())
     }
 }
