@@ -26,6 +26,10 @@ command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 # veth pairs and tc rate limits (scripts/netns-hosts.sh).
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
+# UCX: the one-sided page path (FARMEM_TRANSPORT=ucx), its headers for the
+# binding's ABI test, and ucx_info / ucx_perftest for the benchmarks.
+[ -e /usr/include/ucp/api/ucp.h ] || need_apt+=(libucx-dev)
+command -v ucx_perftest >/dev/null || need_apt+=(ucx-utils)
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || need_apt+=(python3-numpy)
 [ -e /usr/include/linux/userfaultfd.h ] || need_apt+=(linux-libc-dev)
 # libgomp ships with gcc; make sure the OpenMP runtime is there.

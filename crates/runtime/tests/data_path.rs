@@ -26,9 +26,9 @@ fn rt() -> &'static Runtime {
         // Four connections, so that pages of different stripes travel on
         // different connections and a refault could overtake its write-back
         // if routing did not prevent it.
-        let cfg = Config::from_str_config(&format!(
+        let cfg = Config::from_str_config(&common::with_transport(&format!(
             "local={BUDGET} arena=4G timeout_ms=20000 conns=4 stripe=1"
-        ))
+        )))
         .unwrap();
         farmem_runtime::init(cfg).expect("init")
     })

@@ -9,6 +9,8 @@
     clippy::ptr_as_ptr
 )]
 
+#[allow(dead_code)]
+mod common;
 use farmem_runtime::{Advice, Config, Runtime};
 use farmem_sys::usize_from;
 use std::sync::OnceLock;
@@ -18,8 +20,10 @@ const BUDGET: u64 = 8 << 20;
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let cfg =
-            Config::from_str_config(&format!("local={BUDGET} arena=4G timeout_ms=20000")).unwrap();
+        let cfg = Config::from_str_config(&common::with_transport(&format!(
+            "local={BUDGET} arena=4G timeout_ms=20000"
+        )))
+        .unwrap();
         farmem_runtime::init(cfg).expect("init")
     })
 }

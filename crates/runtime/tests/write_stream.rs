@@ -21,7 +21,9 @@ const BUDGET: usize = 4 << 20;
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();
     RT.get_or_init(|| {
-        let cfg = Config::from_str_config(&format!("local={BUDGET} arena=1G")).unwrap();
+        let cfg =
+            Config::from_str_config(&common::with_transport(&format!("local={BUDGET} arena=1G")))
+                .unwrap();
         farmem_runtime::init(cfg).expect("init")
     })
 }

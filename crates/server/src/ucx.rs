@@ -157,8 +157,12 @@ impl Pool {
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
         // Made before the charge, so a failure charges nothing (an unused
         // segment costs no memory until written).
-        let made = Memory::map(&self.engine.ctx, farmem_sys::usize_from(pages) * PAGE_SIZE, None)
-            .and_then(|mem| mem.pack_rkey().map(|rkey| (mem, rkey)));
+        let made = Memory::map(
+            &self.engine.ctx,
+            farmem_sys::usize_from(pages) * PAGE_SIZE,
+            None,
+        )
+        .and_then(|mem| mem.pack_rkey().map(|rkey| (mem, rkey)));
         let (mem, rkey) = match made {
             Ok(m) => m,
             Err(e) => return Err(GrantError::Ucx(e.to_string())),
@@ -192,7 +196,8 @@ impl Pool {
             let stop = ((c + 1) * CHUNK_PAGES).min(end);
             if let Some(Some(ch)) = chunks.get(farmem_sys::usize_from(c)) {
                 let off = farmem_sys::usize_from(p - c * CHUNK_PAGES) * PAGE_SIZE;
-                let len = farmem_sys::usize_from(stop.min(c * CHUNK_PAGES + ch.pages) - p) * PAGE_SIZE;
+                let len =
+                    farmem_sys::usize_from(stop.min(c * CHUNK_PAGES + ch.pages) - p) * PAGE_SIZE;
                 // SAFETY: the range lies inside the chunk's mapping; only
                 // the client writes it, and it freed these pages.
                 unsafe { discard_shared(ch.mem.addr().add(off), len) };

@@ -33,8 +33,8 @@ pub mod numa;
 pub mod pagemap;
 pub mod process;
 pub mod signal;
-pub mod uffd;
 pub mod ucx;
+pub mod uffd;
 
 use std::io;
 

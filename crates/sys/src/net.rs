@@ -488,9 +488,18 @@ pub fn peer_closed(fd: RawFd) -> bool {
 pub fn peer_is_local(fd: RawFd) -> bool {
     // SAFETY: an all-zero sockaddr_storage is valid for getpeername to fill.
     let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // 128 bytes: fits socklen_t.
+    #[allow(clippy::cast_possible_truncation)]
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: sa and len describe a live, large-enough buffer.
-    if unsafe { libc::getpeername(fd, (&mut sa as *mut libc::sockaddr_storage).cast(), &mut len) } != 0 {
+    if unsafe {
+        libc::getpeername(
+            fd,
+            (&mut sa as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    } != 0
+    {
         return false;
     }
     match libc::c_int::from(sa.ss_family) {
@@ -502,7 +511,8 @@ pub fn peer_is_local(fd: RawFd) -> bool {
         }
         libc::AF_INET6 => {
             // SAFETY: the family says it is a sockaddr_in6.
-            let a = unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let a =
+                unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
             ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
         }

@@ -169,7 +169,8 @@ struct Lib {
     ep_rkey_unpack: unsafe extern "C" fn(Ptr, *const c_void, *mut Ptr) -> Status,
     rkey_destroy: unsafe extern "C" fn(Ptr),
     rkey_ptr: unsafe extern "C" fn(Ptr, u64, *mut Ptr) -> Status,
-    put_nbx: unsafe extern "C" fn(Ptr, *const c_void, usize, u64, Ptr, *const UcpRequestParam) -> Ptr,
+    put_nbx:
+        unsafe extern "C" fn(Ptr, *const c_void, usize, u64, Ptr, *const UcpRequestParam) -> Ptr,
     get_nbx: unsafe extern "C" fn(Ptr, *mut c_void, usize, u64, Ptr, *const UcpRequestParam) -> Ptr,
     ep_flush_nbx: unsafe extern "C" fn(Ptr, *const UcpRequestParam) -> Ptr,
     request_check_status: unsafe extern "C" fn(Ptr) -> Status,
@@ -198,6 +199,16 @@ const HOOKS_OFF: [(&str, &str); 3] = [
     ("UCX_MEM_MMAP_HOOK_MODE", "none"),
     ("UCX_MEM_EVENTS", "no"),
 ];
+
+/// A symbol's address as the function pointer type `T`.
+///
+/// # Safety
+/// `T` must be an `extern "C"` function pointer type matching the symbol.
+unsafe fn fn_ptr<T: Copy>(p: *mut c_void) -> T {
+    const { assert!(std::mem::size_of::<T>() == std::mem::size_of::<*mut c_void>()) };
+    // SAFETY: same size (above); the caller vouches for the type.
+    unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) }
+}
 
 fn load() -> Result<Lib, UcxError> {
     for (k, v) in HOOKS_OFF {
@@ -230,14 +241,18 @@ fn load() -> Result<Lib, UcxError> {
             if p.is_null() {
                 return Err(UcxError::Missing(format!(
                     "{} lacks {} (UCX older than 1.13?)",
-                    if $h == ucp { "libucp.so.0" } else { "libucs.so.0" },
+                    if $h == ucp {
+                        "libucp.so.0"
+                    } else {
+                        "libucs.so.0"
+                    },
                     $name.to_string_lossy()
                 )));
             }
             // SAFETY: the symbol is the UCX function of that name, whose C
             // signature (ucp.h, UCX 1.13) the field's type spells out; the
             // ABI test checks the structures it takes.
-            unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+            unsafe { fn_ptr(p) }
         }};
     }
     Ok(Lib {
@@ -286,9 +301,11 @@ pub fn available() -> Result<(), UcxError> {
 pub fn version() -> Option<String> {
     let l = lib().ok()?;
     // SAFETY: UCX returns a static NUL-terminated string.
-    Some(unsafe { CStr::from_ptr((l.get_version_string)()) }
-        .to_string_lossy()
-        .into_owned())
+    Some(
+        unsafe { CStr::from_ptr((l.get_version_string)()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn status_text(l: &Lib, s: Status) -> String {
@@ -509,7 +526,11 @@ impl Memory {
                 },
             address: at.unwrap_or(std::ptr::null_mut()).cast(),
             length: len,
-            flags: if at.is_some() { 0 } else { UCP_MEM_MAP_ALLOCATE },
+            flags: if at.is_some() {
+                0
+            } else {
+                UCP_MEM_MAP_ALLOCATE
+            },
             prot: 0,
             memory_type: 0,
         };
@@ -715,7 +736,7 @@ impl UcpRequestParam {
 fn is_request(p: Ptr) -> bool {
     let v = p as usize;
     // UCS_PTR_IS_PTR: neither NULL (done) nor an error status.
-    v.wrapping_sub(1) < (UCS_ERR_LAST as usize).wrapping_sub(1)
+    v.wrapping_sub(1) < UCS_ERR_LAST.cast_unsigned().wrapping_sub(1)
 }
 
 /// What a non-blocking operation returned.
@@ -754,7 +775,11 @@ impl Op {
         Op {
             param: UcpRequestParam {
                 op_attr_mask: UCP_OP_ATTR_FIELD_REQUEST
-                    | if memh.is_some() { UCP_OP_ATTR_FIELD_MEMH } else { 0 },
+                    | if memh.is_some() {
+                        UCP_OP_ATTR_FIELD_MEMH
+                    } else {
+                        0
+                    },
                 request: request.cast(),
                 memh: memh.unwrap_or(std::ptr::null_mut()),
                 ..UcpRequestParam::EMPTY

@@ -61,47 +61,161 @@ fn declarations_match_the_installed_headers() {
     let text = String::from_utf8(out.stdout).unwrap();
     let want: Vec<(String, i128)> = vec![
         ("size ucp_params_t".into(), size_of::<UcpParams>() as i128),
-        ("off ucp_params_t.features".into(), offset_of!(UcpParams, features) as i128),
-        ("off ucp_params_t.name".into(), offset_of!(UcpParams, name) as i128),
-        ("size ucp_context_attr_t".into(), size_of::<UcpContextAttr>() as i128),
-        ("off ucp_context_attr_t.request_size".into(), offset_of!(UcpContextAttr, request_size) as i128),
-        ("size ucp_worker_params_t".into(), size_of::<UcpWorkerParams>() as i128),
-        ("off ucp_worker_params_t.thread_mode".into(), offset_of!(UcpWorkerParams, thread_mode) as i128),
-        ("size ucp_ep_params_t".into(), size_of::<UcpEpParams>() as i128),
-        ("off ucp_ep_params_t.address".into(), offset_of!(UcpEpParams, address) as i128),
-        ("off ucp_ep_params_t.err_mode".into(), offset_of!(UcpEpParams, err_mode) as i128),
-        ("off ucp_ep_params_t.err_handler".into(), offset_of!(UcpEpParams, err_handler) as i128),
-        ("size ucp_mem_map_params_t".into(), size_of::<UcpMemMapParams>() as i128),
-        ("off ucp_mem_map_params_t.length".into(), offset_of!(UcpMemMapParams, length) as i128),
-        ("off ucp_mem_map_params_t.flags".into(), offset_of!(UcpMemMapParams, flags) as i128),
-        ("size ucp_mem_attr_t".into(), size_of::<UcpMemAttr>() as i128),
-        ("off ucp_mem_attr_t.address".into(), offset_of!(UcpMemAttr, address) as i128),
-        ("off ucp_mem_attr_t.length".into(), offset_of!(UcpMemAttr, length) as i128),
-        ("size ucp_request_param_t".into(), size_of::<UcpRequestParam>() as i128),
-        ("off ucp_request_param_t.request".into(), offset_of!(UcpRequestParam, request) as i128),
-        ("off ucp_request_param_t.memh".into(), offset_of!(UcpRequestParam, memh) as i128),
-        ("off ucp_request_param_t.flags".into(), offset_of!(UcpRequestParam, flags) as i128),
+        (
+            "off ucp_params_t.features".into(),
+            offset_of!(UcpParams, features) as i128,
+        ),
+        (
+            "off ucp_params_t.name".into(),
+            offset_of!(UcpParams, name) as i128,
+        ),
+        (
+            "size ucp_context_attr_t".into(),
+            size_of::<UcpContextAttr>() as i128,
+        ),
+        (
+            "off ucp_context_attr_t.request_size".into(),
+            offset_of!(UcpContextAttr, request_size) as i128,
+        ),
+        (
+            "size ucp_worker_params_t".into(),
+            size_of::<UcpWorkerParams>() as i128,
+        ),
+        (
+            "off ucp_worker_params_t.thread_mode".into(),
+            offset_of!(UcpWorkerParams, thread_mode) as i128,
+        ),
+        (
+            "size ucp_ep_params_t".into(),
+            size_of::<UcpEpParams>() as i128,
+        ),
+        (
+            "off ucp_ep_params_t.address".into(),
+            offset_of!(UcpEpParams, address) as i128,
+        ),
+        (
+            "off ucp_ep_params_t.err_mode".into(),
+            offset_of!(UcpEpParams, err_mode) as i128,
+        ),
+        (
+            "off ucp_ep_params_t.err_handler".into(),
+            offset_of!(UcpEpParams, err_handler) as i128,
+        ),
+        (
+            "size ucp_mem_map_params_t".into(),
+            size_of::<UcpMemMapParams>() as i128,
+        ),
+        (
+            "off ucp_mem_map_params_t.length".into(),
+            offset_of!(UcpMemMapParams, length) as i128,
+        ),
+        (
+            "off ucp_mem_map_params_t.flags".into(),
+            offset_of!(UcpMemMapParams, flags) as i128,
+        ),
+        (
+            "size ucp_mem_attr_t".into(),
+            size_of::<UcpMemAttr>() as i128,
+        ),
+        (
+            "off ucp_mem_attr_t.address".into(),
+            offset_of!(UcpMemAttr, address) as i128,
+        ),
+        (
+            "off ucp_mem_attr_t.length".into(),
+            offset_of!(UcpMemAttr, length) as i128,
+        ),
+        (
+            "size ucp_request_param_t".into(),
+            size_of::<UcpRequestParam>() as i128,
+        ),
+        (
+            "off ucp_request_param_t.request".into(),
+            offset_of!(UcpRequestParam, request) as i128,
+        ),
+        (
+            "off ucp_request_param_t.memh".into(),
+            offset_of!(UcpRequestParam, memh) as i128,
+        ),
+        (
+            "off ucp_request_param_t.flags".into(),
+            offset_of!(UcpRequestParam, flags) as i128,
+        ),
         ("size ucs_status_t".into(), size_of::<Status>() as i128),
-        ("const UCP_PARAM_FIELD_FEATURES".into(), UCP_PARAM_FIELD_FEATURES.into()),
-        ("const UCP_PARAM_FIELD_NAME".into(), UCP_PARAM_FIELD_NAME.into()),
+        (
+            "const UCP_PARAM_FIELD_FEATURES".into(),
+            UCP_PARAM_FIELD_FEATURES.into(),
+        ),
+        (
+            "const UCP_PARAM_FIELD_NAME".into(),
+            UCP_PARAM_FIELD_NAME.into(),
+        ),
         ("const UCP_FEATURE_RMA".into(), UCP_FEATURE_RMA.into()),
         ("const UCP_FEATURE_WAKEUP".into(), UCP_FEATURE_WAKEUP.into()),
-        ("const UCP_ATTR_FIELD_REQUEST_SIZE".into(), UCP_ATTR_FIELD_REQUEST_SIZE.into()),
-        ("const UCP_WORKER_PARAM_FIELD_THREAD_MODE".into(), UCP_WORKER_PARAM_FIELD_THREAD_MODE.into()),
-        ("const UCS_THREAD_MODE_SERIALIZED".into(), UCS_THREAD_MODE_SERIALIZED.into()),
-        ("const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS".into(), UCP_EP_PARAM_FIELD_REMOTE_ADDRESS.into()),
-        ("const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE".into(), UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE.into()),
-        ("const UCP_ERR_HANDLING_MODE_NONE".into(), UCP_ERR_HANDLING_MODE_NONE.into()),
-        ("const UCP_EP_CLOSE_FLAG_FORCE".into(), UCP_EP_CLOSE_FLAG_FORCE.into()),
-        ("const UCP_MEM_MAP_PARAM_FIELD_ADDRESS".into(), UCP_MEM_MAP_PARAM_FIELD_ADDRESS.into()),
-        ("const UCP_MEM_MAP_PARAM_FIELD_LENGTH".into(), UCP_MEM_MAP_PARAM_FIELD_LENGTH.into()),
-        ("const UCP_MEM_MAP_PARAM_FIELD_FLAGS".into(), UCP_MEM_MAP_PARAM_FIELD_FLAGS.into()),
-        ("const UCP_MEM_MAP_ALLOCATE".into(), UCP_MEM_MAP_ALLOCATE.into()),
-        ("const UCP_MEM_ATTR_FIELD_ADDRESS".into(), UCP_MEM_ATTR_FIELD_ADDRESS.into()),
-        ("const UCP_MEM_ATTR_FIELD_LENGTH".into(), UCP_MEM_ATTR_FIELD_LENGTH.into()),
-        ("const UCP_OP_ATTR_FIELD_REQUEST".into(), UCP_OP_ATTR_FIELD_REQUEST.into()),
-        ("const UCP_OP_ATTR_FIELD_FLAGS".into(), UCP_OP_ATTR_FIELD_FLAGS.into()),
-        ("const UCP_OP_ATTR_FIELD_MEMH".into(), UCP_OP_ATTR_FIELD_MEMH.into()),
+        (
+            "const UCP_ATTR_FIELD_REQUEST_SIZE".into(),
+            UCP_ATTR_FIELD_REQUEST_SIZE.into(),
+        ),
+        (
+            "const UCP_WORKER_PARAM_FIELD_THREAD_MODE".into(),
+            UCP_WORKER_PARAM_FIELD_THREAD_MODE.into(),
+        ),
+        (
+            "const UCS_THREAD_MODE_SERIALIZED".into(),
+            UCS_THREAD_MODE_SERIALIZED.into(),
+        ),
+        (
+            "const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS".into(),
+            UCP_EP_PARAM_FIELD_REMOTE_ADDRESS.into(),
+        ),
+        (
+            "const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE".into(),
+            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE.into(),
+        ),
+        (
+            "const UCP_ERR_HANDLING_MODE_NONE".into(),
+            UCP_ERR_HANDLING_MODE_NONE.into(),
+        ),
+        (
+            "const UCP_EP_CLOSE_FLAG_FORCE".into(),
+            UCP_EP_CLOSE_FLAG_FORCE.into(),
+        ),
+        (
+            "const UCP_MEM_MAP_PARAM_FIELD_ADDRESS".into(),
+            UCP_MEM_MAP_PARAM_FIELD_ADDRESS.into(),
+        ),
+        (
+            "const UCP_MEM_MAP_PARAM_FIELD_LENGTH".into(),
+            UCP_MEM_MAP_PARAM_FIELD_LENGTH.into(),
+        ),
+        (
+            "const UCP_MEM_MAP_PARAM_FIELD_FLAGS".into(),
+            UCP_MEM_MAP_PARAM_FIELD_FLAGS.into(),
+        ),
+        (
+            "const UCP_MEM_MAP_ALLOCATE".into(),
+            UCP_MEM_MAP_ALLOCATE.into(),
+        ),
+        (
+            "const UCP_MEM_ATTR_FIELD_ADDRESS".into(),
+            UCP_MEM_ATTR_FIELD_ADDRESS.into(),
+        ),
+        (
+            "const UCP_MEM_ATTR_FIELD_LENGTH".into(),
+            UCP_MEM_ATTR_FIELD_LENGTH.into(),
+        ),
+        (
+            "const UCP_OP_ATTR_FIELD_REQUEST".into(),
+            UCP_OP_ATTR_FIELD_REQUEST.into(),
+        ),
+        (
+            "const UCP_OP_ATTR_FIELD_FLAGS".into(),
+            UCP_OP_ATTR_FIELD_FLAGS.into(),
+        ),
+        (
+            "const UCP_OP_ATTR_FIELD_MEMH".into(),
+            UCP_OP_ATTR_FIELD_MEMH.into(),
+        ),
         ("const UCS_OK".into(), UCS_OK.into()),
         ("const UCS_INPROGRESS".into(), UCS_INPROGRESS.into()),
         ("const UCS_ERR_LAST".into(), UCS_ERR_LAST as i128),
@@ -114,7 +228,10 @@ fn declarations_match_the_installed_headers() {
             .find(|l| l.rsplit_once(' ').is_some_and(|(k, _)| k == key))
             .unwrap_or_else(|| panic!("{key} not printed by the ABI program"));
         let got: i128 = line.rsplit_once(' ').unwrap().1.parse().unwrap();
-        assert_eq!(got, value, "{key}: the header says {got}, the binding {value}");
+        assert_eq!(
+            got, value,
+            "{key}: the header says {got}, the binding {value}"
+        );
     }
 }
 

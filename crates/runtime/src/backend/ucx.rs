@@ -145,7 +145,10 @@ impl UcxPages {
         if addresses.len() > 64 {
             return Err(ucx::UcxError::Call {
                 call: "connect",
-                status: format!("{} servers; UCX pages reach at most 64 (use FARMEM_TRANSPORT=socket)", addresses.len()),
+                status: format!(
+                    "{} servers; UCX pages reach at most 64 (use FARMEM_TRANSPORT=socket)",
+                    addresses.len()
+                ),
             });
         }
         let ctx = Context::new(c"farmem", false, &[])?;
@@ -235,10 +238,12 @@ impl UcxPages {
         let mut keys = Vec::with_capacity(self.lanes.len());
         for i in 0..self.lanes.len() {
             let held = self.hold(i);
-            let key = held.inner().eps[s].unpack(&packed).map_err(|e| BackendError::Protocol {
-                server: format!("#{s}"),
-                why: format!("its remote key does not unpack: {e}"),
-            })?;
+            let key = held.inner().eps[s]
+                .unpack(&packed)
+                .map_err(|e| BackendError::Protocol {
+                    server: format!("#{s}"),
+                    why: format!("its remote key does not unpack: {e}"),
+                })?;
             if s == 0 && c == 0 && i == 0 {
                 self.local.store(key.is_local(base), Ordering::Relaxed);
             }
@@ -382,7 +387,12 @@ impl UcxPages {
 
     /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
     /// server `from[i]`, all gets in flight at once.
-    pub(crate) fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
+    pub(crate) fn read(
+        &self,
+        pages: &[u64],
+        from: &[usize],
+        buf: &mut [u8],
+    ) -> Result<(), Failure> {
         let held = self.any_lane()?;
         let inner = held.inner();
         let mut pending = [(0usize, 0usize); MAXB];
@@ -454,7 +464,9 @@ impl UcxPages {
         for (i, (&p, d)) in pages.iter().zip(data).enumerate() {
             // SAFETY: the staging area holds MAXB pages and i < MAXB; `d` is
             // one page the runtime keeps write-protected meanwhile.
-            unsafe { std::ptr::copy_nonoverlapping(d.as_ptr(), staging.add(i * PAGE_SIZE), PAGE_SIZE) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(d.as_ptr(), staging.add(i * PAGE_SIZE), PAGE_SIZE)
+            };
             for (k, s) in to[i].iter().enumerate() {
                 let Some(s) = *s else { break };
                 let Some(keys) = self.keys(s, p) else {

@@ -40,3 +40,12 @@ impl Drop for Region {
         self.rt.free(self.ptr.cast()).unwrap();
     }
 }
+
+/// `cfg` with `transport=` from the environment's `FARMEM_TRANSPORT`, so
+/// scripts/test.sh runs the same test over sockets and over UCX.
+pub fn with_transport(cfg: &str) -> String {
+    match std::env::var("FARMEM_TRANSPORT") {
+        Ok(t) if !t.is_empty() => format!("{cfg} transport={t}"),
+        _ => cfg.to_string(),
+    }
+}

@@ -1,0 +1,311 @@
+//! One connection's state: who holds it, its request tags, and the
+//! replies it still owes (write acknowledgements and asynchronous reads),
+//! oldest first; and the calls that use it: send, drain, read, write, free.
+
+use super::reply::{check_reply, frame_u32, read_header, recv_reply, select};
+use super::{RemoteBackend, Server};
+use crate::backend::transport::Transport;
+use crate::backend::BackendError;
+use farmem_sys::net::MAX_IOV;
+use farmem_sys::PAGE_SIZE;
+use farmem_wire::{Frame, Op};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+pub(super) struct Conn {
+    pub(super) busy: AtomicBool,
+    pub(super) link: Box<dyn Transport>,
+    pub(super) tag: AtomicU32,
+    /// Requests sent whose replies are still unread, oldest first. Only the
+    /// holder of `busy` touches it.
+    pending: UnsafeCell<Pending>,
+}
+
+// SAFETY: `pending` (and the buffers its reads point to) is only accessed by
+// the thread holding `busy`, which is taken with Acquire and released with
+// Release ordering.
+unsafe impl Sync for Conn {}
+// SAFETY: as above; the raw buffer pointers are owned by the runtime's fetch
+// slots for as long as the read is pending.
+unsafe impl Send for Conn {}
+
+/// Replies one connection may owe before a new request drains them: enough
+/// to keep the pipe busy, few enough that an error surfaces soon after the
+/// request that caused it.
+pub(super) const MAX_PENDING: usize = 16;
+
+#[derive(Clone, Copy)]
+pub(super) enum Owed {
+    /// A write's acknowledgement, for `pages` pages.
+    Ack { tag: u32, pages: u32 },
+    /// An asynchronous read of `pages` pages from `first` on, to land in
+    /// `buf`.
+    Read {
+        tag: u32,
+        first: u64,
+        pages: u32,
+        buf: *mut u8,
+        token: u64,
+    },
+}
+
+pub(super) struct Pending {
+    q: [Owed; MAX_PENDING],
+    head: usize,
+    pub(super) len: usize,
+}
+
+impl Pending {
+    pub(super) fn new() -> Pending {
+        Pending {
+            q: [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING],
+            head: 0,
+            len: 0,
+        }
+    }
+    pub(super) fn push(&mut self, o: Owed) {
+        debug_assert!(self.len < MAX_PENDING);
+        self.q[(self.head + self.len) % MAX_PENDING] = o;
+        self.len += 1;
+    }
+    pub(super) fn front(&self) -> Option<Owed> {
+        (self.len > 0).then(|| self.q[self.head])
+    }
+    pub(super) fn pop(&mut self) -> Option<Owed> {
+        if self.len == 0 {
+            return None;
+        }
+        let o = self.q[self.head];
+        self.head = (self.head + 1) % MAX_PENDING;
+        self.len -= 1;
+        Some(o)
+    }
+}
+
+impl Conn {
+    /// A connection not yet used.
+    pub(super) fn new(link: Box<dyn Transport>) -> Conn {
+        Conn {
+            busy: AtomicBool::new(false),
+            link,
+            tag: AtomicU32::new(1),
+            pending: UnsafeCell::new(Pending::new()),
+        }
+    }
+}
+
+impl RemoteBackend {
+    /// Take connection `c` of server `s` (spinning while another thread holds it).
+    pub(super) fn acquire(&self, s: usize, c: usize) -> &Conn {
+        let conn = &self.servers[s].conns[c];
+        let mut spins = 0u32;
+        while conn
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            spins += 1;
+            if spins.is_multiple_of(32) {
+                farmem_sys::sched_yield();
+            } else {
+                farmem_sys::cpu_relax();
+            }
+        }
+        conn
+    }
+
+    /// The pending replies of `conn`, which the caller holds.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) fn pending<'a>(&self, conn: &'a Conn) -> &'a mut Pending {
+        debug_assert!(conn.busy.load(Ordering::Relaxed));
+        // SAFETY: the caller holds `conn.busy`, so no other thread touches
+        // `pending` until it is released (see `Conn`).
+        unsafe { &mut *conn.pending.get() }
+    }
+
+    /// Receive every reply `conn` (held) still owes, in order: write
+    /// acknowledgements, and asynchronous reads, each installed by the
+    /// completion function as soon as its pages are in.
+    ///
+    /// An entry leaves the queue only once its reply is in, so after an
+    /// error the queue still holds every reply owed, for [`Self::fail_over`].
+    pub(super) fn drain(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
+        while let Some(o) = self.pending(conn).front() {
+            match o {
+                Owed::Ack { tag, .. } => {
+                    let h = read_header(server, &*conn.link, self.wait)?;
+                    check_reply(server, &*conn.link, &h, Op::WriteOk, tag, 0, self.wait)?;
+                    self.pending(conn).pop();
+                }
+                Owed::Read {
+                    tag,
+                    pages,
+                    buf,
+                    token,
+                    ..
+                } => {
+                    // SAFETY: `read_async`'s caller keeps `buf` valid and
+                    // untouched for `pages` pages until this completion.
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE) };
+                    recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
+                    self.pending(conn).pop();
+                    if let Some(done) = self.complete.get() {
+                        done(token);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Take connection `c` of server `s`, receive what it owes, release it.
+    pub(super) fn drain_conn(&self, s: usize, c: usize) -> Result<(), BackendError> {
+        let conn = self.acquire(s, c);
+        let r = self.drain(&self.servers[s], conn);
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Send a Read request for the pages of `pages` at positions `idx` on
+    /// `conn` (held); returns its tag.
+    pub(super) fn send_read(
+        &self,
+        server: &Server,
+        conn: &Conn,
+        pages: &[u64],
+        idx: &[usize],
+    ) -> Result<u32, BackendError> {
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        let list = select(pages, idx);
+        let head = Frame::Read {
+            pages: &list[..idx.len()],
+        }
+        .encode(tag);
+        conn.link
+            .send(&[&head], self.wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+        Ok(tag)
+    }
+
+    /// Make room for one more owed reply on `conn` (held).
+    pub(super) fn room(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
+        if self.pending(conn).len >= MAX_PENDING {
+            self.drain(server, conn)?;
+        }
+        Ok(())
+    }
+
+    /// Read the pages of `pages` held by server `s` (at positions `idx`) into `buf`.
+    pub(super) fn read_from(
+        &self,
+        (s, c): (usize, usize),
+        pages: &[u64],
+        idx: &[usize],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let server = &self.servers[s];
+        let conn = self.acquire(s, c);
+        let r = (|| {
+            let tag = self.send_read(server, conn, pages, idx)?;
+            let n = idx.len();
+            let io_err = |source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            };
+            // Earlier requests' replies come first; this one is already on
+            // its way meanwhile.
+            self.drain(server, conn)?;
+            // Common case: the whole batch, in order: receive header and
+            // pages with one scattered recvmsg, straight into place.
+            let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
+            if contiguous {
+                let start = idx[0] * PAGE_SIZE;
+                let dst = &mut buf[start..start + n * PAGE_SIZE];
+                recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
+            } else {
+                let h = read_header(server, &*conn.link, self.wait)?;
+                let len = frame_u32(n * PAGE_SIZE);
+                check_reply(server, &*conn.link, &h, Op::ReadOk, tag, len, self.wait)?;
+                for &i in idx {
+                    let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                    conn.link.recv_exact(dst, self.wait).map_err(io_err)?;
+                }
+            }
+            Ok(())
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    pub(super) fn write_to(
+        &self,
+        (s, c): (usize, usize),
+        pages: &[u64],
+        data: &[&[u8]],
+        idx: &[usize],
+    ) -> Result<(), BackendError> {
+        let server = &self.servers[s];
+        let conn = self.acquire(s, c);
+        let r = (|| {
+            self.room(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let n = idx.len();
+            let list = select(pages, idx);
+            let head = Frame::Write { pages: &list[..n] }.encode(tag);
+            let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
+            parts[0] = &head;
+            for (k, &i) in idx.iter().enumerate() {
+                parts[1 + k] = data[i];
+            }
+            conn.link
+                .send(&parts[..1 + n], self.wait)
+                .map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                })?;
+            // Sent: the data is in the socket buffer. The reply is read by
+            // the next request on this connection (see the module comment).
+            self.pending(conn).push(Owed::Ack {
+                tag,
+                pages: frame_u32(n),
+            });
+            Ok(())
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Free `[start, start+n)` on server `s`, after draining its connections
+    /// (see `Backend::free`).
+    pub(super) fn free_on(
+        &self,
+        s: usize,
+        server: &Server,
+        start: u64,
+        n: u64,
+    ) -> Result<(), BackendError> {
+        for c in 1..server.conns.len() {
+            self.drain_conn(s, c)?;
+        }
+        let conn = self.acquire(s, 0);
+        let r = (|| {
+            self.drain(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let head = Frame::Free { start, pages: n }.encode(tag);
+            conn.link
+                .send(&[&head], self.wait)
+                .map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                })?;
+            let h = read_header(server, &*conn.link, self.wait)?;
+            check_reply(server, &*conn.link, &h, Op::FreeOk, tag, 0, self.wait)
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+}

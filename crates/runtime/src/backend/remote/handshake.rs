@@ -1,0 +1,144 @@
+//! Greeting a server on a new connection: the mutual HMAC handshake (over
+//! TCP, when there is a secret), Hello with the session's token, and on the
+//! first connection UcxOpen, after which the session's pages may move
+//! one-sided. Nothing of UCX is asked for before the handshake passed.
+
+use super::reply::{expect_reply, frame_u32, recv_blob};
+use super::Server;
+use crate::backend::transport::Transport;
+use crate::backend::BackendError;
+use farmem_sys::net::Wait;
+use farmem_sys::PAGE_SIZE;
+use farmem_wire::auth::{self, Secret};
+use farmem_wire::{self as wire, Frame, Header, Op, Reply};
+use std::io;
+
+/// Prove this client holds the shared secret, and check that the server
+/// does (see `farmem_wire::auth`).
+pub(super) fn authenticate(
+    server: &Server,
+    link: &dyn Transport,
+    secret: &Secret,
+    wait: Wait,
+) -> Result<(), BackendError> {
+    let io_err = |source| BackendError::Io {
+        server: server.name.clone(),
+        source,
+    };
+    let mut cn = [0u8; auth::NONCE_LEN];
+    if !farmem_sys::process::random_bytes(&mut cn) {
+        return Err(io_err(io::Error::other(
+            "getrandom failed: no nonce for the handshake",
+        )));
+    }
+    link.send(&[&Frame::Auth { nonce: &cn }.encode(0)], wait)
+        .map_err(io_err)?;
+    let mut payload = [0u8; auth::NONCE_LEN + auth::MAC_LEN];
+    let h = expect_reply(server, link, Op::AuthChallenge, 0, &mut payload, wait)?;
+    let Ok(Reply::AuthChallenge { nonce: sn, proof }) = wire::decode_reply(&h, &payload) else {
+        return Err(BackendError::Protocol {
+            server: server.name.clone(),
+            why: "an AuthChallenge that does not decode".into(),
+        });
+    };
+    if !secret.verify_server(&cn, &sn, &proof) {
+        return Err(BackendError::Auth {
+            server: server.name.clone(),
+            why: format!(
+                "it did not prove it holds the secret in {}: its secret file differs from this client's",
+                secret.path().display()
+            ),
+        });
+    }
+    let mine = secret.client_proof(&cn, &sn);
+    link.send(&[&Frame::AuthProof { proof: &mine }.encode(0)], wait)
+        .map_err(io_err)?;
+    expect_reply(server, link, Op::AuthOk, 0, &mut [], wait)?;
+    Ok(())
+}
+
+pub(super) fn random_token() -> [u8; wire::TOKEN_LEN] {
+    let mut t = [0u8; wire::TOKEN_LEN];
+    if !farmem_sys::process::random_bytes(&mut t) {
+        // Fall back to time and pid: the token only separates sessions.
+        let seed = farmem_sys::now_ns() ^ ((std::process::id() as u64) << 32);
+        t[..8].copy_from_slice(&seed.to_le_bytes());
+    }
+    t
+}
+
+/// Say Hello with `token` on `link`: join (or open) the session of
+/// `max_pages` pages, and check the server's page size.
+pub(super) fn hello(
+    server: &Server,
+    link: &dyn Transport,
+    token: &[u8; wire::TOKEN_LEN],
+    max_pages: u64,
+    wait: Wait,
+) -> Result<(), BackendError> {
+    let hello = Frame::Hello { token, max_pages }.encode(0);
+    link.send(&[&hello], wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
+    let mut payload = [0u8; 24];
+    let h = expect_reply(server, link, Op::HelloOk, 0, &mut payload, wait)?;
+    if let Ok(Reply::HelloOk { page_size, .. }) = wire::decode_reply(&h, &payload) {
+        if page_size != PAGE_SIZE as u64 {
+            return Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!(
+                    "the server keeps {page_size}-byte pages; this client needs {PAGE_SIZE}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Ask the server behind `link` (this session's first connection) to move
+/// the session's pages onto UCX: its chunk size and worker address, or
+/// None where it has no UCX and `required` is false.
+pub(super) fn open_ucx(
+    server: &Server,
+    link: &dyn Transport,
+    wait: Wait,
+    required: bool,
+) -> Result<Option<(u64, Vec<u8>)>, BackendError> {
+    link.send(&[&Frame::UcxOpen.encode(0)], wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
+    let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
+    let n = match recv_blob(server, link, Op::UcxOpenOk, 0, &mut payload, wait) {
+        Ok(n) => n,
+        Err(BackendError::Refused {
+            code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
+            message,
+            ..
+        }) if !required => {
+            let _ = message;
+            return Ok(None);
+        }
+        Err(BackendError::Refused { message, .. }) if required => {
+            return Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!("FARMEM_TRANSPORT=ucx, and the server cannot: {message}"),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let h = Header::new(Op::UcxOpenOk, 0, 0, frame_u32(n));
+    match wire::decode_reply(&h, &payload[..n]) {
+        Ok(Reply::UcxOpenOk {
+            chunk_pages,
+            address,
+        }) if chunk_pages > 0 => Ok(Some((chunk_pages, address.to_vec()))),
+        other => Err(BackendError::Protocol {
+            server: server.name.clone(),
+            why: format!("a UcxOpenOk that does not decode: {other:?}"),
+        }),
+    }
+}

@@ -1,0 +1,588 @@
+//! Pages striped over `farmem serve` memory servers.
+//!
+//! **Write-back does not wait for its acknowledgement.** A write request is
+//! complete for the runtime once `send` has copied it into the socket buffer:
+//! the arena pages can be unmapped at once. Its `WriteOk` is read later, by
+//! the next request on that connection (replies come in request order), and
+//! an error there stops the program as a failed write-back would.
+//!
+//! Hazard: a refault could overtake its own write-back. Thread A evicts page
+//! p and sends `Write p` on connection 1, not waiting; thread B faults p back
+//! and sends `Read p` on connection 2; the server serves connection 2 first
+//! and returns the old bytes. So every page has one connection (its *route*:
+//! server by stripe, connection by stripe within the server), and a server
+//! serves one connection's requests in order: `Read p` queues behind
+//! `Write p`. `free` drains every connection first, so a Free cannot overtake
+//! a write either.
+//!
+//! **Replicas** (`FARMEM_REPLICAS`): copy k of a page lives on the server
+//! after its primary's k places further on (by stripe), on that server's
+//! connection for the page, so the ordering above holds on every copy.
+//! A write goes to every live copy and, unlike a single copy's, waits for
+//! every acknowledgement before the page may leave local memory; a read
+//! goes to the first live one. An I/O
+//! or protocol error on a server marks it down for good (one warning line),
+//! and the replies it still owed are *salvaged*: an owed read is read again
+//! from the next live copy into the same buffer and completed; an owed
+//! write acknowledgement counts its pages as kept on fewer copies. Then the
+//! failed request is retried on the next copy. With one copy left and that
+//! server lost, the error reaches the runtime, which stops the program
+//! naming the server: never zeros.
+//!
+//! Hazard: the failed-over read must not overtake the write it should see.
+//! Thread A evicts p: `Write p` to primary P (conn P1) and replica R (conn
+//! R1). P dies. Thread B faults p: the read fails on P, so B reads p from R,
+//! on R1, behind A's `Write p` there. Had B used any other connection of R,
+//! it could get the old bytes; [`RemoteBackend::route`] gives every copy of
+//! a page one connection.
+
+mod conn;
+mod handshake;
+mod one_sided;
+mod replicas;
+mod reply;
+#[cfg(test)]
+mod tests;
+
+use super::transport::{StreamSocket, Transport};
+use super::ucx::UcxPages;
+use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use crate::config::Config;
+use crate::config::Transport as Choice;
+use conn::{Conn, Owed};
+use farmem_sys::net::Wait;
+use farmem_wire::{ServerAddr, TOKEN_LEN};
+use handshake::{authenticate, hello, open_ucx, random_token};
+use reply::frame_u32;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+struct Server {
+    name: String,
+    conns: Vec<Conn>,
+    /// Lost for good: nothing is routed to it any more.
+    down: AtomicBool,
+}
+
+/// Pages striped over `farmem serve` memory servers.
+pub struct RemoteBackend {
+    servers: Vec<Server>,
+    stripe: u64,
+    wait: Wait,
+    /// Copies of every page, on as many different servers.
+    replicas: usize,
+    /// Pages whose write reached fewer than `replicas` servers.
+    under_replicated: std::sync::atomic::AtomicU64,
+    /// Installs a completed asynchronous read (the runtime's).
+    complete: OnceLock<fn(u64)>,
+    /// One-sided page I/O, when the session moved onto UCX: then every
+    /// page read and write goes there, and the connections carry only
+    /// control messages (grants, Free).
+    ucx: Option<UcxPages>,
+}
+
+/// Whether this host has an RDMA device (`/sys/class/infiniband`).
+fn has_rdma_device() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+}
+
+/// One server's connections, made but not yet greeted: what
+/// [`RemoteBackend::from_links`] takes (sockets from [`RemoteBackend::connect`],
+/// or a test's fake links).
+pub(crate) struct Links {
+    pub(crate) name: String,
+    pub(crate) links: Vec<Box<dyn Transport>>,
+}
+
+impl RemoteBackend {
+    /// Connect `cfg.conns` connections to each server and open one session
+    /// (a fresh random token) spanning `max_pages` pages.
+    pub fn connect(
+        cfg: &Config,
+        servers: &[ServerAddr],
+        max_pages: u64,
+    ) -> Result<RemoteBackend, BackendError> {
+        let mut all = Vec::with_capacity(servers.len());
+        for addr in servers {
+            let name = addr.to_string();
+            let mut links: Vec<Box<dyn Transport>> = Vec::with_capacity(cfg.conns);
+            for _ in 0..cfg.conns {
+                let link = StreamSocket::connect(addr, cfg.timeout_ms).map_err(|source| {
+                    BackendError::Connect {
+                        server: name.clone(),
+                        source,
+                    }
+                })?;
+                links.push(Box::new(link));
+            }
+            all.push(Links { name, links });
+        }
+        RemoteBackend::from_links(cfg, all, max_pages, random_token())
+    }
+
+    /// Greet every connection of every server (the handshake where needed,
+    /// Hello with `token`), move the session onto UCX where `cfg.transport`
+    /// says so, and stripe pages over the servers in the order given.
+    pub(crate) fn from_links(
+        cfg: &Config,
+        servers: Vec<Links>,
+        max_pages: u64,
+        token: [u8; TOKEN_LEN],
+    ) -> Result<RemoteBackend, BackendError> {
+        let names = || {
+            servers
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        if cfg.replicas > servers.len() {
+            return Err(BackendError::Protocol {
+                server: names(),
+                why: format!(
+                    "FARMEM_REPLICAS={} needs at least {} servers, and {} are given (FARMEM_SERVERS)",
+                    cfg.replicas,
+                    cfg.replicas,
+                    servers.len()
+                ),
+            });
+        }
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        let secret = farmem_wire::auth::find(cfg.secret_file.as_deref(), home.as_deref())?;
+        let wait = Wait {
+            spin_ns: cfg.spin_us * 1000,
+            timeout_ns: cfg.timeout_ms * 1_000_000,
+        };
+        // Whether to ask for UCX: decided before any server is asked, from
+        // what this side knows (see FARMEM_TRANSPORT's `auto` rule); the
+        // same-host half is checked per server below.
+        let want_ucx = match cfg.transport {
+            Choice::Socket => false,
+            Choice::Ucx => {
+                farmem_sys::ucx::available().map_err(|e| BackendError::Protocol {
+                    server: names(),
+                    why: format!("FARMEM_TRANSPORT=ucx: {e}"),
+                })?;
+                true
+            }
+            Choice::Auto => farmem_sys::ucx::available().is_ok(),
+        };
+        let rdma = has_rdma_device();
+        let mut ucx_addrs: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut chunk_pages = 0u64;
+        let mut out = Vec::with_capacity(servers.len());
+        for Links { name, links } in servers {
+            let server = Server {
+                name,
+                conns: links.into_iter().map(Conn::new).collect(),
+                down: AtomicBool::new(false),
+            };
+            for (c, conn) in server.conns.iter().enumerate() {
+                let link = &*conn.link;
+                if let (Some(secret), false) = (&secret, link.is_local()) {
+                    authenticate(&server, link, secret, wait)?;
+                }
+                hello(&server, link, &token, max_pages, wait)?;
+                if c > 0 {
+                    continue;
+                }
+                let ask = want_ucx && (cfg.transport == Choice::Ucx || rdma || link.same_host());
+                let got = if ask {
+                    open_ucx(&server, link, wait, cfg.transport == Choice::Ucx)?
+                } else {
+                    None
+                };
+                if let Some((pages, _)) = &got {
+                    if chunk_pages != 0 && chunk_pages != *pages {
+                        return Err(BackendError::Protocol {
+                            server: server.name.clone(),
+                            why: format!(
+                                "its UCX chunks are {pages} pages, another server's {chunk_pages}"
+                            ),
+                        });
+                    }
+                    chunk_pages = *pages;
+                }
+                ucx_addrs.push(got.map(|(_, a)| a));
+            }
+            out.push(server);
+        }
+        // UCX only when every server offers it: pages of one session move
+        // one way.
+        let ucx = if want_ucx && ucx_addrs.iter().all(Option::is_some) {
+            let addrs: Vec<Vec<u8>> = ucx_addrs.into_iter().flatten().collect();
+            Some(
+                UcxPages::new(&addrs, max_pages, chunk_pages, wait.timeout_ns).map_err(|e| {
+                    BackendError::Protocol {
+                        server: out
+                            .iter()
+                            .map(|s| s.name.clone())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        why: format!("cannot set up UCX: {e}"),
+                    }
+                })?,
+            )
+        } else {
+            if cfg.transport == Choice::Ucx {
+                let without: Vec<String> = out
+                    .iter()
+                    .zip(&ucx_addrs)
+                    .filter(|(_, a)| a.is_none())
+                    .map(|(s, _)| s.name.clone())
+                    .collect();
+                return Err(BackendError::Protocol {
+                    server: without.join(","),
+                    why: "FARMEM_TRANSPORT=ucx, and UCX was not set up with it".into(),
+                });
+            }
+            None
+        };
+        Ok(RemoteBackend {
+            servers: out,
+            stripe: cfg.stripe_pages,
+            wait,
+            replicas: cfg.replicas,
+            under_replicated: std::sync::atomic::AtomicU64::new(0),
+            complete: OnceLock::new(),
+            ucx,
+        })
+    }
+
+    /// The server and the connection that carry every request for copy `k`
+    /// of `page` (see the hazards in the module comment).
+    pub(super) fn route(&self, page: u64, k: usize) -> (usize, usize) {
+        let stripe = page / self.stripe;
+        let ns = self.servers.len() as u64;
+        let s = farmem_sys::usize_from((stripe + k as u64) % ns);
+        let c = farmem_sys::usize_from((stripe / ns) % self.servers[s].conns.len() as u64);
+        (s, c)
+    }
+
+    pub(super) fn is_down(&self, s: usize) -> bool {
+        self.servers[s].down.load(Ordering::Acquire)
+    }
+
+    /// The route of the first live copy of `page`, if any is left.
+    pub(super) fn live_route(&self, page: u64) -> Option<(usize, usize)> {
+        (0..self.replicas)
+            .map(|k| self.route(page, k))
+            .find(|&(s, _)| !self.is_down(s))
+    }
+
+    /// Group a batch's positions by route (server and connection), then call
+    /// `f` once per route, in order of first appearance.
+    pub(super) fn per_route(
+        &self,
+        pages: &[u64],
+        route_of: impl Fn(u64) -> (usize, usize),
+        mut f: impl FnMut((usize, usize), &[usize]) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        assert!(pages.len() <= MAX_PAGES_PER_CALL);
+        let mut done = [false; MAX_PAGES_PER_CALL];
+        for i in 0..pages.len() {
+            if done[i] {
+                continue;
+            }
+            let route = route_of(pages[i]);
+            let mut idx = [0usize; MAX_PAGES_PER_CALL];
+            let mut n = 0;
+            for (k, &p) in pages.iter().enumerate().skip(i) {
+                if !done[k] && route_of(p) == route {
+                    done[k] = true;
+                    idx[n] = k;
+                    n += 1;
+                }
+            }
+            f(route, &idx[..n])?;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for RemoteBackend {
+    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        if let Some(ucx) = &self.ucx {
+            return self.ucx_read(ucx, pages, buf);
+        }
+        // Each round reads from the first live copy of every page; a server
+        // lost meanwhile is failed over and the round tried again.
+        loop {
+            let mut lost = None;
+            let r = self.per_route(
+                pages,
+                |p| self.live_route(p).unwrap_or(self.route(p, 0)),
+                |r, idx| {
+                    let res = self.read_from(r, pages, idx, buf);
+                    match res {
+                        Err(e) if self.lost(&e) => {
+                            lost = Some((r.0, e));
+                            Ok(())
+                        }
+                        other => other,
+                    }
+                },
+            );
+            match lost {
+                Some((s, e)) => {
+                    self.fail_over(s, &e)?;
+                    if pages.iter().any(|&p| self.live_route(p).is_none()) {
+                        return Err(e);
+                    }
+                }
+                None => return r,
+            }
+        }
+    }
+
+    fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        if let Some(ucx) = &self.ucx {
+            return self.ucx_write(ucx, pages, data);
+        }
+        if self.replicas == 1 {
+            return self.per_route(
+                pages,
+                |p| self.route(p, 0),
+                |r, idx| self.write_to(r, pages, data, idx),
+            );
+        }
+        // Send to every live copy, then wait for every acknowledgement: with
+        // replicas, a page leaves local memory only once each live copy has
+        // stored it (with one copy the acknowledgement is read later; see
+        // the module comment). A copy whose server is lost is counted, and
+        // the write fails only if no copy of some page is left.
+        let mut sent = [[false; MAX_PAGES_PER_CALL]; crate::config::MAX_REPLICAS];
+        for (k, sent_k) in sent[..self.replicas].iter_mut().enumerate() {
+            *sent_k = self.on_copy(pages, k, |r, idx| {
+                self.write_to(r, pages, data, idx).map(|()| true)
+            })?;
+        }
+        let mut copies = [0u8; MAX_PAGES_PER_CALL];
+        for (k, sent_k) in sent[..self.replicas].iter().enumerate() {
+            // Routes group the same positions in both rounds, so one
+            // position tells whether the route's write was sent.
+            let acked = self.on_copy(pages, k, |r, idx| {
+                Ok(sent_k[idx[0]] && self.drain_conn(r.0, r.1).map(|()| true)?)
+            })?;
+            for (c, ok) in copies.iter_mut().zip(acked) {
+                *c += u8::from(ok);
+            }
+        }
+        for (i, &c) in copies[..pages.len()].iter().enumerate() {
+            if c == 0 {
+                return Err(BackendError::Io {
+                    server: self.holder(pages[i]),
+                    source: io::Error::other("every server holding a copy of this page is down"),
+                });
+            }
+            if (c as usize) < self.replicas {
+                self.under_replicated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
+    fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
+        // Every server may hold part of the range. Write-backs of these pages
+        // were all sent before the pages were released; draining every
+        // connection makes sure the server stored them before it frees.
+        for (s, server) in self.servers.iter().enumerate() {
+            if self.is_down(s) {
+                continue;
+            }
+            let r = self.free_on(s, server, start, n);
+            match r {
+                Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        let names: Vec<_> = self.servers.iter().map(|s| s.name.as_str()).collect();
+        format!("memory servers {}", names.join(","))
+    }
+
+    fn holder(&self, page: u64) -> String {
+        let names: Vec<&str> = (0..self.replicas)
+            .map(|k| self.servers[self.route(page, k).0].name.as_str())
+            .collect();
+        names.join(" and ")
+    }
+
+    fn distrust(&self, page: u64) -> bool {
+        if self.replicas == 1 {
+            return false;
+        }
+        let Some((s, _)) = self.live_route(page) else {
+            return false;
+        };
+        // Only the flag: this may run inside `drain` (an asynchronous read's
+        // completion) holding one of this server's connections, so no
+        // salvage here. The server still answers; what it owes arrives and
+        // is checked like any page. Hazard: the re-read that follows takes
+        // a connection of the next copy's server while this thread may hold
+        // one of the distrusted server's; a thread doing the same the other
+        // way round at once (two servers corrupting pages at the same
+        // moment) would wait for ever.
+        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+            use std::fmt::Write as _;
+            let mut m = crate::signals::MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",
+                self.servers[s].name
+            );
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+        self.live_route(page).is_some()
+    }
+
+    fn health(&self) -> Option<String> {
+        if self.replicas == 1 {
+            return None;
+        }
+        let ns = self.servers.len();
+        let down: Vec<usize> = (0..ns).filter(|&s| self.is_down(s)).collect();
+        let names: Vec<&str> = down
+            .iter()
+            .map(|&s| self.servers[s].name.as_str())
+            .collect();
+        // Copy k of stripe unit u is on server (u + k) % ns: the units with
+        // fewer live copies now are those with a copy on a lost server.
+        let short = (0..ns)
+            .filter(|u| (0..self.replicas).any(|k| down.contains(&((u + k) % ns))))
+            .count();
+        let under = self.under_replicated.load(Ordering::Relaxed);
+        Some(format!(
+            "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
+            self.replicas,
+            if names.is_empty() { "none".into() } else { names.join(", ") },
+            self.stripe,
+            self.replicas - 1,
+        ))
+    }
+
+    unsafe fn read_async(
+        &self,
+        pages: &[u64],
+        buf: *mut u8,
+        token: u64,
+    ) -> Result<bool, BackendError> {
+        if self.ucx.is_some() {
+            // Gets complete within the caller's own batch read.
+            return Ok(false);
+        }
+        let Some(route) = self.live_route(pages[0]) else {
+            // Every copy is down: the synchronous read reports it.
+            return Ok(false);
+        };
+        let (s, c) = route;
+        let server = &self.servers[s];
+        let conn = self.acquire(s, c);
+        let r = (|| {
+            self.room(server, conn)?;
+            let n = pages.len();
+            let idx: [usize; MAX_PAGES_PER_CALL] = std::array::from_fn(|i| i);
+            let tag = self.send_read(server, conn, pages, &idx[..n])?;
+            self.pending(conn).push(Owed::Read {
+                tag,
+                first: pages[0],
+                pages: frame_u32(n),
+                buf,
+                token,
+            });
+            Ok(true)
+        })();
+        conn.busy.store(false, Ordering::Release);
+        match r {
+            // Every error comes before the request is queued (the push
+            // is the last step): salvage what the server owed, and let the
+            // caller read synchronously from another copy.
+            Err(e) if self.lost(&e) => {
+                self.fail_over(s, &e)?;
+                Ok(false)
+            }
+            other => other,
+        }
+    }
+
+    fn progress(&self, page: u64) -> Result<(), BackendError> {
+        // Every copy's connection: a read owed by a server that is now down
+        // is salvaged here, or its page would wait for ever.
+        for k in 0..self.replicas {
+            let (s, c) = self.route(page, k);
+            if let Err(e) = self.drain_conn(s, c) {
+                if !self.lost(&e) {
+                    return Err(e);
+                }
+                self.fail_over(s, &e)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn progress_all(&self) -> Result<(), BackendError> {
+        for (s, server) in self.servers.iter().enumerate() {
+            for c in 0..server.conns.len() {
+                if let Err(e) = self.drain_conn(s, c) {
+                    if !self.lost(&e) {
+                        return Err(e);
+                    }
+                    self.fail_over(s, &e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn route_run(&self, page: u64) -> u64 {
+        self.stripe - page % self.stripe
+    }
+
+    fn set_completion(&self, f: fn(u64)) {
+        let _ = self.complete.set(f);
+    }
+
+    fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
+        let Some(ucx) = &self.ucx else {
+            return Ok(());
+        };
+        // Every server that holds a copy of a page of the range gets the
+        // page's chunk (pages sit at their own number's offset).
+        let end = first + n;
+        let mut p = first;
+        while p < end {
+            let run_end = (p + self.route_run(p)).min(end);
+            for k in 0..self.replicas {
+                let (s, _) = self.route(p, k);
+                if self.is_down(s) || ucx.granted(s, p) {
+                    continue;
+                }
+                let c = p / ucx.chunk_pages();
+                match ucx.ensure(s, c, || self.grant_on(s, c)) {
+                    Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                    other => other?,
+                }
+            }
+            p = run_end;
+        }
+        Ok(())
+    }
+
+    fn register_slots(&self, ptr: *mut u8, len: usize) {
+        if let Some(ucx) = &self.ucx {
+            ucx.register_slots(ptr, len);
+        }
+    }
+
+    fn transport(&self) -> &'static str {
+        match &self.ucx {
+            Some(u) if u.is_local() => "ucx (one-sided, shared memory)",
+            Some(_) => "ucx (one-sided)",
+            None => "socket",
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The remote backend over UCX: chunk grants on the control connection,
+//! page reads and writes through [`UcxPages`], and what a UCX failure means
+//! for replicas (a lost server is failed over as on sockets).
+
+use super::reply::{frame_u32, recv_blob};
+use super::RemoteBackend;
+use crate::backend::ucx::{Failure, UcxPages};
+use crate::backend::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use farmem_wire::{self as wire, Frame, Header, Op, Reply};
+use std::io;
+use std::sync::atomic::Ordering;
+
+impl RemoteBackend {
+    /// Ask server `s` for chunk `c` of this session's UCX pool.
+    pub(super) fn grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
+        let server = &self.servers[s];
+        let conn = self.acquire(s, 0);
+        let r = (|| {
+            self.drain(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            conn.link
+                .send(&[&Frame::UcxChunk { chunk: c }.encode(tag)], self.wait)
+                .map_err(|source| BackendError::Io {
+                    server: server.name.clone(),
+                    source,
+                })?;
+            let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
+            let n = recv_blob(
+                server,
+                &*conn.link,
+                Op::UcxChunkOk,
+                tag,
+                &mut payload,
+                self.wait,
+            )?;
+            let h = Header::new(Op::UcxChunkOk, tag, 0, frame_u32(n));
+            match wire::decode_reply(&h, &payload[..n]) {
+                Ok(Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
+                other => Err(BackendError::Protocol {
+                    server: server.name.clone(),
+                    why: format!("a UcxChunkOk that does not decode: {other:?}"),
+                }),
+            }
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Mark servers whose control connection closed as down (UCX over
+    /// shared memory sees no error of its own when a server dies).
+    pub(super) fn check_control(&self) -> Result<(), BackendError> {
+        for (s, server) in self.servers.iter().enumerate() {
+            if !self.is_down(s) && server.conns[0].link.closed() {
+                let e = BackendError::Io {
+                    server: server.name.clone(),
+                    source: io::Error::new(
+                        io::ErrorKind::ConnectionReset,
+                        "its control connection closed",
+                    ),
+                };
+                if !self.lost(&e) {
+                    return Err(e);
+                }
+                self.fail_over(s, &e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A UCX failure as the backend's error, and whether it means the
+    /// server is lost (then it is failed over and the batch retried).
+    pub(super) fn ucx_failure(&self, f: Failure) -> Result<(), BackendError> {
+        let e = BackendError::Io {
+            server: self.servers[f.server].name.clone(),
+            source: io::Error::other(f.why),
+        };
+        if !self.lost(&e) {
+            return Err(e);
+        }
+        self.fail_over(f.server, &e)
+    }
+
+    pub(super) fn ucx_read(
+        &self,
+        ucx: &UcxPages,
+        pages: &[u64],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
+        loop {
+            let mut from = [0usize; MAX_PAGES_PER_CALL];
+            for (i, &p) in pages.iter().enumerate() {
+                let Some((s, _)) = self.live_route(p) else {
+                    return Err(BackendError::Io {
+                        server: self.holder(p),
+                        source: io::Error::other(
+                            "every server holding a copy of this page is down",
+                        ),
+                    });
+                };
+                from[i] = s;
+            }
+            match ucx.read(pages, &from[..pages.len()], buf) {
+                Ok(()) => return Ok(()),
+                Err(f) => self.ucx_failure(f)?,
+            }
+        }
+    }
+
+    pub(super) fn ucx_write(
+        &self,
+        ucx: &UcxPages,
+        pages: &[u64],
+        data: &[&[u8]],
+    ) -> Result<(), BackendError> {
+        self.check_control()?;
+        loop {
+            let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_PAGES_PER_CALL];
+            for (i, &p) in pages.iter().enumerate() {
+                let mut n = 0;
+                for k in 0..self.replicas {
+                    let (s, _) = self.route(p, k);
+                    if !self.is_down(s) {
+                        to[i][n] = Some(s);
+                        n += 1;
+                    }
+                }
+                if n == 0 {
+                    return Err(BackendError::Io {
+                        server: self.holder(p),
+                        source: io::Error::other(
+                            "every server holding a copy of this page is down",
+                        ),
+                    });
+                }
+            }
+            match ucx.write(pages, data, &to[..pages.len()]) {
+                Ok(()) => {
+                    let short = to[..pages.len()]
+                        .iter()
+                        .filter(|t| t.iter().flatten().count() < self.replicas)
+                        .count();
+                    self.under_replicated
+                        .fetch_add(short as u64, Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(f) => self.ucx_failure(f)?,
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Copies on several servers: losing a server (one warning line, its owed
+//! replies salvaged from the other copies) and running a step on every
+//! live copy (see the hazards in the module comment of `remote`).
+
+use super::conn::{Owed, MAX_PENDING};
+use super::RemoteBackend;
+use crate::backend::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use farmem_sys::PAGE_SIZE;
+use std::sync::atomic::Ordering;
+
+impl RemoteBackend {
+    pub(super) fn lost(&self, e: &BackendError) -> bool {
+        self.replicas > 1 && matches!(e, BackendError::Io { .. } | BackendError::Protocol { .. })
+    }
+
+    /// its connections still owed. Called with no connection held.
+    pub(super) fn fail_over(&self, s: usize, e: &BackendError) -> Result<(), BackendError> {
+        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+            use std::fmt::Write as _;
+            let mut m = crate::signals::MsgBuf::new();
+            let name = &self.servers[s].name;
+            let _ = match e {
+                BackendError::Io { source, .. } => write!(
+                    m,
+                    "farmem: warning: memory server {name} is down ({source})"
+                ),
+                BackendError::Protocol { why, .. } => {
+                    write!(
+                        m,
+                        "farmem: warning: memory server {name} is down (a bad reply: {why})"
+                    )
+                }
+                other => write!(m, "farmem: warning: memory server {name} is down ({other})"),
+            };
+            let _ = writeln!(m, "; its pages are served from their other copies");
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+        for c in 0..self.servers[s].conns.len() {
+            let conn = self.acquire(s, c);
+            let mut owed = [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING];
+            let mut n = 0;
+            while let Some(o) = self.pending(conn).pop() {
+                owed[n] = o;
+                n += 1;
+            }
+            conn.busy.store(false, Ordering::Release);
+            for o in &owed[..n] {
+                match *o {
+                    Owed::Ack { pages, .. } => {
+                        self.under_replicated
+                            .fetch_add(u64::from(pages), Ordering::Relaxed);
+                    }
+                    Owed::Read {
+                        first,
+                        pages,
+                        buf,
+                        token,
+                        ..
+                    } => {
+                        let mut list = [0u64; MAX_PAGES_PER_CALL];
+                        for (i, p) in list[..pages as usize].iter_mut().enumerate() {
+                            *p = first + i as u64;
+                        }
+                        // SAFETY: `read_async`'s caller keeps `buf` valid and
+                        // untouched for `pages` pages until this completion.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE)
+                        };
+                        self.read(&list[..pages as usize], dst)?;
+                        if let Some(done) = self.complete.get() {
+                            done(token);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `f` on each route of copy `k` of `pages` whose server is live;
+    /// the positions where it returned true come back marked. A server
+    /// lost there is failed over once the round is done (its positions stay
+    /// unmarked); any other error ends the round.
+    pub(super) fn on_copy(
+        &self,
+        pages: &[u64],
+        k: usize,
+        mut f: impl FnMut((usize, usize), &[usize]) -> Result<bool, BackendError>,
+    ) -> Result<[bool; MAX_PAGES_PER_CALL], BackendError> {
+        let mut done = [false; MAX_PAGES_PER_CALL];
+        let mut lost = None;
+        self.per_route(
+            pages,
+            |p| self.route(p, k),
+            |r, idx| {
+                if self.is_down(r.0) {
+                    return Ok(());
+                }
+                match f(r, idx) {
+                    Ok(ok) => {
+                        for &i in idx {
+                            done[i] = ok;
+                        }
+                        Ok(())
+                    }
+                    Err(e) if self.lost(&e) => {
+                        lost = Some((r.0, e));
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            },
+        )?;
+        if let Some((s, e)) = lost {
+            self.fail_over(s, &e)?;
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,274 @@
+//! The remote backend through a fake transport: an in-memory server that
+//! speaks the real protocol (the wire codec decodes every request and
+//! encodes every reply) and can die on demand. Striping, routes, owed
+//! acknowledgements, refusals and replica fail-over are checked here
+//! without sockets; the integration tests do the same against real servers.
+
+use super::{Links, RemoteBackend};
+use crate::backend::transport::Transport;
+use crate::backend::{Backend, BackendError};
+use crate::config::Config;
+use farmem_sys::net::Wait;
+use farmem_sys::PAGE_SIZE;
+use farmem_wire::{self as wire, ErrorCode, Frame, Header, Request, HEADER_LEN};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+/// One fake server's session: its pages, and whether it has died.
+#[derive(Default)]
+struct Store {
+    pages: HashMap<u64, Vec<u8>>,
+    dead: bool,
+}
+
+/// One connection to a fake server. Requests are served as they arrive,
+/// so a reply is always complete before the client reads it.
+struct FakeLink {
+    store: Arc<Mutex<Store>>,
+    inbox: Mutex<Vec<u8>>,
+    outbox: Mutex<VecDeque<u8>>,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the fake server died")
+}
+
+impl FakeLink {
+    fn serve(&self, h: &Header, payload: &[u8]) {
+        let mut out = self.outbox.lock().unwrap();
+        let mut store = self.store.lock().unwrap();
+        let mut put = |b: &[u8]| out.extend(b.iter().copied());
+        match wire::decode_request(h, payload).expect("the client sends valid frames") {
+            Request::Hello { .. } => put(&Frame::HelloOk {
+                capacity_pages: 1 << 20,
+                used_pages: 0,
+            }
+            .encode(h.tag)),
+            Request::Read { pages } => {
+                let list: Vec<u64> = wire::pages(pages).collect();
+                if let Some(p) = list.iter().find(|p| !store.pages.contains_key(p)) {
+                    let msg = format!("page {p} was never written");
+                    put(&Frame::Error {
+                        code: ErrorCode::NotFound,
+                        message: &msg,
+                    }
+                    .encode(h.tag));
+                    return;
+                }
+                put(&Frame::ReadOk { count: h.count }.encode(h.tag));
+                for p in list {
+                    put(&store.pages[&p]);
+                }
+            }
+            Request::Write { pages, data } => {
+                for (p, d) in wire::pages(pages).zip(data.chunks_exact(PAGE_SIZE)) {
+                    store.pages.insert(p, d.to_vec());
+                }
+                put(&Frame::WriteOk { count: h.count }.encode(h.tag));
+            }
+            Request::Free { start, pages } => {
+                let before = store.pages.len();
+                store.pages.retain(|&p, _| p < start || p >= start + pages);
+                let released = u32::try_from(before - store.pages.len()).unwrap();
+                put(&Frame::FreeOk { released }.encode(h.tag));
+            }
+            other => panic!("the fake server does not serve {other:?}"),
+        }
+    }
+
+    fn dead(&self) -> bool {
+        self.store.lock().unwrap().dead
+    }
+}
+
+impl Transport for FakeLink {
+    fn send(&self, parts: &[&[u8]], _wait: Wait) -> io::Result<()> {
+        if self.dead() {
+            return Err(gone());
+        }
+        let mut inbox = self.inbox.lock().unwrap();
+        for p in parts {
+            inbox.extend_from_slice(p);
+        }
+        while inbox.len() >= HEADER_LEN {
+            let mut hb = [0u8; HEADER_LEN];
+            hb.copy_from_slice(&inbox[..HEADER_LEN]);
+            let h = Header::decode(&hb).expect("a valid header");
+            let end = HEADER_LEN + h.len as usize;
+            if inbox.len() < end {
+                break;
+            }
+            let frame: Vec<u8> = inbox.drain(..end).collect();
+            self.serve(&h, &frame[HEADER_LEN..]);
+        }
+        Ok(())
+    }
+
+    fn recv_exact(&self, buf: &mut [u8], _wait: Wait) -> io::Result<()> {
+        if self.dead() {
+            return Err(gone());
+        }
+        let mut out = self.outbox.lock().unwrap();
+        if out.len() < buf.len() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply"));
+        }
+        for b in buf.iter_mut() {
+            *b = out.pop_front().unwrap();
+        }
+        Ok(())
+    }
+
+    fn recv_some(&self, bufs: &mut [&mut [u8]], _wait: Wait) -> io::Result<usize> {
+        if self.dead() {
+            return Ok(0);
+        }
+        let mut out = self.outbox.lock().unwrap();
+        if out.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply"));
+        }
+        let mut n = 0;
+        for buf in bufs.iter_mut() {
+            for b in buf.iter_mut() {
+                let Some(v) = out.pop_front() else {
+                    return Ok(n);
+                };
+                *b = v;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+
+    fn same_host(&self) -> bool {
+        false
+    }
+
+    fn closed(&self) -> bool {
+        self.dead()
+    }
+}
+
+/// `n` fake servers with `conns` links each, and the backend over them.
+fn backend(n: usize, cfg: &str) -> (RemoteBackend, Vec<Arc<Mutex<Store>>>) {
+    let cfg = Config::from_str_config(&format!("{cfg} transport=socket")).unwrap();
+    let stores: Vec<_> = (0..n)
+        .map(|_| Arc::new(Mutex::new(Store::default())))
+        .collect();
+    let links = stores
+        .iter()
+        .enumerate()
+        .map(|(i, st)| Links {
+            name: format!("fake{i}"),
+            links: (0..cfg.conns)
+                .map(|_| {
+                    Box::new(FakeLink {
+                        store: st.clone(),
+                        inbox: Mutex::new(Vec::new()),
+                        outbox: Mutex::new(VecDeque::new()),
+                    }) as Box<dyn Transport>
+                })
+                .collect(),
+        })
+        .collect();
+    let b = RemoteBackend::from_links(&cfg, links, 1 << 16, [7; wire::TOKEN_LEN]).unwrap();
+    (b, stores)
+}
+
+fn page(p: u64, round: u8) -> Vec<u8> {
+    (0..PAGE_SIZE)
+        .map(|i| p.to_le_bytes()[0].wrapping_mul(31) ^ i.to_le_bytes()[0] ^ round)
+        .collect()
+}
+
+fn write(b: &RemoteBackend, pages: &[u64], round: u8) -> Result<(), BackendError> {
+    let data: Vec<Vec<u8>> = pages.iter().map(|&p| page(p, round)).collect();
+    let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+    b.write(pages, &refs)
+}
+
+fn check(b: &RemoteBackend, pages: &[u64], round: u8) {
+    let mut buf = vec![0u8; pages.len() * PAGE_SIZE];
+    b.read(pages, &mut buf).unwrap();
+    for (i, &p) in pages.iter().enumerate() {
+        assert!(
+            buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE] == page(p, round)[..],
+            "page {p} round {round}"
+        );
+    }
+}
+
+#[test]
+fn pages_are_striped_by_route_and_read_back_in_any_order() {
+    let (b, stores) = backend(3, "stripe=2 conns=2");
+    let pages: Vec<u64> = (0..48).collect();
+    for batch in pages.chunks(16) {
+        write(&b, batch, 1).unwrap();
+    }
+    // Stripe unit u (2 pages) lives on server u % 3.
+    for (s, st) in stores.iter().enumerate() {
+        let st = st.lock().unwrap();
+        assert_eq!(st.pages.len(), 16, "server {s}");
+        assert!(st.pages.keys().all(|&p| (p / 2) % 3 == s as u64));
+    }
+    let mixed: Vec<u64> = (0..48).rev().step_by(5).collect();
+    check(&b, &mixed, 1);
+    // More writes than a connection may owe acknowledgements for, each
+    // overwriting: every later read sees the last bytes.
+    for round in 2..40u8 {
+        write(&b, &[5, 6, 7], round).unwrap();
+    }
+    check(&b, &[7, 6, 5], 39);
+}
+
+#[test]
+fn a_refusal_names_the_server() {
+    let (b, _) = backend(2, "stripe=1 conns=1");
+    let mut buf = vec![0u8; PAGE_SIZE];
+    match b.read(&[3], &mut buf) {
+        Err(BackendError::Refused { server, code, .. }) => {
+            assert_eq!(server, "fake1");
+            assert_eq!(code, Some(ErrorCode::NotFound));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn free_drains_owed_writes_before_it_frees() {
+    let (b, stores) = backend(1, "stripe=64 conns=1");
+    write(&b, &[1, 2, 3], 1).unwrap();
+    b.free(0, 3).unwrap();
+    let st = stores[0].lock().unwrap();
+    assert_eq!(st.pages.keys().copied().collect::<Vec<_>>(), vec![3]);
+}
+
+#[test]
+fn with_two_copies_a_dead_server_is_failed_over() {
+    let (b, stores) = backend(3, "stripe=1 conns=2 replicas=2");
+    let pages: Vec<u64> = (0..30).collect();
+    write(&b, &pages, 1).unwrap();
+    stores[1].lock().unwrap().dead = true;
+    check(&b, &pages, 1);
+    // Writes go on to the live copies, and read back.
+    write(&b, &pages, 2).unwrap();
+    check(&b, &pages, 2);
+    let h = b.health().unwrap();
+    assert!(h.contains("servers down: fake1"), "{h}");
+}
+
+#[test]
+fn with_one_copy_a_dead_server_is_an_error_naming_it() {
+    let (b, stores) = backend(2, "stripe=1 conns=1");
+    write(&b, &[0, 1], 1).unwrap();
+    stores[0].lock().unwrap().dead = true;
+    let mut buf = vec![0u8; 2 * PAGE_SIZE];
+    match b.read(&[0, 1], &mut buf) {
+        Err(BackendError::Io { server, .. }) => assert_eq!(server, "fake0"),
+        other => panic!("{other:?}"),
+    }
+}
