@@ -38,6 +38,10 @@ pub enum BackendError {
     Connect { server: String, source: io::Error },
     #[error("memory server {server}: {why}")]
     Auth { server: String, why: String },
+    /// The transport asked for is not there (UCX missing on this side or
+    /// the server's, or not set up).
+    #[error("memory server {server}: {why}")]
+    Transport { server: String, why: String },
     #[error("{0}")]
     Secret(#[from] farmem_wire::auth::SecretError),
     #[error("far-memory file {path}: {source}")]

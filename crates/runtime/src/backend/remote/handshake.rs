@@ -123,7 +123,7 @@ pub(super) fn open_ucx(
             return Ok(None);
         }
         Err(BackendError::Refused { message, .. }) if required => {
-            return Err(BackendError::Protocol {
+            return Err(BackendError::Transport {
                 server: server.name.clone(),
                 why: format!("FARMEM_TRANSPORT=ucx, and the server cannot: {message}"),
             })

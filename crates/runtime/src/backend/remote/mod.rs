@@ -160,7 +160,7 @@ impl RemoteBackend {
         let want_ucx = match cfg.transport {
             Choice::Socket => false,
             Choice::Ucx => {
-                farmem_sys::ucx::available().map_err(|e| BackendError::Protocol {
+                farmem_sys::ucx::available().map_err(|e| BackendError::Transport {
                     server: names(),
                     why: format!("FARMEM_TRANSPORT=ucx: {e}"),
                 })?;
@@ -214,7 +214,7 @@ impl RemoteBackend {
             let addrs: Vec<Vec<u8>> = ucx_addrs.into_iter().flatten().collect();
             Some(
                 UcxPages::new(&addrs, max_pages, chunk_pages, wait.timeout_ns).map_err(|e| {
-                    BackendError::Protocol {
+                    BackendError::Transport {
                         server: out
                             .iter()
                             .map(|s| s.name.clone())
@@ -232,7 +232,7 @@ impl RemoteBackend {
                     .filter(|(_, a)| a.is_none())
                     .map(|(s, _)| s.name.clone())
                     .collect();
-                return Err(BackendError::Protocol {
+                return Err(BackendError::Transport {
                     server: without.join(","),
                     why: "FARMEM_TRANSPORT=ucx, and UCX was not set up with it".into(),
                 });
