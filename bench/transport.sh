@@ -52,10 +52,10 @@ for t in socket ucx; do
     echo "$t: server CPU $(echo "($c1-$c0)/$tick" | bc -l | cut -c1-6) s; fetched $fetched; written back $written; $(echo "$out" | grep -E '^ +transport')"
 done
 
-echo "## pointer chase 512M and random one-word reads at 4x against zram (farmem bench), median of $RUNS"
+echo "## pointer chase over 512 MiB at 4x (one dependent load per random page, 400k loads) against zram (farmem bench -- CMD), median of $RUNS"
 for t in socket ucx; do
     echo "### $t"
-    FARMEM_TRANSPORT=$t $FM bench chase --size 512M --expansion 4 --systems local,farmem,zram --runs "$RUNS" 2>&1 | tail -8
+    FARMEM_TRANSPORT=$t $FM bench --expansion 4 --systems local,farmem,zram --runs "$RUNS" -- $W/chase 536870912 4k 400000 2>&1 | tail -6
 done
 
 echo "## ucx_perftest -t ucp_get -s 4096 (the transport's ceiling)"

@@ -263,7 +263,7 @@ fn runtime() -> Option<&'static rt::Runtime> {
 /// A far allocation of `n` bytes, or None (then the caller uses the C library).
 fn far_alloc(n: usize) -> Option<*mut c_void> {
     let _g = Guard::enter()?;
-    if rt::is_forked_child() {
+    if rt::is_forked_child() || farmem_sys::inside() {
         return None;
     }
     runtime()?.alloc(n).ok().map(|p| p.cast())

@@ -224,3 +224,33 @@ pub fn format_size(b: u64) -> String {
     }
     format!("{b}B")
 }
+
+thread_local! {
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While alive, this thread runs farmem's own page I/O (a UCX call that
+/// may allocate, such as its TCP transport growing a buffer pool): the
+/// preload shim then serves the thread's allocations from the C library,
+/// never from far memory, which would re-enter the runtime and wait for
+/// the lane this thread holds. Const-initialised, so usable in a signal
+/// handler.
+pub struct Inside(bool);
+
+impl Inside {
+    pub fn enter() -> Inside {
+        Inside(INSIDE.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let was = self.0;
+        INSIDE.with(|c| c.set(was));
+    }
+}
+
+/// Whether this thread is inside farmem's page I/O (see [`Inside`]).
+pub fn inside() -> bool {
+    INSIDE.with(std::cell::Cell::get)
+}

@@ -142,6 +142,7 @@ impl UcxPages {
         chunk_pages: u64,
         timeout_ns: u64,
     ) -> Result<UcxPages, ucx::UcxError> {
+        let _inside = farmem_sys::Inside::enter();
         if addresses.len() > 64 {
             return Err(ucx::UcxError::Call {
                 call: "connect",
@@ -226,6 +227,7 @@ impl UcxPages {
         c: u64,
         grant: impl FnOnce() -> Result<(u64, Vec<u8>), BackendError>,
     ) -> Result<(), BackendError> {
+        let _inside = farmem_sys::Inside::enter();
         let slot = &self.servers[s].chunks[farmem_sys::usize_from(c)];
         if !slot.load(Ordering::Acquire).is_null() {
             return Ok(());
@@ -393,6 +395,7 @@ impl UcxPages {
         from: &[usize],
         buf: &mut [u8],
     ) -> Result<(), Failure> {
+        let _inside = farmem_sys::Inside::enter();
         let held = self.any_lane()?;
         let inner = held.inner();
         let mut pending = [(0usize, 0usize); MAXB];
@@ -452,6 +455,7 @@ impl UcxPages {
         data: &[&[u8]],
         to: &[[Option<usize>; MAX_REPLICAS]],
     ) -> Result<(), Failure> {
+        let _inside = farmem_sys::Inside::enter();
         let held = self.any_lane()?;
         let inner = held.inner();
         let lane = self.lane_index(&held);
