@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// `farmem run --stats` of a workload that writes and re-reads 32 MiB at a
 /// 4 MiB budget (so pages go far and come back), with `args` before `--`.
@@ -77,15 +77,7 @@ fn a_bad_transport_is_named() {
 
 /// A server whose UCX cannot start (no usable UCX transport there).
 fn server_without_ucx() -> Serve {
-    let mut child = farmem()
-        .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "256M"])
-        .env("UCX_TLS", "no-such-transport")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let addr = banner_addr(&first_line(&mut child));
-    Serve { child, addr }
+    Serve::start_with_env("256M", &[("UCX_TLS", "no-such-transport")])
 }
 
 #[test]

@@ -117,8 +117,14 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(capacity: &str) -> Serve {
+        Serve::start_with_env(capacity, &[])
+    }
+
+    /// As [`Serve::start`], with `env` added to the server's environment.
+    pub fn start_with_env(capacity: &str, env: &[(&str, &str)]) -> Serve {
         let mut child = farmem()
             .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

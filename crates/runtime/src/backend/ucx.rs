@@ -422,23 +422,38 @@ impl UcxPages {
                     &keys.keys[lane],
                 )
             };
-            match r {
-                Started::Done => {}
-                Started::Pending => {
-                    pending[n] = (i, s);
-                    n += 1;
-                }
-                Started::Failed(st) => {
-                    // Earlier gets may be in flight: let them finish first.
-                    let _ = self.wait(&held, &mut pending[..n]);
-                    return Err(Failure {
-                        server: s,
-                        why: format!("a UCX get failed: {}", ucx::status_string(st)),
-                    });
-                }
-            }
+            self.track(r, (i, s), &held, &mut pending, &mut n, "get")?;
         }
         self.wait(&held, &mut pending[..n])
+    }
+
+    /// Note what starting an operation returned: a pending one joins
+    /// `pending` (request index, server); a failure first lets the earlier
+    /// operations finish (their memory is in use), then names the server.
+    fn track(
+        &self,
+        started: Started,
+        op: (usize, usize),
+        held: &Held<'_>,
+        pending: &mut [(usize, usize)],
+        n: &mut usize,
+        what: &str,
+    ) -> Result<(), Failure> {
+        match started {
+            Started::Done => Ok(()),
+            Started::Pending => {
+                pending[*n] = op;
+                *n += 1;
+                Ok(())
+            }
+            Started::Failed(st) => {
+                let _ = self.wait(held, &mut pending[..*n]);
+                Err(Failure {
+                    server: op.1,
+                    why: format!("a UCX {what} failed: {}", ucx::status_string(st)),
+                })
+            }
+        }
     }
 
     fn lane_index(&self, held: &Held<'_>) -> usize {
@@ -492,20 +507,7 @@ impl UcxPages {
                     )
                 };
                 used[s] = true;
-                match st {
-                    Started::Done => {}
-                    Started::Pending => {
-                        pending[n] = (r, s);
-                        n += 1;
-                    }
-                    Started::Failed(st) => {
-                        let _ = self.wait(&held, &mut pending[..n]);
-                        return Err(Failure {
-                            server: s,
-                            why: format!("a UCX put failed: {}", ucx::status_string(st)),
-                        });
-                    }
-                }
+                self.track(st, (r, s), &held, &mut pending, &mut n, "put")?;
             }
         }
         // The puts' local completion first (their request memory is reused
@@ -516,20 +518,8 @@ impl UcxPages {
             let r = MAXB * MAX_REPLICAS + s;
             let op = Op::new(self.request(&held, r), None);
             // SAFETY: the request is free (everything above completed).
-            match unsafe { op.flush(&inner.eps[s]) } {
-                Started::Done => {}
-                Started::Pending => {
-                    pending[n] = (r, s);
-                    n += 1;
-                }
-                Started::Failed(st) => {
-                    let _ = self.wait(&held, &mut pending[..n]);
-                    return Err(Failure {
-                        server: s,
-                        why: format!("a UCX flush failed: {}", ucx::status_string(st)),
-                    });
-                }
-            }
+            let st = unsafe { op.flush(&inner.eps[s]) };
+            self.track(st, (r, s), &held, &mut pending, &mut n, "flush")?;
         }
         self.wait(&held, &mut pending[..n])
     }

@@ -550,26 +550,7 @@ impl Backend for RemoteBackend {
         let Some(ucx) = &self.ucx else {
             return Ok(());
         };
-        // Every server that holds a copy of a page of the range gets the
-        // page's chunk (pages sit at their own number's offset).
-        let end = first + n;
-        let mut p = first;
-        while p < end {
-            let run_end = (p + self.route_run(p)).min(end);
-            for k in 0..self.replicas {
-                let (s, _) = self.route(p, k);
-                if self.is_down(s) || ucx.granted(s, p) {
-                    continue;
-                }
-                let c = p / ucx.chunk_pages();
-                match ucx.ensure(s, c, || self.grant_on(s, c)) {
-                    Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
-                    other => other?,
-                }
-            }
-            p = run_end;
-        }
-        Ok(())
+        self.grant_range(ucx, first, n)
     }
 
     fn register_slots(&self, ptr: *mut u8, len: usize) {

@@ -11,6 +11,53 @@ use std::io;
 use std::sync::atomic::Ordering;
 
 impl RemoteBackend {
+    /// Grant the chunks of pages `[first, first+n)` on every server that
+    /// holds a copy of one of them (pages sit at their own number's offset).
+    pub(super) fn grant_range(
+        &self,
+        ucx: &UcxPages,
+        first: u64,
+        n: u64,
+    ) -> Result<(), BackendError> {
+        let end = first.saturating_add(n);
+        let mut p = first;
+        while p < end {
+            // One route and one chunk up to the next stripe or chunk edge.
+            let chunk_end = (p / ucx.chunk_pages() + 1) * ucx.chunk_pages();
+            let step_end = (p + self.route_run(p)).min(chunk_end).min(end);
+            self.grant_page(ucx, p)?;
+            p = step_end;
+        }
+        Ok(())
+    }
+
+    /// Grant `page`'s chunk on every live server holding a copy of it.
+    fn grant_page(&self, ucx: &UcxPages, page: u64) -> Result<(), BackendError> {
+        for k in 0..self.replicas {
+            let (s, _) = self.route(page, k);
+            if self.is_down(s) || ucx.granted(s, page) {
+                continue;
+            }
+            let c = page / ucx.chunk_pages();
+            match ucx.ensure(s, c, || self.grant_on(s, c)) {
+                Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages reached without an allocation first (the probe's and the
+    /// bench's direct use of a backend): grant their chunks now. The
+    /// runtime's pages were granted at allocation, so on the fault path
+    /// this is one atomic load per copy and nothing else.
+    fn grant_pages(&self, ucx: &UcxPages, pages: &[u64]) -> Result<(), BackendError> {
+        for &p in pages {
+            self.grant_page(ucx, p)?;
+        }
+        Ok(())
+    }
+
     /// Ask server `s` for chunk `c` of this session's UCX pool.
     pub(super) fn grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
         let server = &self.servers[s];
@@ -86,6 +133,7 @@ impl RemoteBackend {
         pages: &[u64],
         buf: &mut [u8],
     ) -> Result<(), BackendError> {
+        self.grant_pages(ucx, pages)?;
         loop {
             let mut from = [0usize; MAX_PAGES_PER_CALL];
             for (i, &p) in pages.iter().enumerate() {
@@ -112,6 +160,7 @@ impl RemoteBackend {
         pages: &[u64],
         data: &[&[u8]],
     ) -> Result<(), BackendError> {
+        self.grant_pages(ucx, pages)?;
         self.check_control()?;
         loop {
             let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_PAGES_PER_CALL];
