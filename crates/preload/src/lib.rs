@@ -215,6 +215,12 @@ extern "C" fn constructor() {
     };
     THRESHOLD.store(farmem_sys::usize_from(cfg.threshold()), Ordering::Release);
     let _ = foreign();
+    // Load UCX now, before the program runs: loading sets UCX's environment
+    // (`setenv` allocates), which must not happen later inside an
+    // allocation of the program's.
+    if cfg.transport() != rt::config::Transport::Socket && foreign().is_none() {
+        let _ = farmem_sys::ucx::available();
+    }
     farmem::calls::MAP_HOOK.store(
         map_hook as farmem::calls::MapHook as usize,
         Ordering::Release,
@@ -224,7 +230,23 @@ extern "C" fn constructor() {
     }
 }
 
-fn start(cfg: Config) {
+fn start(mut cfg: Config) {
+    use rt::config::Transport;
+    // A program with its own allocator (tcmalloc, jemalloc) starts far
+    // memory from inside that allocator, holding its lock (the chunk it maps
+    // goes far). UCX's set-up allocates through the program's allocator and
+    // would wait for that lock for ever; sockets allocate nothing there.
+    if foreign().is_some() {
+        match cfg.transport() {
+            Transport::Auto => cfg = cfg.with_transport(Transport::Socket),
+            Transport::Ucx => die(
+                "FARMEM_TRANSPORT=ucx: this program has its own allocator (tcmalloc, jemalloc, ...), \
+                 and UCX's set-up would run inside that allocator's lock and wait for ever; \
+                 use FARMEM_TRANSPORT=auto or socket for it",
+            ),
+            Transport::Socket => {}
+        }
+    }
     match rt::init(cfg) {
         Ok(_) | Err(rt::RuntimeError::AlreadyInitialized) => {
             if let Some(r) = rt::get() {

@@ -99,7 +99,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         key: "TRANSPORT",
         default: "`auto`",
-        meaning: "How pages move to and from memory servers. `ucx`: one-sided reads and writes through UCX (`libucp`): the server's CPU does no work per page over shared memory (same host) or RDMA (verbs); over UCX's TCP transport the server's progress thread emulates them. `socket`: every page is a request the server answers over the TCP or Unix connection. `auto`: UCX when it loads here, the server offers it, and the server is on this host (a Unix socket or a loopback address) or this host has an RDMA device (`/sys/class/infiniband`); sockets otherwise. UCX's TCP transport is not picked by `auto`: it measured faster than farmem's sockets on an emulated 10 Gbit/s link (docs/benchmarks.md), but it emulates one-sided operations with messages the server's CPU must answer, and it may allocate memory inside the fault handler when its buffer pools grow, which can deadlock a program that faults while holding its allocator's lock; choose it with `ucx` (and `UCX_TLS=tcp`). With `ucx`, a missing `libucp` or a server without UCX stops the program with one line naming it; nothing falls back silently. The handshake and control messages stay on the socket either way.",
+        meaning: "How pages move to and from memory servers. `ucx`: one-sided reads and writes through UCX (`libucp`): the server's CPU does no work per page over shared memory (same host) or RDMA (verbs); over UCX's TCP transport the server's progress thread emulates them. `socket`: every page is a request the server answers over the TCP or Unix connection. `auto`: UCX when it loads here, the server offers it, and the server is on this host (a Unix socket or a loopback address) or this host has an RDMA device (`/sys/class/infiniband`); sockets otherwise. UCX's TCP transport is not picked by `auto`: it measured faster than farmem's sockets on an emulated 10 Gbit/s link (docs/benchmarks.md), but it emulates one-sided operations with messages the server's CPU must answer, and it may allocate memory inside the fault handler when its buffer pools grow, which can deadlock a program that faults while holding its allocator's lock; choose it with `ucx` (and `UCX_TLS=tcp`). Under `farmem run`, a program with its own allocator (tcmalloc, jemalloc) uses sockets under `auto`, and `ucx` is refused for it with one line: far memory starts inside that allocator's lock, where UCX's set-up would wait for it. With `ucx`, a missing `libucp` or a server without UCX stops the program with one line naming it; nothing falls back silently. The handshake and control messages stay on the socket either way.",
         run_flag: Some(RunFlag {
             long: "--transport",
             help: "How pages move: auto, socket or ucx (one-sided, through UCX)",
@@ -329,6 +329,13 @@ impl Config {
 
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// The same settings with `FARMEM_TRANSPORT` replaced (the preload
+    /// shim's choice where UCX cannot be set up safely).
+    pub fn with_transport(mut self, t: Transport) -> Config {
+        self.transport = t;
+        self
     }
 
     /// Print statistics on stderr at exit.
