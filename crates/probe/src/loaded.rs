@@ -521,9 +521,11 @@ mod tests {
     fn delay_calibration_is_monotonic() {
         let d = delays(false);
         let ns = calibrate(&d);
-        // Delays run from long to short, so their costs must fall.
+        // Delays run from long to short, so their costs must fall, within
+        // the timer's noise: the shortest delays (0-2 spins) cost ~1 ns each
+        // and swap places by a few hundredths on a busy machine.
         for w in ns.windows(2) {
-            assert!(w[0] >= w[1], "{d:?} -> {ns:?}");
+            assert!(w[0] + 0.5 >= w[1], "{d:?} -> {ns:?}");
         }
         assert!(ns[0] > 10.0 * ns[ns.len() - 2].max(0.1), "{ns:?}");
     }
