@@ -50,6 +50,8 @@ pub fn wire_decode(data: &[u8]) {
         Request::Stats => Frame::Stats,
         Request::Auth { ref nonce } => Frame::Auth { nonce },
         Request::AuthProof { ref proof } => Frame::AuthProof { proof },
+        Request::UcxOpen => Frame::UcxOpen,
+        Request::UcxChunk { chunk } => Frame::UcxChunk { chunk },
     };
     let head = frame.encode(h.tag);
     assert_eq!(&head[..], &data[..head.len()], "re-encoded {frame:?}");
