@@ -78,8 +78,9 @@ struct LaneInner {
     eps: Vec<Endpoint>,
     staging: Memory,
     /// Request memory: `slots` requests of `stride` bytes, UCX's part
-    /// before each pointer handed out.
-    requests: Box<[u8]>,
+    /// before each pointer handed out. UCX writes it while the lane's
+    /// holder has only a shared reference, hence the cells.
+    requests: Box<[UnsafeCell<u8>]>,
     worker: Worker,
 }
 
@@ -126,10 +127,10 @@ impl Drop for Held<'_> {
 }
 
 impl Held<'_> {
-    #[allow(clippy::mut_from_ref)]
-    fn inner(&self) -> &mut LaneInner {
-        // SAFETY: this thread holds `busy` (see `Lane`).
-        unsafe { &mut *self.lane.inner.get() }
+    fn inner(&self) -> &LaneInner {
+        // SAFETY: this thread holds `busy` (see `Lane`); no `&mut` to the
+        // lane's state is ever made (what UCX writes lives in cells).
+        unsafe { &*self.lane.inner.get() }
     }
 }
 
@@ -170,7 +171,7 @@ impl UcxPages {
                 inner: UnsafeCell::new(LaneInner {
                     eps,
                     staging,
-                    requests: vec![0u8; slots * stride].into_boxed_slice(),
+                    requests: (0..slots * stride).map(|_| UnsafeCell::new(0)).collect(),
                     worker,
                 }),
             });
@@ -330,13 +331,14 @@ impl UcxPages {
     }
 
     fn request(&self, held: &Held<'_>, i: usize) -> *mut u8 {
-        let inner = held.inner();
-        debug_assert!((i + 1) * self.stride <= inner.requests.len());
+        let requests = &held.inner().requests;
+        debug_assert!((i + 1) * self.stride <= requests.len());
         // In bounds (above): UCX's part is the `stride - 64` bytes before.
-        inner
-            .requests
-            .as_mut_ptr()
-            .wrapping_add(i * self.stride + self.stride - 64)
+        UnsafeCell::raw_get(
+            requests
+                .as_ptr()
+                .wrapping_add(i * self.stride + self.stride - 64),
+        )
     }
 
     fn memh_for(&self, ptr: *const u8, len: usize) -> Option<*mut std::ffi::c_void> {
