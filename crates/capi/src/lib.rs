@@ -148,7 +148,7 @@ thread_local! {
 
 fn code_of(e: &RuntimeError) -> c_int {
     match e {
-        RuntimeError::Config(_) => FM_ECONFIG,
+        RuntimeError::Config(_) | RuntimeError::Trace(..) => FM_ECONFIG,
         RuntimeError::Backend(_) | RuntimeError::Server(_) => FM_EBACKEND,
         RuntimeError::Uffd(_) | RuntimeError::Signal(_) => FM_ENOSYS,
         RuntimeError::AlreadyInitialized => FM_EALREADY,

@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod secret;
 mod serve;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -60,6 +61,9 @@ enum Cmd {
     /// The FARMEM_* settings this environment gives (validated), or with
     /// --markdown the documented table of every setting.
     Config(config::Args),
+    /// Explain a policy trace (farmem run --trace): prefetch used and wasted,
+    /// and pages fetched against Belady's MIN at the same budget.
+    Trace(trace::Args),
 }
 
 fn main() {
@@ -74,6 +78,7 @@ fn main() {
         Cmd::Numa(c) => numa::run(c),
         Cmd::Config(a) => config::run(a),
         Cmd::Secret(c) => secret::run(c),
+        Cmd::Trace(a) => trace::run(a),
     };
     if let Err(e) = r {
         // The chain, without causes that a message already quotes.

@@ -133,6 +133,16 @@ pub const OPTIONS: &[OptionDoc] = &[
         }),
     },
     OptionDoc {
+        key: "TRACE",
+        default: "(none)",
+        meaning: "Write the policy trace to this file: every fault, prefetch, use of a prefetched page and eviction, 8 bytes each (about 8 bytes per page moved). `%p` in the name becomes the process id: without it, every process of a job that uses far memory writes the same file and the last one to start wins. `farmem trace FILE` reads it: what prefetch brought and wasted, and the bytes fetched against Belady's MIN at the same budget.",
+        run_flag: Some(RunFlag {
+            long: "--trace",
+            help: "Write the policy trace to this file (read it with farmem trace)",
+            switch: false,
+        }),
+    },
+    OptionDoc {
         key: "ARENA",
         default: "4× physical memory, at least `64G`, at most `16T`",
         meaning: "Virtual address space reserved for far allocations: the most far memory a process can have allocated at once. Costs no memory until used. Between `16M` and `16T` (the replacement queues number pages in 32 bits).",
@@ -259,6 +269,8 @@ pub struct Config {
     pub(crate) transport: Transport,
     /// Print statistics on stderr at exit.
     pub(crate) stats_at_exit: bool,
+    /// Write the policy trace here.
+    pub(crate) trace: Option<PathBuf>,
     /// Keep and check a CRC32C per far page.
     pub(crate) checksum: bool,
     /// Copies of every far page, on different servers.
@@ -321,6 +333,10 @@ impl Config {
     /// it exists).
     pub fn secret_file(&self) -> Option<&Path> {
         self.secret_file.as_deref()
+    }
+
+    pub fn trace(&self) -> Option<&Path> {
+        self.trace.as_deref()
     }
 
     pub fn file_direct(&self) -> FileDirect {
@@ -427,6 +443,7 @@ impl Default for Config {
             file_direct: FileDirect::Auto,
             transport: Transport::Auto,
             stats_at_exit: false,
+            trace: None,
             checksum: true,
             replicas: 1,
             arena_bytes: (4 * phys)
@@ -630,6 +647,16 @@ impl Config {
                 }
             }
             "STATS" => self.stats_at_exit = parse_bool("STATS", v)?,
+            "TRACE" => {
+                if v.trim().is_empty() {
+                    return Err(invalid(
+                        "TRACE",
+                        v,
+                        "empty path; name the file to write the trace to",
+                    ));
+                }
+                self.trace = Some(PathBuf::from(v));
+            }
             "CHECKSUM" => self.checksum = parse_bool("CHECKSUM", v)?,
             "REPLICAS" => self.replicas = parse_int("REPLICAS", v, 1, MAX_REPLICAS as u64)?,
             "ARENA" => {
@@ -765,6 +792,10 @@ impl Config {
                     }
                     .into(),
                     "STATS" => u8::from(self.stats_at_exit).to_string(),
+                    "TRACE" => self
+                        .trace
+                        .as_ref()
+                        .map_or("(none)".into(), |p| p.display().to_string()),
                     "CHECKSUM" => u8::from(self.checksum).to_string(),
                     "REPLICAS" => self.replicas.to_string(),
                     "ARENA" => size(self.arena_bytes),

@@ -4,6 +4,7 @@
 use crate::page::{self, next, Event, PageWord, State};
 use crate::replacement::{page_u32, Aux as _, Take};
 use crate::signals::MsgBuf;
+use crate::trace;
 use crate::{runs, Runtime, MAXB};
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
@@ -121,16 +122,31 @@ impl Runtime {
                 farmem_sys::fatal(mb.as_bytes());
             }
         }
+        let mut wasted = 0;
         for (i, &q) in victims.iter().enumerate() {
-            if was[i].has(page::PREFETCHED) {
-                self.stats.prefetch_wasted.add(1);
+            let unused = was[i].has(page::PREFETCHED);
+            let wb = page::needs_writeback(was[i].state());
+            if self.tracer.is_some() {
+                let detail = u8::from(wb) * trace::EVICT_WRITTEN_BACK
+                    + u8::from(unused) * trace::EVICT_UNUSED_PREFETCH;
+                self.trace(trace::Kind::Evict, q, detail);
             }
+            wasted += usize::from(unused);
             self.must(
                 q,
                 Event::Evicted {
                     written_back: page::needs_writeback(was[i].state()),
                 },
             );
+        }
+        if wasted > 0 {
+            self.stats.prefetch_wasted.add(wasted as u64);
+            let mut pl = self.planner.lock();
+            for (i, &q) in victims.iter().enumerate() {
+                if was[i].has(page::PREFETCHED) {
+                    pl.on_wasted(q as u64);
+                }
+            }
         }
         self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
         self.stats.evictions.add(victims.len() as u64);

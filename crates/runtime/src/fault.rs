@@ -5,9 +5,9 @@
 //! machine a wake-up costs ~100 µs, a whole fault ~5–20 µs.
 
 use crate::page::{self, next, Event, State};
-use crate::prefetch::encode_stream;
 use crate::replacement::{page_u32, Aux as _};
 use crate::signals::MsgBuf;
+use crate::trace::Kind;
 use crate::{runs, wait, Runtime, MAXB};
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
@@ -45,6 +45,12 @@ impl Runtime {
                 State::Absent => {
                     if let Ok(n) = next(w, Event::Claim { prefetch: false }) {
                         if self.cas(p, w, n) {
+                            let kind = if write {
+                                Kind::FaultWrite
+                            } else {
+                                Kind::FaultRead
+                            };
+                            self.trace(kind, p, 0);
                             self.fetch(p, write);
                             self.stats.faults.add(1);
                             self.stats.fault_ns.record(now_ns() - t0);
@@ -55,8 +61,9 @@ impl Runtime {
                 State::Clean if write => {
                     if let Ok(n) = next(w, Event::WriteFault) {
                         if self.cas(p, w, n) {
+                            self.trace(Kind::WriteHit, p, 0);
                             if w.has(page::PREFETCHED) {
-                                self.stats.prefetch_used.add(1);
+                                self.count_used(&[p]);
                             }
                             self.make_dirty(p);
                             return;
@@ -79,6 +86,7 @@ impl Runtime {
                 State::Fetching if w.has(page::IN_FLIGHT) => {
                     if !in_flight {
                         in_flight = true;
+                        self.trace(Kind::PrefetchWait, p, 0);
                         self.continue_stream(p, write);
                     }
                     if !self.unpark(p) {
@@ -101,7 +109,8 @@ impl Runtime {
         let mut n = 1;
         let w0 = self.load(p);
         let seq = w0.has(page::ADV_SEQUENTIAL);
-        let (stride, mut want, stream) = self.plan_prefetch(p, w0);
+        let plan = self.plan_prefetch(p, w0);
+        let (stride, mut want, stream) = (plan.stride, plan.pages, plan.stream);
         if stride == 1 && stream.is_some() {
             // End a forward stream's window where its connection's run ends,
             // so that the pipelined windows after it start aligned and can
@@ -126,16 +135,15 @@ impl Runtime {
             if !claimed {
                 break;
             }
+            self.trace(Kind::Prefetch, q, plan.why as u8);
             batch[n] = q;
             n += 1;
         }
-        if let Some((i, e)) = stream {
-            let _ = self.streams[i].compare_exchange(
-                e,
-                encode_stream(p as i64 + stride * n as i64, n as u64, stride),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+        if let (Some(i), true) = (stream, n < plan.pages) {
+            // The window ended early: the stream's next fault comes sooner.
+            self.planner
+                .lock()
+                .moved(i, p as i64 + stride * n as i64, n);
         }
         if stride < 0 {
             // Ascending order lets the pages be fetched and installed in runs.
@@ -244,13 +252,15 @@ impl Runtime {
         self.stats.prefetched.add(n as u64 - 1);
         // A confirmed forward stream whose window was claimed whole: request
         // the next window now, to arrive while the program works on this one.
-        if stride == 1 && stream.is_some() && n == want && want > 1 {
-            let issued = self.prefetch_async(p + n, want, write);
-            if let (true, Some((i, _))) = (issued > 0, stream) {
-                self.streams[i].store(
-                    encode_stream((p + n) as i64, issued as u64, 1),
-                    Ordering::Relaxed,
-                );
+        if plan.pipeline && n == want {
+            let ahead = self.planner.lock().pipeline_window((p + n) as u64, want);
+            let issued = if ahead > 1 {
+                self.prefetch_async(p + n, ahead, write)
+            } else {
+                0
+            };
+            if let (true, Some(i)) = (issued > 0, stream) {
+                self.planner.lock().moved(i, (p + n) as i64, issued);
             }
         }
     }

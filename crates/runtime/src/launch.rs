@@ -58,6 +58,20 @@ pub fn prepare(
         let list: Vec<String> = f.servers.iter().map(ToString::to_string).collect();
         set(&mut vars, "FARMEM_SERVERS", list.join(","));
     }
+    if let Some(t) = cfg.trace() {
+        // Said now, not at the program's first far allocation. "%p" is the
+        // pid of each process that writes one.
+        let t = crate::trace::path_for(t, std::process::id());
+        let existed = t.exists();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&t)
+            .map_err(|e| RuntimeError::Trace(t.clone(), e))?;
+        if !existed {
+            let _ = std::fs::remove_file(&t);
+        }
+    }
     let mut server = None;
     if cfg.file().is_none() {
         if cfg.servers().is_empty() {

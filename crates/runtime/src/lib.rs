@@ -40,12 +40,15 @@ pub mod page;
 mod peers;
 mod pins;
 mod prefetch;
+pub mod readahead;
 pub mod regions;
 pub mod replacement;
 pub mod signals;
+pub mod sim;
 pub mod stats;
 mod sync;
 mod table;
+pub mod trace;
 
 use backend::{Backend, BackendError, FileBackend, RemoteBackend};
 use config::MAX_BATCH;
@@ -56,7 +59,7 @@ use farmem_sys::uffd::Uffd;
 use farmem_sys::PAGE_SIZE;
 pub use peers::PeerPins;
 pub use pins::IoPin;
-use prefetch::NSTREAMS;
+use readahead::Planner;
 use regions::Regions;
 use replacement::Queues;
 pub use signals::is_forked_child;
@@ -107,6 +110,8 @@ pub enum RuntimeError {
     PinBudget { want: String, budget: String },
     #[error("range is not pinned")]
     NotPinned,
+    #[error("FARMEM_TRACE: cannot create {0}: {1} (name a writable file)")]
+    Trace(std::path::PathBuf, io::Error),
     #[error("far memory is not available in a forked child process")]
     Forked,
 }
@@ -150,9 +155,10 @@ pub struct Runtime {
     pub(crate) sums: Mapping,
     pub(crate) regions: Mutex<Regions>,
     pub(crate) slots: Slots,
-    /// Access streams for prefetch: see `plan_prefetch`.
-    pub(crate) streams: [AtomicU64; NSTREAMS],
-    pub(crate) stream_victim: AtomicUsize,
+    /// What to prefetch: see [`readahead`].
+    pub(crate) planner: SpinLock<Planner>,
+    /// `FARMEM_TRACE`: the policy trace, when asked for.
+    pub(crate) tracer: Option<trace::Tracer>,
     /// Write streams over clean pages: see `dirty`.
     pub(crate) wstreams: [AtomicU64; dirty::NWSTREAMS],
     pub(crate) wstream_victim: AtomicUsize,
@@ -283,6 +289,9 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     if rt.cfg.stats_at_exit {
         farmem_sys::process::at_exit(print_stats_at_exit);
     }
+    if rt.tracer.is_some() {
+        farmem_sys::process::at_exit(flush_trace_at_exit);
+    }
     Ok(rt)
 }
 
@@ -357,6 +366,20 @@ impl Runtime {
         backend.register_slots(slots.map.as_ptr(), slots_bytes);
         let zero =
             Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;
+        let tracer = match &cfg.trace {
+            Some(path) => Some(
+                trace::Tracer::create(
+                    &trace::path_for(path, std::process::id()),
+                    trace::Header {
+                        budget_pages: budget as u64,
+                        prefetch_pages: cfg.prefetch_pages,
+                        arena_pages: npages as u64,
+                    },
+                )
+                .map_err(|e| RuntimeError::Trace(path.clone(), e))?,
+            ),
+            None => None,
+        };
         Ok(Runtime {
             base: arena.as_ptr() as usize,
             npages,
@@ -372,8 +395,8 @@ impl Runtime {
             sums,
             regions: Mutex::new(Regions::default()),
             slots,
-            streams: [const { AtomicU64::new(0) }; NSTREAMS],
-            stream_victim: AtomicUsize::new(0),
+            planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
+            tracer,
             wstreams: [const { AtomicU64::new(0) }; dirty::NWSTREAMS],
             wstream_victim: AtomicUsize::new(0),
             zero,
@@ -448,6 +471,29 @@ impl Runtime {
     pub fn overlaps(&self, addr: usize, len: usize) -> bool {
         let end = addr.saturating_add(len);
         len > 0 && addr < self.base + self.arena.len() && end > self.base
+    }
+}
+
+extern "C" fn flush_trace_at_exit() {
+    if let Some(t) = get().and_then(|rt| rt.tracer.as_ref()) {
+        t.flush();
+    }
+}
+
+impl Runtime {
+    /// Append a record to the policy trace, if one is kept.
+    #[inline]
+    pub(crate) fn trace(&self, kind: trace::Kind, page: usize, detail: u8) {
+        if let Some(t) = &self.tracer {
+            t.record(kind, page, detail);
+        }
+    }
+
+    /// Flush the policy trace now (`fm_finalize`, tests).
+    pub fn flush_trace(&self) {
+        if let Some(t) = &self.tracer {
+            t.flush();
+        }
     }
 }
 

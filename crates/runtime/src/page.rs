@@ -169,14 +169,11 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         (State::Absent, Event::ClaimAsync) => {
             PageWord(w.0 | PREFETCHED | IN_FLIGHT).with_state(State::Fetching)
         }
+        // A prefetched page installed writable (a write stream's window)
+        // stays PREFETCHED: writes to it raise no fault, so only its stream
+        // going past it shows it used, as for a read stream's pages.
         (State::Fetching, Event::Installed { dirty }) => {
-            let w = PageWord(w.0 & !IN_FLIGHT);
-            let w = if dirty {
-                PageWord(w.0 & !PREFETCHED)
-            } else {
-                w
-            };
-            w.with_state(if dirty { State::Dirty } else { State::Clean })
+            PageWord(w.0 & !IN_FLIGHT).with_state(if dirty { State::Dirty } else { State::Clean })
         }
         (State::Clean, Event::WriteFault) => {
             PageWord(w.0 & !PREFETCHED).with_state(State::MakingDirty)

@@ -13,80 +13,60 @@
 //! any thread can complete any request.
 
 use crate::page::{self, next, Event, PageWord, State};
+use crate::readahead::{Hint, Plan};
 use crate::replacement::{page_u32, Aux as _};
+use crate::trace::{Kind, Why};
 use crate::Runtime;
 use crate::MAXB;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
-use std::sync::atomic::Ordering;
-
-pub(crate) const NSTREAMS: usize = 64;
-const MAX_STRIDE: i64 = 64;
-/// Resident pages just before a fault that make it a stream (a random fault
-/// finds them all resident with probability (resident share)^4, under 1% at
-/// 4x expansion).
-const RUN_BEHIND: usize = 4;
 
 impl Runtime {
-    /// Plan the prefetch window for a demand fault at `p`: returns the stride
-    /// and how many pages (the demand page included) to fetch, and remembers the
-    /// stream. A stream is confirmed when a fault lands at most MAX_STRIDE pages
-    /// from a recent one; each fault at the page just past the previous window
-    /// doubles the window up to FARMEM_PREFETCH.
-    pub(crate) fn plan_prefetch(
-        &self,
-        p: usize,
-        w: PageWord,
-    ) -> (i64, usize, Option<(usize, u64)>) {
-        let maxw = self.cfg.prefetch_pages as usize;
-        if maxw <= 1 || w.has(page::ADV_RANDOM) {
-            return (1, 1, None);
-        }
-        if w.has(page::ADV_SEQUENTIAL) {
-            return (1, maxw, None);
-        }
-        let p64 = p as i64;
-        for (i, s) in self.streams.iter().enumerate() {
-            let e = s.load(Ordering::Relaxed);
-            if e == 0 {
-                continue;
-            }
-            let (pos, win, stride) = decode_stream(e);
-            if win == 0 {
-                let d = p64 - pos;
-                if d != 0 && d.abs() <= MAX_STRIDE {
-                    return (d, 4.min(maxw), Some((i, e)));
-                }
-            } else if p64 == pos {
-                // The stream ran past its window: the prefetched pages were used.
-                for k in 1..win as i64 {
-                    // Negative positions are outside the arena.
-                    let q = usize::try_from(pos - stride * k);
-                    if q.is_ok_and(|q| {
-                        q < self.npages && self.transition(q, Event::PrefetchUsed).is_ok()
-                    }) {
-                        self.stats.prefetch_used.add(1);
+    /// Plan the prefetch window for a demand fault at `p` (see
+    /// [`crate::readahead`]), and count the previous window of the stream it
+    /// continues as used.
+    pub(crate) fn plan_prefetch(&self, p: usize, w: PageWord) -> Plan {
+        let hint = if w.has(page::ADV_RANDOM) {
+            Hint::Random
+        } else if w.has(page::ADV_SEQUENTIAL) {
+            Hint::Sequential
+        } else {
+            Hint::None
+        };
+        let plan = self.planner.lock().plan(p as u64, hint, |q| {
+            let q = farmem_sys::usize_from(q);
+            q < self.npages && self.load(q).state().is_resident()
+        });
+        if let Some((first, stride, k)) = plan.used {
+            let mut used = [0usize; MAXB];
+            let mut n = 0;
+            for j in 0..k.min(MAXB) as i64 {
+                // Negative positions are outside the arena.
+                let q = usize::try_from(first + stride * j);
+                if let Ok(q) = q {
+                    if q < self.npages && self.transition(q, Event::PrefetchUsed).is_ok() {
+                        used[n] = q;
+                        n += 1;
                     }
                 }
-                return (
-                    stride,
-                    (farmem_sys::usize_from(win) * 2).clamp(2, maxw),
-                    Some((i, e)),
-                );
             }
+            self.count_used(&used[..n]);
         }
-        let v = self.stream_victim.fetch_add(1, Ordering::Relaxed) % NSTREAMS;
-        // The program ran through resident pages into this one: a forward
-        // stream that was already going (the pages before were kept by the
-        // replacement policy, so they raised no fault to follow). Start it
-        // mid-way instead of from one page.
-        if p >= RUN_BEHIND && (1..=RUN_BEHIND).all(|k| self.load(p - k).state().is_resident()) {
-            let e = encode_stream(p64, 0, 0);
-            self.streams[v].store(e, Ordering::Relaxed);
-            return (1, (maxw / 4).max(2), Some((v, e)));
+        plan
+    }
+
+    /// Prefetched pages `pages` were seen used: statistics, trace and the
+    /// planner's region scores.
+    pub(crate) fn count_used(&self, pages: &[usize]) {
+        if pages.is_empty() {
+            return;
         }
-        self.streams[v].store(encode_stream(p64, 0, 0), Ordering::Relaxed);
-        (1, 1, None)
+        self.stats.prefetch_used.add(pages.len() as u64);
+        let mut pl = self.planner.lock();
+        for &q in pages {
+            pl.on_used(q as u64);
+            self.trace(Kind::PrefetchUsed, q, 0);
+        }
     }
 
     /// The program reached `q`, the first page of a window in flight: if a
@@ -94,30 +74,31 @@ impl Runtime {
     /// request the next one.
     pub(crate) fn continue_stream(&self, q: usize, write: bool) {
         let maxw = (self.cfg.prefetch_pages as usize).min(MAXB);
-        for s in &self.streams {
-            let e = s.load(Ordering::Relaxed);
-            let (pos, win, stride) = decode_stream(e);
-            if e == 0 || win == 0 || stride != 1 || pos != q as i64 {
-                continue;
-            }
-            for k in 1..=MAXB.min(q) {
-                if self.transition(q - k, Event::PrefetchUsed).is_err() {
-                    break;
-                }
-                self.stats.prefetch_used.add(1);
-            }
-            let start = q + farmem_sys::usize_from(win);
-            let issued =
-                self.prefetch_async(start, (farmem_sys::usize_from(win) * 2).min(maxw), write);
-            let win = if issued > 0 { issued as u64 } else { win };
-            let _ = s.compare_exchange(
-                e,
-                encode_stream(start as i64, win, 1),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+        let Some((i, win)) = self.planner.lock().stream_at(q as i64) else {
             return;
+        };
+        let mut used = [0usize; MAXB];
+        let mut n = 0;
+        for k in 1..=MAXB.min(q) {
+            if self.transition(q - k, Event::PrefetchUsed).is_err() {
+                break;
+            }
+            used[n] = q - k;
+            n += 1;
         }
+        self.count_used(&used[..n]);
+        let start = q + win;
+        let want = self
+            .planner
+            .lock()
+            .pipeline_window(start as u64, (win * 2).min(maxw));
+        let issued = if want > 1 {
+            self.prefetch_async(start, want, write)
+        } else {
+            0
+        };
+        // Without a window ahead, the stream's next fault is at `start`.
+        self.planner.lock().moved(i, start as i64, issued.max(win));
     }
 
     /// Request up to `want` pages from `start` on, without waiting: the
@@ -151,6 +132,7 @@ impl Runtime {
                 break;
             }
             list[k] = q as u64;
+            self.trace(Kind::Prefetch, q, Why::Pipelined as u8);
             k += 1;
         }
         if k == 0 {

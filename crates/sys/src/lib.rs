@@ -114,25 +114,37 @@ pub fn now_ns() -> u64 {
 /// Write a whole message to stderr with raw syscalls; usable inside a signal
 /// handler, where `eprintln!` (which locks and may allocate) is not.
 pub fn write_stderr(msg: &[u8]) {
+    let _ = write_all_fd(2, msg);
+}
+
+/// Write all of `buf` to `fd` with raw `write` system calls (async-signal-safe,
+/// and never through an interposed libc `write`), retrying on EINTR.
+pub fn write_all_fd(fd: i32, buf: &[u8]) -> io::Result<()> {
     let mut off = 0;
-    while off < msg.len() {
-        // SAFETY: the pointer and length describe the live slice `msg[off..]`.
+    while off < buf.len() {
+        // SAFETY: the pointer and length describe the live slice `buf[off..]`.
         let r = unsafe {
             crate::raw_syscall!(
                 libc::SYS_write,
-                2,
-                msg[off..].as_ptr() as usize,
-                msg.len() - off,
+                fd,
+                buf[off..].as_ptr() as usize,
+                buf.len() - off,
             )
         };
         if r <= 0 {
-            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            let e = io::Error::last_os_error();
+            if r < 0 && e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return;
+            return Err(if r == 0 {
+                io::Error::from(io::ErrorKind::WriteZero)
+            } else {
+                e
+            });
         }
         off += usize_from(r.unsigned_abs()); // r > 0 here
     }
+    Ok(())
 }
 
 /// Print `msg` and terminate the process at once (async-signal-safe). Used when

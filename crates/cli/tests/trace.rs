@@ -1,0 +1,116 @@
+//! The policy trace: `farmem run --trace FILE` records a real program's
+//! faults, prefetches and evictions, and `farmem trace` explains them against
+//! Belady's MIN computed from the program's reference string.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+fn num_after(text: &str, label: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(label))
+        .unwrap_or_else(|| panic!("no {label:?} in:\n{text}"));
+    line[line.find(label).unwrap() + label.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {label:?}: {line}"))
+}
+
+fn traced_run(exe: &Path, local: &str, prefetch: &str, trace: &Path) -> String {
+    let o = farmem()
+        .args(["run", "--local", local, "--stats", "--trace"])
+        .arg(trace)
+        .arg("--")
+        .arg(exe)
+        .env("FARMEM_PREFETCH", prefetch)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        o.status.success() && out.contains("ok (0 bad)"),
+        "{out}\n{err}"
+    );
+    err
+}
+
+#[test]
+fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/trace_pattern.c",
+        "trace_pattern",
+        &["-Wextra"],
+    );
+    let dir = std::env::temp_dir().join(format!("farmem-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (run_t, refs_t) = (dir.join("run.trace"), dir.join("refs.trace"));
+    let stats = traced_run(&exe, "16M", "64", &run_t);
+    traced_run(&exe, "1M", "0", &refs_t);
+
+    let o = farmem()
+        .arg("trace")
+        .arg(&run_t)
+        .arg("--refs")
+        .arg(&refs_t)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // The trace counts what --stats counts.
+    let line = stats
+        .lines()
+        .find(|l| l.contains("prefetched (used / wasted)"))
+        .unwrap();
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(num_after(&out, "prefetched  "), nums[0], "{out}\n{line}");
+    assert_eq!(
+        num_after(&out, "prefetched used / wasted"),
+        nums[1],
+        "{out}\n{line}"
+    );
+
+    // MIN is a lower bound on what the run brought in, and the sequential
+    // passes were prefetched with little waste while the random reads were not.
+    let min = num_after(&out, "Belady's MIN fetches");
+    let fetched = num_after(&out, "this run fetched");
+    assert!(min > 16384 && min <= fetched, "{out}");
+    let prefetched = nums[0];
+    let wasted = nums[2];
+    assert!(
+        prefetched > 16384,
+        "the sequential passes were prefetched: {out}"
+    );
+    assert!(wasted * 100 <= prefetched * 15, "waste over 15%: {out}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn bad_trace_arguments_are_named() {
+    let o = farmem()
+        .args(["run", "--trace", "/nonexistent-dir/t", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("FARMEM_TRACE"), "{err}");
+
+    let junk = std::env::temp_dir().join(format!("farmem-not-a-trace-{}", std::process::id()));
+    std::fs::write(&junk, b"hello").unwrap();
+    let o = farmem().arg("trace").arg(&junk).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("not a farmem trace"),
+        "{err}"
+    );
+    std::fs::remove_file(junk).ok();
+}

@@ -1,0 +1,512 @@
+//! The policy simulator: replays a page reference string under Belady's MIN
+//! and under farmem's own policy (the [`readahead`](crate::readahead)
+//! planner and the [`replacement`](crate::replacement) queues, the same code
+//! the fault path runs) at the same budget, so that "pages fetched against the
+//! least any policy must fetch" exists for any program.
+//!
+//! MIN with demand fetching is the lower bound on pages fetched at a budget
+//! of B pages by any policy, prefetching included (prefetching can move a
+//! fetch earlier, never save one). Write-backs are not bounded here.
+//!
+//! What the replay leaves out: timing. A pipelined window (requested ahead
+//! of a forward stream) arrives at once, and its first page waits, as in the
+//! runtime, until the program reaches it; eviction takes batches of
+//! `FARMEM_EVICT_BATCH` pages as the runtime does. Pinned pages and advice
+//! do not occur in a reference string.
+
+use crate::readahead::{Hint, Planner};
+use crate::replacement::{Aux, Queues, Take};
+use crate::trace::{self, Kind, Why};
+use std::cell::Cell;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+/// A reference string: dense page ids (in first-reference order), whether
+/// each reference wrote, and the number of distinct pages.
+#[derive(Debug, Clone, Default)]
+pub struct Refs {
+    pub pages: Vec<u32>,
+    pub writes: Vec<bool>,
+    pub distinct: usize,
+    /// Dense id -> page number in the arena (for the planner's strides).
+    pub page_of: Vec<u64>,
+}
+
+impl Refs {
+    /// The references of a trace (faults, write hits and waits for
+    /// prefetched pages), in order.
+    pub fn from_records(records: &[u64]) -> Refs {
+        let mut ids: HashMap<u64, u32> = HashMap::new();
+        let mut r = Refs::default();
+        for &rec in records {
+            let Some((kind, page, _)) = trace::decode(rec) else {
+                continue;
+            };
+            if !kind.is_reference() {
+                continue;
+            }
+            let next = u32::try_from(r.page_of.len()).unwrap_or(u32::MAX);
+            let id = *ids.entry(page).or_insert_with(|| {
+                r.page_of.push(page);
+                next
+            });
+            r.pages.push(id);
+            r.writes
+                .push(matches!(kind, Kind::FaultWrite | Kind::WriteHit));
+        }
+        r.distinct = r.page_of.len();
+        r
+    }
+
+    /// A reference string of arena pages (for synthetic traces).
+    pub fn from_pages(pages: &[u64], writes: bool) -> Refs {
+        let recs: Vec<u64> = pages
+            .iter()
+            .map(|&p| {
+                let k = if writes {
+                    Kind::FaultWrite
+                } else {
+                    Kind::FaultRead
+                };
+                trace::encode(k, p, 0)
+            })
+            .collect();
+        Refs::from_records(&recs)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+}
+
+/// Pages Belady's MIN fetches at `budget` resident pages (demand fetching:
+/// evict the resident page whose next reference is furthest away).
+pub fn min_fetches(refs: &Refs, budget: usize) -> u64 {
+    let n = refs.pages.len();
+    let budget = budget.max(1);
+    let mut next_use = vec![usize::MAX; n];
+    let mut last = vec![usize::MAX; refs.distinct];
+    for i in (0..n).rev() {
+        let p = refs.pages[i] as usize;
+        next_use[i] = last[p];
+        last[p] = i;
+    }
+    // Per page: its next use while resident (usize::MAX - 1 when never again),
+    // or None. The heap holds (next use, page), stale entries skipped.
+    let mut resident: Vec<Option<usize>> = vec![None; refs.distinct];
+    let mut heap: BinaryHeap<(usize, u32)> = BinaryHeap::new();
+    let mut count = 0usize;
+    let mut fetches = 0u64;
+    for i in 0..n {
+        let p = refs.pages[i];
+        let nu = next_use[i];
+        if resident[p as usize].is_none() {
+            fetches += 1;
+            if count == budget {
+                while let Some((u, q)) = heap.pop() {
+                    if resident[q as usize] == Some(u) {
+                        resident[q as usize] = None;
+                        count -= 1;
+                        break;
+                    }
+                }
+            }
+            count += 1;
+        }
+        resident[p as usize] = Some(nu);
+        heap.push((nu, p));
+    }
+    fetches
+}
+
+/// What the replay under farmem's policy did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replay {
+    /// Pages fetched (demand and prefetched).
+    pub fetched: u64,
+    pub faults: u64,
+    pub prefetched: u64,
+    pub prefetch_used: u64,
+    pub prefetch_wasted: u64,
+    /// Prefetched and wasted pages by the reason they were prefetched for
+    /// ([`trace::Why`] as index).
+    pub prefetched_by_why: [u64; Why::COUNT],
+    pub wasted_by_why: [u64; Why::COUNT],
+}
+
+impl Replay {
+    /// Wasted prefetched pages as a share of those that ended (used or wasted).
+    pub fn waste(&self) -> f64 {
+        let ended = self.prefetch_used + self.prefetch_wasted;
+        if ended == 0 {
+            0.0
+        } else {
+            self.prefetch_wasted as f64 / ended as f64
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Slot {
+    #[default]
+    Absent,
+    Resident,
+    /// The first page of a pipelined window: counts against the budget, and
+    /// the program's reference to it continues its stream.
+    Parked,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Page {
+    slot: Slot,
+    prefetched: bool,
+    dirty: bool,
+    why: u8,
+}
+
+struct Stamps(Vec<Cell<u32>>);
+impl Aux for Stamps {
+    fn aux(&self, p: u32) -> u32 {
+        self.0[p as usize].get()
+    }
+    fn set_aux(&self, p: u32, v: u32) {
+        self.0[p as usize].set(v)
+    }
+}
+
+/// The replay's state: pages indexed by arena page number (the planner works
+/// on arena pages; the references are mapped back to them).
+struct Sim {
+    pages: HashMap<u64, Page>,
+    /// Prefetched pages eviction has passed over once.
+    second: HashSet<u64>,
+    ids: HashMap<u64, u32>,
+    by_id: Vec<u64>,
+    stamps: Stamps,
+    queues: Queues,
+    planner: Planner,
+    budget: usize,
+    resident: usize,
+    evict_batch: usize,
+    r: Replay,
+}
+
+impl Sim {
+    fn id(&mut self, p: u64) -> u32 {
+        if let Some(&i) = self.ids.get(&p) {
+            return i;
+        }
+        let i = u32::try_from(self.by_id.len()).unwrap_or(u32::MAX);
+        self.ids.insert(p, i);
+        self.by_id.push(p);
+        self.stamps.0.push(Cell::new(0));
+        i
+    }
+
+    fn page(&self, p: u64) -> Page {
+        self.pages.get(&p).copied().unwrap_or_default()
+    }
+
+    fn reserve(&mut self, n: usize) {
+        while self.resident + n > self.budget {
+            let want = n.max(self.evict_batch).min(crate::MAXB);
+            let mut victims = [0u32; crate::MAXB];
+            let (k, stamp) = {
+                let Sim {
+                    pages,
+                    by_id,
+                    queues,
+                    second,
+                    ..
+                } = self;
+                queues.evict(&mut victims[..want], |id| {
+                    let p = by_id[id as usize];
+                    let pg = pages.get(&p).copied().unwrap_or_default();
+                    if pg.slot != Slot::Resident {
+                        return Take::Drop;
+                    }
+                    // The runtime's one extra pass for prefetched pages not yet used.
+                    if pg.prefetched && second.insert(p) {
+                        return Take::Keep;
+                    }
+                    Take::Taken
+                })
+            };
+            if k == 0 {
+                // Only parked pages are left: install them as the runtime does.
+                let parked: Vec<u64> = self
+                    .pages
+                    .iter()
+                    .filter(|(_, pg)| pg.slot == Slot::Parked)
+                    .map(|(&p, _)| p)
+                    .collect();
+                if parked.is_empty() {
+                    return;
+                }
+                for p in parked {
+                    self.install_parked(p);
+                }
+                continue;
+            }
+            for &id in &victims[..k] {
+                self.stamps.set_aux(id, stamp);
+                let p = self.by_id[id as usize];
+                let pg = self.pages.remove(&p).unwrap_or_default();
+                self.second.remove(&p);
+                if pg.prefetched {
+                    self.r.prefetch_wasted += 1;
+                    self.r.wasted_by_why[usize::from(pg.why).min(Why::COUNT - 1)] += 1;
+                    self.planner.on_wasted(p);
+                }
+            }
+            self.resident -= k;
+        }
+    }
+
+    fn install_parked(&mut self, p: u64) {
+        if let Some(pg) = self.pages.get_mut(&p) {
+            pg.slot = Slot::Resident;
+        }
+        let id = self.id(p);
+        let refault = Some(self.stamps.aux(id));
+        self.queues.admit(id, refault);
+    }
+
+    fn used(&mut self, p: u64) {
+        if let Some(pg) = self.pages.get_mut(&p) {
+            if pg.prefetched && pg.slot != Slot::Absent {
+                pg.prefetched = false;
+                self.r.prefetch_used += 1;
+                self.planner.on_used(p);
+            }
+        }
+    }
+
+    /// Fetch the absent pages of `list` (the first is the demand page unless
+    /// `all_prefetch`), parking `park` if given.
+    fn fetch(&mut self, list: &[u64], demand: bool, park: Option<u64>, write: bool, why: Why) {
+        self.reserve(list.len());
+        for (k, &q) in list.iter().enumerate() {
+            let prefetched = k > 0 || !demand;
+            let slot = if Some(q) == park {
+                Slot::Parked
+            } else {
+                Slot::Resident
+            };
+            self.pages.insert(
+                q,
+                Page {
+                    slot,
+                    prefetched,
+                    dirty: write,
+                    why: why as u8,
+                },
+            );
+            self.resident += 1;
+            self.r.fetched += 1;
+            if prefetched {
+                self.r.prefetched += 1;
+                self.r.prefetched_by_why[usize::from(why as u8).min(Why::COUNT - 1)] += 1;
+            }
+            if slot == Slot::Resident {
+                let id = self.id(q);
+                let refault = Some(self.stamps.aux(id));
+                self.queues.admit(id, refault);
+            }
+        }
+    }
+
+    /// Absent pages from `start` on at `stride`, at most `want`.
+    fn claim(&self, start: i64, stride: i64, want: usize) -> Vec<u64> {
+        let mut v = Vec::new();
+        for k in 0..want as i64 {
+            let Ok(q) = u64::try_from(start + stride * k) else {
+                break;
+            };
+            if self.page(q).slot != Slot::Absent {
+                break;
+            }
+            v.push(q);
+        }
+        v
+    }
+
+    fn reference(&mut self, p: u64, write: bool) {
+        let pg = self.page(p);
+        match pg.slot {
+            Slot::Resident => {
+                // Reads of resident pages are invisible, as in the runtime; a
+                // write to a clean page faults once (write protection).
+                if write && !pg.dirty {
+                    self.used(p);
+                    if let Some(x) = self.pages.get_mut(&p) {
+                        x.dirty = true;
+                    }
+                }
+            }
+            Slot::Parked => {
+                self.continue_stream(p, write);
+                self.install_parked(p);
+                self.used(p);
+                if write {
+                    if let Some(x) = self.pages.get_mut(&p) {
+                        x.dirty = true;
+                    }
+                }
+            }
+            Slot::Absent => self.fault(p, write),
+        }
+    }
+
+    fn continue_stream(&mut self, q: u64, write: bool) {
+        let Some((i, win)) = self.planner.stream_at(i64::try_from(q).unwrap_or(i64::MAX)) else {
+            return;
+        };
+        for k in 1..=(crate::MAXB as u64).min(q) {
+            let pg = self.page(q - k);
+            if !pg.prefetched || pg.slot == Slot::Absent {
+                break;
+            }
+            self.used(q - k);
+        }
+        let start = q + win as u64;
+        let maxw = self.planner.max_window().min(crate::MAXB);
+        let want = self.planner.pipeline_window(start, (win * 2).min(maxw));
+        let list = if want > 1 {
+            self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
+        } else {
+            Vec::new()
+        };
+        if !list.is_empty() {
+            self.fetch(&list, false, Some(start), write, Why::Pipelined);
+        }
+        let next = i64::try_from(start).unwrap_or(i64::MAX);
+        self.planner.moved(i, next, list.len().max(win));
+    }
+
+    fn fault(&mut self, p: u64, write: bool) {
+        self.r.faults += 1;
+        let plan = {
+            let pages = &self.pages;
+            self.planner.plan(p, Hint::None, |q| {
+                pages.get(&q).is_some_and(|x| x.slot == Slot::Resident)
+            })
+        };
+        if let Some((first, stride, k)) = plan.used {
+            for j in 0..k as i64 {
+                if let Ok(q) = u64::try_from(first + stride * j) {
+                    self.used(q);
+                }
+            }
+        }
+        let pi = i64::try_from(p).unwrap_or(i64::MAX);
+        let mut list = vec![p];
+        list.extend(self.claim(pi + plan.stride, plan.stride, plan.pages - 1));
+        let n = list.len();
+        if let (Some(i), true) = (plan.stream, n < plan.pages) {
+            self.planner.moved(i, pi + plan.stride * n as i64, n);
+        }
+        self.fetch(&list, true, None, write, plan.why);
+        if plan.pipeline && n == plan.pages {
+            let start = p + n as u64;
+            let want = self.planner.pipeline_window(start, n);
+            let ahead = if want > 1 {
+                self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
+            } else {
+                Vec::new()
+            };
+            if let (false, Some(i)) = (ahead.is_empty(), plan.stream) {
+                let k = ahead.len();
+                self.fetch(&ahead, false, Some(start), write, Why::Pipelined);
+                self.planner
+                    .moved(i, i64::try_from(start).unwrap_or(i64::MAX), k);
+            }
+        }
+    }
+}
+
+/// Replay `refs` under farmem's policy at `budget` pages, with prefetch
+/// windows of at most `prefetch` pages and eviction batches of `evict_batch`.
+pub fn replay(refs: &Refs, budget: usize, prefetch: usize, evict_batch: usize) -> Replay {
+    let budget = budget.max(4 * crate::MAXB);
+    let mut s = Sim {
+        pages: HashMap::new(),
+        second: HashSet::new(),
+        ids: HashMap::new(),
+        by_id: Vec::new(),
+        stamps: Stamps(Vec::new()),
+        queues: Queues::new(budget, 4 * crate::MAXB),
+        planner: Planner::new(prefetch),
+        budget,
+        resident: 0,
+        evict_batch: evict_batch.max(1),
+        r: Replay::default(),
+    };
+    for (i, &id) in refs.pages.iter().enumerate() {
+        s.reference(refs.page_of[id as usize], refs.writes[i]);
+    }
+    s.r
+}
+
+/// What a trace recorded, counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub faults: u64,
+    pub write_hits: u64,
+    pub prefetch_waits: u64,
+    /// Prefetched pages by reason ([`trace::Why`] as index).
+    pub prefetched: [u64; Why::COUNT],
+    pub prefetch_used: u64,
+    pub evicted: u64,
+    pub written_back: u64,
+    /// Prefetched pages evicted unused.
+    pub wasted: u64,
+    /// Wasted pages by the reason they were prefetched for.
+    pub wasted_by_why: [u64; Why::COUNT],
+}
+
+impl Summary {
+    pub fn of(records: &[u64]) -> Summary {
+        let mut s = Summary::default();
+        let mut why: HashMap<u64, u8> = HashMap::new();
+        for &r in records {
+            let Some((kind, page, detail)) = trace::decode(r) else {
+                continue;
+            };
+            match kind {
+                Kind::FaultRead | Kind::FaultWrite => s.faults += 1,
+                Kind::WriteHit => s.write_hits += 1,
+                Kind::PrefetchWait => s.prefetch_waits += 1,
+                Kind::Prefetch => {
+                    let w = usize::from(detail).min(Why::COUNT - 1);
+                    s.prefetched[w] += 1;
+                    why.insert(page, detail);
+                }
+                Kind::PrefetchUsed => s.prefetch_used += 1,
+                Kind::Evict => {
+                    s.evicted += 1;
+                    if detail & trace::EVICT_WRITTEN_BACK != 0 {
+                        s.written_back += 1;
+                    }
+                    if detail & trace::EVICT_UNUSED_PREFETCH != 0 {
+                        s.wasted += 1;
+                        if let Some(&w) = why.get(&page) {
+                            s.wasted_by_why[usize::from(w).min(Why::COUNT - 1)] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    pub fn prefetched_total(&self) -> u64 {
+        self.prefetched.iter().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! The prefetch planner and the replacement queues against Belady's MIN on
+//! synthetic reference strings: random, strided, cyclic larger than the
+//! budget, a scan beside a hot set, and a BFS-like frontier.
+
+use super::*;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const BASE: u64 = 1 << 20;
+const PREFETCH: usize = 64;
+const BATCH: usize = 32;
+
+fn run(pages: &[u64], budget: usize) -> (Replay, Replay, u64) {
+    let refs = Refs::from_pages(pages, false);
+    let ours = replay(&refs, budget, PREFETCH, BATCH);
+    let demand = replay(&refs, budget, 1, BATCH);
+    let min = min_fetches(&refs, budget.max(4 * crate::MAXB));
+    (ours, demand, min)
+}
+
+#[test]
+fn min_is_optimal_on_small_strings() {
+    // 1 2 3 4 1 2 5 1 2 3 4 5 with 3 frames: MIN takes 7 faults.
+    let t: Vec<u64> = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5].to_vec();
+    assert_eq!(min_fetches(&Refs::from_pages(&t, false), 3), 7);
+    assert_eq!(min_fetches(&Refs::from_pages(&t, false), 5), 5);
+    assert_eq!(min_fetches(&Refs::default(), 5), 0);
+}
+
+#[test]
+fn random_access_gets_demand_pages_only() {
+    let mut r = Rng(7);
+    let t: Vec<u64> = (0..60_000).map(|_| BASE + r.below(8000)).collect();
+    let (ours, demand, _) = run(&t, 4000);
+    assert!(
+        ours.prefetched * 100 <= 3 * ours.fetched,
+        "random access prefetched {} of {} fetched",
+        ours.prefetched,
+        ours.fetched
+    );
+    assert!(
+        ours.fetched as f64 <= 1.02 * demand.fetched as f64,
+        "{ours:?} vs {demand:?}"
+    );
+}
+
+#[test]
+fn strided_scans_are_prefetched_without_waste() {
+    for stride in [1u64, 3, -2i64 as u64] {
+        let t: Vec<u64> = (0..2)
+            .flat_map(|_| (0..20_000u64).map(move |k| BASE * 4 + k.wrapping_mul(stride)))
+            .collect();
+        let (ours, _, min) = run(&t, 2000);
+        assert!(ours.waste() <= 0.15, "stride {stride}: {ours:?}");
+        assert!(ours.faults * 8 <= ours.fetched, "stride {stride}: {ours:?}");
+        assert!(
+            ours.fetched as f64 <= 1.1 * min as f64,
+            "stride {stride}: {ours:?} min {min}"
+        );
+    }
+}
+
+#[test]
+fn a_loop_larger_than_the_budget_stays_near_min() {
+    let t: Vec<u64> = (0..8).flat_map(|_| BASE..BASE + 3000).collect();
+    let (ours, _, min) = run(&t, 2000);
+    assert!(ours.waste() <= 0.15, "{ours:?}");
+    assert!(
+        ours.fetched as f64 <= 1.5 * min as f64,
+        "{ours:?} min {min}"
+    );
+}
+
+#[test]
+fn a_scan_does_not_flush_the_hot_set() {
+    let mut r = Rng(11);
+    let mut t = Vec::new();
+    for _ in 0..3 {
+        for s in 0..20_000u64 {
+            t.push(BASE * 8 + s);
+            for _ in 0..2 {
+                t.push(BASE + r.below(600));
+            }
+        }
+    }
+    let (ours, _, min) = run(&t, 1500);
+    assert!(ours.waste() <= 0.15, "{ours:?}");
+    assert!(
+        ours.fetched as f64 <= 1.3 * min as f64,
+        "{ours:?} min {min}"
+    );
+}
+
+/// BFS over a graph in CSR form: for each frontier vertex, its run of the
+/// edge array (in order, a page or two), and for each edge a random read of
+/// the parent array; frontier vertices come in increasing order (a bottom-up
+/// step) or at random (top-down).
+#[test]
+fn a_bfs_frontier_wastes_little() {
+    let mut r = Rng(3);
+    let vertices = 200_000u64;
+    let parent = BASE; // 8 bytes a vertex: 512 a page
+    let edges = BASE * 16; // 16 edges of 4 bytes a vertex: 64 bytes a vertex
+    let mut t = Vec::new();
+    for step in 0..6 {
+        let mut frontier: Vec<u64> = (0..20_000).map(|_| r.below(vertices)).collect();
+        if step % 2 == 1 {
+            frontier.sort_unstable();
+        }
+        for v in frontier {
+            t.push(edges + v * 64 / 4096);
+            for _ in 0..4 {
+                t.push(parent + r.below(vertices) * 8 / 4096);
+            }
+        }
+    }
+    let (ours, demand, _) = run(&t, 3000);
+    assert!(ours.waste() <= 0.15, "{ours:?}");
+    assert!(
+        ours.fetched as f64 <= 1.02 * demand.fetched as f64,
+        "{ours:?} vs {demand:?}"
+    );
+}
