@@ -120,9 +120,7 @@ pub fn run(a: Args) -> Result<()> {
     );
     println!("  at a budget of {}:", format_size(budget * 4096));
     println!("  Belady's MIN fetches         {}", pages(min));
-    if refs.len() == s.faults as usize + s.write_hits as usize + s.prefetch_waits as usize
-        || a.file == *refs_path
-    {
+    if a.file == *refs_path {
         println!("  (the run and the reference string are one trace)");
     }
     println!(

@@ -100,9 +100,7 @@ pub fn min_fetches(refs: &Refs, budget: usize) -> u64 {
     let mut heap: BinaryHeap<(usize, u32)> = BinaryHeap::new();
     let mut count = 0usize;
     let mut fetches = 0u64;
-    for i in 0..n {
-        let p = refs.pages[i];
-        let nu = next_use[i];
+    for (&p, &nu) in refs.pages.iter().zip(&next_use) {
         if resident[p as usize].is_none() {
             fetches += 1;
             if count == budget {

@@ -57,7 +57,7 @@ fn random_access_gets_demand_pages_only() {
 
 #[test]
 fn strided_scans_are_prefetched_without_waste() {
-    for stride in [1u64, 3, -2i64 as u64] {
+    for stride in [1u64, 3, (-2i64).cast_unsigned()] {
         let t: Vec<u64> = (0..2)
             .flat_map(|_| (0..20_000u64).map(move |k| BASE * 4 + k.wrapping_mul(stride)))
             .collect();

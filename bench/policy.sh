@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Prefetch and replacement policy on real programs, before and after in one
+# run: the same program under an older farmem build (BEFORE, a farmem binary
+# with its libfarmem_preload.so beside it) and under this one, on sockets and
+# on UCX, with all-local beside them. GAPBS is fetched and built by you:
+#
+#   git clone https://github.com/sbeamer/gapbs && make -C gapbs bfs pr
+#   git worktree add /tmp/before <commit> && (cd /tmp/before && cargo build --release)
+#   bench/policy.sh GAPBS_DIR /tmp/before/target/release/farmem [RUNS] [FRACTIONS]
+#
+# FRACTIONS: local memory as percentages of the program's peak RSS (default
+# "50"). Prints per program, fraction and transport: the program's own time
+# (GAPBS's average trial time, median of RUNS) and wall time, before and
+# after; pages fetched; prefetched pages wasted (evicted unused, as a share
+# of those prefetched); fault p50.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GAPBS=${1:?GAPBS checkout}; BEFORE=${2:?farmem binary of the build to compare with}
+RUNS=${3:-3}; FRACTIONS=${4:-50}
+AFTER=$PWD/target/release/farmem
+export OMP_NUM_THREADS=2
+med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+progs=(
+    "bfs|$GAPBS/bfs -g 21 -n 10"
+    "pr|$GAPBS/pr -g 21 -n 3"
+)
+metric() { sed -nE "s/.*Average Time: *([0-9.]+).*/\1/p" | tail -1; }
+echo "program | local | transport | all-local trial s | before: trial s, wall s, fetched, wasted, p50 | after: trial s, wall s, fetched, wasted, p50"
+for p in "${progs[@]}"; do
+    IFS='|' read -r name cmd <<<"$p"
+    ts=(); rss=0
+    for r in $(seq "$RUNS"); do
+        o=$( { /usr/bin/time -f "RSS %M" $cmd; } 2>&1)
+        ts+=("$(echo "$o" | metric)"); rss=$(echo "$o" | awk '/^RSS/ {print $2}')
+    done
+    local_s=$(printf '%s\n' "${ts[@]}" | med)
+    for f in $FRACTIONS; do
+        loc=$((rss * f / 100))K
+        for t in socket ucx; do
+            row="$name | $f% ($((rss * f / 100 / 1024))M) | $t | $local_s"
+            for F in "$BEFORE" "$AFTER"; do
+                ts=(); ws=(); outs=()
+                for r in $(seq "$RUNS"); do
+                    o=$( { /usr/bin/time -f "WALL %e" "$F" run --local "$loc" --transport "$t" --stats -- $cmd; } 2>&1)
+                    ts+=("$(echo "$o" | metric)"); ws+=("$(echo "$o" | awk '/^WALL/ {print $2}')")
+                    outs+=("$o")
+                done
+                s=$(printf '%s\n' "${ts[@]}" | med); w=$(printf '%s\n' "${ws[@]}" | med)
+                last=${outs[-1]}
+                fetched=$(echo "$last" | awk '/fetched from backend/ {print $4}')
+                waste=$(echo "$last" | awk '/prefetched \(used/ {gsub(/[()]/,""); if ($5>0) printf "%d/%d=%.0f%%", $8, $5, 100*$8/$5; else print "0"}')
+                p50=$(echo "$last" | awk '/fault latency/ {print $4}')
+                row="$row | $s, $w, $fetched, $waste, $p50"
+            done
+            echo "$row"
+        done
+    done
+done
