@@ -50,9 +50,10 @@ pub fn run(a: Args) -> Result<()> {
     let s = Summary::of(&records);
     let prefetched = s.prefetched_total();
     println!(
-        "{}: budget {}, prefetch window {} pages, {} records",
+        "{}: budget {} (hold {}%), prefetch window {} pages, {} records",
         a.file.display(),
         format_size(h.budget_pages * 4096),
+        h.hold_percent,
         h.prefetch_pages,
         records.len()
     );
@@ -61,10 +62,9 @@ pub fn run(a: Args) -> Result<()> {
         "  write hits, prefetch waits   {} / {}",
         s.write_hits, s.prefetch_waits
     );
-    println!(
-        "  fetched                      {}",
-        pages(s.faults + prefetched)
-    );
+    let fetched = s.faults - s.from_hold + prefetched;
+    println!("  brought in (fetched or zero) {}", pages(fetched));
+    println!("  of the faults, from the hold {}", s.from_hold);
     println!("  prefetched                   {}", pages(prefetched));
     for (i, name) in Why::NAMES.iter().enumerate() {
         if s.prefetched[i] > 0 {
@@ -103,7 +103,13 @@ pub fn run(a: Args) -> Result<()> {
     let budget = a.budget.unwrap_or(h.budget_pages);
     let b = farmem_sys::usize_from(budget);
     let min = sim::min_fetches(&refs, b);
-    let replay = sim::replay(&refs, b, h.prefetch_pages as usize, 32);
+    let replay = sim::replay(
+        &refs,
+        b,
+        h.prefetch_pages as usize,
+        32,
+        farmem_sys::usize_from(u64::from(h.hold_percent)),
+    );
     let ratio = |x: u64| {
         if min == 0 {
             "-".into()
@@ -124,16 +130,17 @@ pub fn run(a: Args) -> Result<()> {
         println!("  (the run and the reference string are one trace)");
     }
     println!(
-        "  this run fetched             {}  = {} MIN",
-        pages(s.faults + prefetched),
-        ratio(s.faults + prefetched)
+        "  this run brought in          {}  = {} MIN",
+        pages(fetched),
+        ratio(fetched)
     );
     println!(
-        "  farmem's policy, replayed    {}  = {} MIN  (prefetched {}, wasted {})",
+        "  farmem's policy, replayed    {}  = {} MIN  (prefetched {}, wasted {}, reused from the hold {})",
         pages(replay.fetched),
         ratio(replay.fetched),
         replay.prefetched,
-        pct(replay.prefetch_wasted, replay.prefetched)
+        pct(replay.prefetch_wasted, replay.prefetched),
+        replay.hold_reused
     );
     Ok(())
 }

@@ -83,7 +83,7 @@ fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
     // MIN is a lower bound on what the run brought in, and the sequential
     // passes were prefetched with little waste while the random reads were not.
     let min = num_after(&out, "Belady's MIN fetches");
-    let fetched = num_after(&out, "this run fetched");
+    let fetched = num_after(&out, "this run brought in");
     assert!(min > 16384 && min <= fetched, "{out}");
     let prefetched = nums[0];
     let wasted = nums[2];

@@ -155,6 +155,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: None,
     },
     OptionDoc {
+        key: "HOLD",
+        default: "`6`",
+        meaning: "Percent of `FARMEM_LOCAL` (0–50) kept as the hold: evicted pages stay there, unmapped but local, before they leave for good, so that a page the program still uses comes back without the network and is protected from eviction (a software accessed bit for pages on their way out; see docs/design.md). `0` turns it off.",
+        run_flag: None,
+    },
+    OptionDoc {
         key: "EVICT_BATCH",
         default: "`32`",
         meaning: "Pages evicted per round, at least (1–64).",
@@ -281,6 +287,8 @@ pub struct Config {
     pub(crate) prefetch_pages: u32,
     /// Pages evicted per eviction round.
     pub(crate) evict_batch: u32,
+    /// Percent of the budget kept as the hold.
+    pub(crate) hold_percent: u32,
     /// Spin before blocking on a reply, microseconds.
     pub(crate) spin_us: u64,
     /// Give up on a server after this long, milliseconds.
@@ -452,6 +460,7 @@ impl Default for Config {
                 .min(MAX_ARENA),
             prefetch_pages: 64,
             evict_batch: 32,
+            hold_percent: 6,
             spin_us: 200,
             timeout_ms: 10_000,
             // One per CPU: every page has one connection (see backend/remote),
@@ -668,6 +677,7 @@ impl Config {
             }
             "PREFETCH" => self.prefetch_pages = parse_int("PREFETCH", v, 0, MAX_BATCH.into())?,
             "EVICT_BATCH" => self.evict_batch = parse_int("EVICT_BATCH", v, 1, MAX_BATCH.into())?,
+            "HOLD" => self.hold_percent = parse_int("HOLD", v, 0, 50)?,
             "SPIN_US" => self.spin_us = parse_int("SPIN_US", v, 0, 1_000_000)?,
             "TIMEOUT_MS" => self.timeout_ms = parse_int("TIMEOUT_MS", v, 10, 3_600_000)?,
             "CONNS" => self.conns = parse_int("CONNS", v, 1, 64)?,
@@ -801,6 +811,7 @@ impl Config {
                     "ARENA" => size(self.arena_bytes),
                     "PREFETCH" => self.prefetch_pages.to_string(),
                     "EVICT_BATCH" => self.evict_batch.to_string(),
+                    "HOLD" => self.hold_percent.to_string(),
                     "SPIN_US" => self.spin_us.to_string(),
                     "TIMEOUT_MS" => self.timeout_ms.to_string(),
                     "CONNS" => self.conns.to_string(),

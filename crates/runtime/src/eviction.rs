@@ -40,9 +40,6 @@ impl Runtime {
                 _ => Take::Keep,
             }
         });
-        for &v in &victims[..n] {
-            self.set_aux(v, stamp);
-        }
         if n > 0 {
             let mut vs = [0usize; MAXB];
             let mut ws = [PageWord(0); MAXB];
@@ -50,33 +47,193 @@ impl Runtime {
                 vs[i] = victims[i] as usize;
                 ws[i] = was[i];
             }
-            self.finish_eviction(&vs[..n], &ws[..n]);
+            if self.hold.slots() > 0 {
+                self.into_hold(&vs[..n], &ws[..n], stamp);
+            } else {
+                for &v in &victims[..n] {
+                    self.set_aux(v, stamp);
+                }
+                self.finish_eviction(&vs[..n], &ws[..n]);
+            }
         }
         n
     }
 
-    /// Write back the dirty victims, unmap all of them, and mark them Absent.
-    /// The victims are Evicting (owned by this thread) and out of the ring.
-    pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
+    /// Move victims (Evicting, owned, out of the queues) into the hold: copy
+    /// each into a slot and unmap it, leaving it Absent and HELD. Slots are
+    /// made free first by evicting the pages longest held for good; victims
+    /// that still find none are evicted for good at once.
+    fn into_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
+        let short = victims.len().saturating_sub(self.hold.free_slots());
+        if short > 0 {
+            self.recycle_hold(short);
+        }
+        let mut slot = [u32::MAX; MAXB];
+        let mut gone = [0usize; MAXB];
+        let mut gone_was = [PageWord(0); MAXB];
+        let mut g = 0;
+        for (i, &q) in victims.iter().enumerate() {
+            match self.hold.take(page_u32(q)) {
+                Some(s) => slot[i] = s,
+                None => {
+                    self.set_aux(page_u32(q), stamp);
+                    gone[g] = q;
+                    gone_was[g] = was[i];
+                    g += 1;
+                }
+            }
+        }
+        if g > 0 {
+            self.finish_eviction(&gone[..g], &gone_was[..g]);
+        }
+        let mut held = [0usize; MAXB];
+        let mut held_was = [PageWord(0); MAXB];
+        let mut held_slot = [0u32; MAXB];
+        let mut h = 0;
+        for (i, &q) in victims.iter().enumerate() {
+            if slot[i] != u32::MAX {
+                held[h] = q;
+                held_was[h] = was[i];
+                held_slot[h] = slot[i];
+                h += 1;
+            }
+        }
+        if h == 0 {
+            return;
+        }
+        // Dirty pages stop changing before they are copied (writers fault
+        // and wait; see `finish_eviction`).
+        self.protect_dirty(&held[..h], &held_was[..h]);
+        for i in 0..h {
+            // SAFETY: the page is mapped (Evicting pages stay mapped until
+            // the zap below) and either clean or write-protected, so nothing
+            // changes it during the copy; the slot was just taken for it and
+            // nothing else touches it until it is given back.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.addr_of(held[i]) as *const u8,
+                    self.hold.buf(held_slot[i]),
+                    PAGE_SIZE,
+                );
+            }
+        }
+        self.zap(&held[..h]);
+        for i in 0..h {
+            // While HELD, the aux word holds the slot (the eviction stamp is
+            // given when the page leaves the hold for good).
+            self.set_aux(page_u32(held[i]), held_slot[i]);
+            self.must(
+                held[i],
+                Event::Held {
+                    dirty: page::needs_writeback(held_was[i].state()),
+                },
+            );
+        }
+        self.resident.fetch_sub(h, Ordering::AcqRel);
+        self.stats.held.add(h as u64);
+    }
+
+    /// Evict up to `k` pages from the hold for good (in clock order), writing
+    /// back those whose held content is newer than the backend's.
+    pub(crate) fn recycle_hold(&self, k: usize) {
+        let k = k.min(MAXB);
+        let mut pages = [0u64; MAXB];
+        let mut slots = [0u32; MAXB];
+        let mut was = [PageWord(0); MAXB];
+        let mut n = 0;
+        // Each slot is looked at once at most: pages being reinstalled or
+        // pinned are passed over.
+        for _ in 0..self.hold.slots() {
+            if n == k {
+                break;
+            }
+            let Some((s, p)) = self.hold.next_out() else {
+                break;
+            };
+            let q = farmem_sys::usize_from(u64::from(p));
+            let w = self.load(q);
+            let ours = w.state() == State::Absent && w.has(page::HELD) && self.aux(p) == s;
+            if ours && next(w, Event::EvictStart).is_ok_and(|nw| self.cas(q, w, nw)) {
+                pages[n] = u64::from(p);
+                slots[n] = s;
+                was[n] = w;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return;
+        }
         let mut wb_pages = [0u64; MAXB];
         let mut wb_data: [&[u8]; MAXB] = [&[]; MAXB];
         let mut m = 0;
-        for (i, &q) in victims.iter().enumerate() {
-            if page::needs_writeback(was[i].state()) {
-                wb_pages[m] = q as u64;
+        for i in 0..n {
+            if was[i].has(page::HELD_DIRTY) {
+                // SAFETY: the slot holds this page's content and is ours
+                // (the page is Evicting, owned) until given back below.
+                let data =
+                    unsafe { std::slice::from_raw_parts(self.hold.buf(slots[i]), PAGE_SIZE) };
+                self.record_sum(farmem_sys::usize_from(pages[i]), data);
+                wb_pages[m] = pages[i];
+                wb_data[m] = data;
                 m += 1;
             }
         }
-        // Write-protect the dirty victims first (one ioctl per run of
-        // consecutive pages: each ioctl flushes TLBs on every CPU), so that no
-        // write can slip in between the copy we send and the unmap; writers
-        // now fault and wait for the eviction to finish.
-        for r in runs(m, |j| wb_pages[j] == wb_pages[j - 1] + 1) {
-            if let Err(e) = self.uffd.write_protect(
-                self.addr_of(farmem_sys::usize_from(wb_pages[r.start])),
-                r.len() * PAGE_SIZE,
-                true,
-            ) {
+        if m > 0 {
+            if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
+                self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
+            }
+        }
+        let mut wasted = 0;
+        {
+            let queues = self.queues.lock();
+            for i in 0..n {
+                queues.stamp(page_u32(farmem_sys::usize_from(pages[i])), self);
+            }
+        }
+        for i in 0..n {
+            let q = farmem_sys::usize_from(pages[i]);
+            let wb = was[i].has(page::HELD_DIRTY);
+            let unused = was[i].has(page::PREFETCHED);
+            if self.tracer.is_some() {
+                let detail = u8::from(wb) * trace::EVICT_WRITTEN_BACK
+                    + u8::from(unused) * trace::EVICT_UNUSED_PREFETCH;
+                self.trace(trace::Kind::Evict, q, detail);
+            }
+            wasted += usize::from(unused);
+            self.must(q, Event::Evicted { written_back: wb });
+            self.hold.give_back(slots[i]);
+        }
+        if wasted > 0 {
+            self.stats.prefetch_wasted.add(wasted as u64);
+            let mut pl = self.planner.lock();
+            for i in 0..n {
+                if was[i].has(page::PREFETCHED) {
+                    pl.on_wasted(pages[i]);
+                }
+            }
+        }
+        self.stats.evictions.add(n as u64);
+        self.stats.pages_written_back.add(m as u64);
+    }
+
+    /// Write-protect the dirty ones of `victims` (one ioctl per run of
+    /// consecutive pages: each flushes TLBs on every CPU), so that no write
+    /// slips in between the copy taken of them and the unmap; writers fault
+    /// and wait for the eviction to finish.
+    fn protect_dirty(&self, victims: &[usize], was: &[PageWord]) {
+        let mut dirty = [0usize; MAXB];
+        let mut m = 0;
+        for (i, &q) in victims.iter().enumerate() {
+            if page::needs_writeback(was[i].state()) {
+                dirty[m] = q;
+                m += 1;
+            }
+        }
+        for r in runs(m, |j| dirty[j] == dirty[j - 1] + 1) {
+            if let Err(e) =
+                self.uffd
+                    .write_protect(self.addr_of(dirty[r.start]), r.len() * PAGE_SIZE, true)
+            {
                 let mut mb = MsgBuf::new();
                 let _ = writeln!(
                     mb,
@@ -85,24 +242,10 @@ impl Runtime {
                 farmem_sys::fatal(mb.as_bytes());
             }
         }
-        for (k, &q) in wb_pages[..m].iter().enumerate() {
-            // SAFETY: the page is mapped (Evicting pages stay mapped until the
-            // zap below) and write-protected, so nothing changes it while the
-            // slice lives.
-            wb_data[k] = unsafe {
-                std::slice::from_raw_parts(
-                    self.addr_of(farmem_sys::usize_from(q)) as *const u8,
-                    PAGE_SIZE,
-                )
-            };
-            self.record_sum(farmem_sys::usize_from(q), wb_data[k]);
-        }
-        if m > 0 {
-            if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
-                self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
-            }
-        }
-        // Zap consecutive runs with one madvise each.
+    }
+
+    /// Unmap `victims` (owned by this eviction): one madvise per run.
+    fn zap(&self, victims: &[usize]) {
         let mut sorted = [0usize; MAXB];
         sorted[..victims.len()].copy_from_slice(victims);
         sorted[..victims.len()].sort_unstable();
@@ -122,6 +265,39 @@ impl Runtime {
                 farmem_sys::fatal(mb.as_bytes());
             }
         }
+    }
+
+    /// Write back the dirty victims, unmap all of them, and mark them Absent.
+    /// The victims are Evicting (owned by this thread) and out of the ring.
+    pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
+        let mut wb_pages = [0u64; MAXB];
+        let mut wb_data: [&[u8]; MAXB] = [&[]; MAXB];
+        let mut m = 0;
+        for (i, &q) in victims.iter().enumerate() {
+            if page::needs_writeback(was[i].state()) {
+                wb_pages[m] = q as u64;
+                m += 1;
+            }
+        }
+        self.protect_dirty(victims, was);
+        for (k, &q) in wb_pages[..m].iter().enumerate() {
+            // SAFETY: the page is mapped (Evicting pages stay mapped until the
+            // zap below) and write-protected, so nothing changes it while the
+            // slice lives.
+            wb_data[k] = unsafe {
+                std::slice::from_raw_parts(
+                    self.addr_of(farmem_sys::usize_from(q)) as *const u8,
+                    PAGE_SIZE,
+                )
+            };
+            self.record_sum(farmem_sys::usize_from(q), wb_data[k]);
+        }
+        if m > 0 {
+            if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
+                self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
+            }
+        }
+        self.zap(victims);
         let mut wasted = 0;
         for (i, &q) in victims.iter().enumerate() {
             let unused = was[i].has(page::PREFETCHED);

@@ -7,7 +7,7 @@
 use crate::page::{self, next, Event, State};
 use crate::replacement::{page_u32, Aux as _};
 use crate::signals::MsgBuf;
-use crate::trace::Kind;
+use crate::trace::{self, Kind};
 use crate::{runs, wait, Runtime, MAXB};
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
@@ -50,8 +50,13 @@ impl Runtime {
                             } else {
                                 Kind::FaultRead
                             };
-                            self.trace(kind, p, 0);
-                            self.fetch(p, write);
+                            if w.has(page::HELD) {
+                                self.trace(kind, p, trace::FAULT_FROM_HOLD);
+                                self.unhold(p, n, write);
+                            } else {
+                                self.trace(kind, p, 0);
+                                self.fetch(p, write);
+                            }
                             self.stats.faults.add(1);
                             self.stats.fault_ns.record(now_ns() - t0);
                             return;
@@ -263,6 +268,47 @@ impl Runtime {
                 self.planner.lock().moved(i, (p + n) as i64, issued);
             }
         }
+    }
+
+    /// Reinstall held page `p` (Fetching, owned by us; `w` its word) from its
+    /// slot in the hold: the program reused it on its way out, so it goes to
+    /// the protected queue. No network, no prefetch.
+    fn unhold(&self, p: usize, w: page::PageWord, write: bool) {
+        let slot = self.aux(page_u32(p));
+        self.reserve(1);
+        let dirty = write || w.has(page::HELD_DIRTY);
+        // SAFETY: the slot holds this page's content and belongs to it until
+        // given back below (recycling passes over pages that are not Absent);
+        // the destination page is in the registered arena and owned by us.
+        let res = unsafe {
+            self.uffd
+                .copy(self.addr_of(p), self.hold.buf(slot), PAGE_SIZE, !dirty)
+        };
+        if !matches!(res, Ok(CopyOutcome::Done)) {
+            let mut m = MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: cannot reinstall far page {:#x} from the hold: {:?}",
+                self.addr_of(p),
+                res
+            );
+            farmem_sys::fatal(m.as_bytes());
+        }
+        self.hold.give_back(slot);
+        self.must(p, Event::Installed { dirty });
+        if self.transition(p, Event::PrefetchUsed).is_ok() {
+            self.count_used(&[p]);
+        }
+        {
+            let mut queues = self.queues.lock();
+            // A refault at distance ~0: protected.
+            let now = queues.clock();
+            if !queues.admit(page_u32(p), Some(now)) {
+                drop(queues);
+                farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
+            }
+        }
+        self.stats.hold_reused.add(1);
     }
 
     /// Reserve room for `n` pages in the local budget, evicting as needed.

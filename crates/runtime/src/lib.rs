@@ -35,6 +35,7 @@ mod dirty;
 mod embedded;
 mod eviction;
 mod fault;
+mod hold;
 pub mod launch;
 pub mod page;
 mod peers;
@@ -157,6 +158,8 @@ pub struct Runtime {
     pub(crate) slots: Slots,
     /// What to prefetch: see [`readahead`].
     pub(crate) planner: SpinLock<Planner>,
+    /// Pages on their way out, still local: see [`hold`].
+    pub(crate) hold: hold::Hold,
     /// `FARMEM_TRACE`: the policy trace, when asked for.
     pub(crate) tracer: Option<trace::Tracer>,
     /// Write streams over clean pages: see `dirty`.
@@ -355,7 +358,12 @@ impl Runtime {
             };
             Box::new(RemoteBackend::connect(&cfg, &servers, npages as u64)?)
         };
-        let budget = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAXB * 4);
+        let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAXB * 4);
+        // The hold is taken from the budget, leaving the queues at least
+        // four batches.
+        let hold_slots = (total * cfg.hold_percent as usize / 100).min(total - MAXB * 4);
+        let budget = total - hold_slots;
+        let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
         let slots_bytes = FETCH_SLOTS * MAXB * PAGE_SIZE;
         let slots = Slots {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
@@ -371,8 +379,9 @@ impl Runtime {
                 trace::Tracer::create(
                     &trace::path_for(path, std::process::id()),
                     trace::Header {
-                        budget_pages: budget as u64,
+                        budget_pages: total as u64,
                         prefetch_pages: cfg.prefetch_pages,
+                        hold_percent: cfg.hold_percent,
                         arena_pages: npages as u64,
                     },
                 )
@@ -396,6 +405,7 @@ impl Runtime {
             regions: Mutex::new(Regions::default()),
             slots,
             planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
+            hold,
             tracer,
             wstreams: [const { AtomicU64::new(0) }; dirty::NWSTREAMS],
             wstream_victim: AtomicUsize::new(0),
@@ -418,8 +428,9 @@ impl Runtime {
         }
     }
 
+    /// The local budget: resident pages and the hold together.
     pub fn budget_bytes(&self) -> u64 {
-        (self.budget * PAGE_SIZE) as u64
+        ((self.budget + self.hold.slots()) * PAGE_SIZE) as u64
     }
 
     /// The statistics table, and the backend's health where it has any
@@ -446,8 +457,9 @@ impl Runtime {
             let q = self.queues.lock();
             (q.promoted, q.displaced)
         };
+        let held = self.hold.slots() - self.hold.free_slots();
         self.stats.snapshot(
-            (self.resident.load(Ordering::Relaxed) * PAGE_SIZE) as u64,
+            ((self.resident.load(Ordering::Relaxed) + held) * PAGE_SIZE) as u64,
             self.budget_bytes(),
             policy,
         )

@@ -14,6 +14,9 @@
 //!                           once by eviction
 //!  bit 10    IN_FLIGHT      Fetching by an asynchronous prefetch: any thread may
 //!                           complete it by draining the page's connection
+//!  bit 11    HELD           Absent, but its content is in the local hold (see
+//!                           `hold.rs`): a fault reinstalls it without the network
+//!  bit 12    HELD_DIRTY     the held content is newer than the backend's
 //!  bits 16-31 pins          > 0: never evicted (FM_ADV_PIN, or a system call in flight)
 //! ```
 //!
@@ -43,6 +46,8 @@ pub const ADV_RANDOM: u32 = 1 << 7;
 pub const ADV_READ_MOSTLY: u32 = 1 << 8;
 pub const SECOND_CHANCE: u32 = 1 << 9;
 pub const IN_FLIGHT: u32 = 1 << 10;
+pub const HELD: u32 = 1 << 11;
+pub const HELD_DIRTY: u32 = 1 << 12;
 pub const ADVICE_MASK: u32 = ADV_SEQUENTIAL | ADV_RANDOM | ADV_READ_MOSTLY;
 pub const PIN_SHIFT: u32 = 16;
 pub const PIN_ONE: u32 = 1 << PIN_SHIFT;
@@ -132,6 +137,11 @@ pub enum Event {
     Evicted {
         written_back: bool,
     },
+    /// The owner unmapped the page and kept its content in the hold; `dirty`
+    /// when that content is newer than the backend's.
+    Held {
+        dirty: bool,
+    },
     /// The prefetched page was seen used.
     PrefetchUsed,
     /// Eviction passed over a READ_MOSTLY clean page, or a prefetched page
@@ -158,6 +168,11 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         return bad;
     }
     Ok(match (w.state(), event) {
+        // A held page's content is only in the hold: a prefetch would fetch
+        // the backend's (older, or no) copy over it.
+        (State::Absent, Event::Claim { prefetch: true } | Event::ClaimAsync) if w.has(HELD) => {
+            return bad
+        }
         (State::Absent, Event::Claim { prefetch }) => {
             let w = w.with_state(State::Fetching);
             if prefetch {
@@ -172,8 +187,15 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         // A prefetched page installed writable (a write stream's window)
         // stays PREFETCHED: writes to it raise no fault, so only its stream
         // going past it shows it used, as for a read stream's pages.
+        // A page reinstalled from the hold with newer content than the
+        // backend's must come back Dirty, or its next eviction would drop it.
+        (State::Fetching, Event::Installed { dirty: false }) if w.has(HELD_DIRTY) => return bad,
         (State::Fetching, Event::Installed { dirty }) => {
-            PageWord(w.0 & !IN_FLIGHT).with_state(if dirty { State::Dirty } else { State::Clean })
+            PageWord(w.0 & !(IN_FLIGHT | HELD | HELD_DIRTY)).with_state(if dirty {
+                State::Dirty
+            } else {
+                State::Clean
+            })
         }
         (State::Clean, Event::WriteFault) => {
             PageWord(w.0 & !PREFETCHED).with_state(State::MakingDirty)
@@ -182,9 +204,25 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         (State::Clean | State::Dirty, Event::EvictStart) if w.pins() == 0 => {
             w.with_state(State::Evicting)
         }
+        // Out of the hold for good.
+        (State::Absent, Event::EvictStart) if w.pins() == 0 && w.has(HELD) => {
+            w.with_state(State::Evicting)
+        }
+        // A held page that was dirty must be written back on its way out.
+        (
+            State::Evicting,
+            Event::Evicted {
+                written_back: false,
+            },
+        ) if w.has(HELD_DIRTY) => return bad,
         (State::Evicting, Event::Evicted { written_back }) => {
             let server = if written_back { ON_SERVER } else { 0 };
-            PageWord((w.0 | server) & !(PREFETCHED | SECOND_CHANCE)).with_state(State::Absent)
+            PageWord((w.0 | server) & !(PREFETCHED | SECOND_CHANCE | HELD | HELD_DIRTY))
+                .with_state(State::Absent)
+        }
+        (State::Evicting, Event::Held { dirty }) if !w.has(HELD) => {
+            let d = if dirty { HELD_DIRTY } else { 0 };
+            PageWord((w.0 | HELD | d) & !SECOND_CHANCE).with_state(State::Absent)
         }
         (_, Event::PrefetchUsed) if w.has(PREFETCHED) => PageWord(w.0 & !PREFETCHED),
         (State::Clean, Event::SecondChance) if w.has(ADV_READ_MOSTLY) && !w.has(SECOND_CHANCE) => {
@@ -251,6 +289,7 @@ mod tests {
     struct Model {
         latest: u64,
         mapped: Option<u64>,
+        held: Option<u64>,
         server: Option<u64>,
         writable: bool,
         pins: u32,
@@ -265,6 +304,10 @@ mod tests {
         Unpin,
         Prefetch,
         AsyncPrefetch,
+        /// Evict into the hold.
+        Hold,
+        /// Evict a held page for good.
+        Recycle,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -275,7 +318,9 @@ mod tests {
             Just(Op::Pin),
             Just(Op::Unpin),
             Just(Op::Prefetch),
-            Just(Op::AsyncPrefetch)
+            Just(Op::AsyncPrefetch),
+            Just(Op::Hold),
+            Just(Op::Recycle)
         ]
     }
 
@@ -287,12 +332,26 @@ mod tests {
         #[test]
         fn no_lost_write_no_stale_read(ops in proptest::collection::vec(op(), 1..200)) {
             let mut w = fresh();
-            let mut m = Model { latest: 0, mapped: None, server: None, writable: false, pins: 0 };
+            let mut m = Model { latest: 0, mapped: None, held: None, server: None, writable: false, pins: 0 };
             for op in ops {
                 match op {
                     Op::Read | Op::Write | Op::Prefetch | Op::AsyncPrefetch => {
                         let is_write = matches!(op, Op::Write);
-                        if w.state() == State::Absent {
+                        if w.state() == State::Absent && w.has(HELD) {
+                            if matches!(op, Op::Prefetch | Op::AsyncPrefetch) {
+                                // Refused: the content is only in the hold.
+                                prop_assert!(next(w, Event::Claim { prefetch: true }).is_err(), "prefetch claimed a held page");
+                                prop_assert!(next(w, Event::ClaimAsync).is_err());
+                                continue;
+                            }
+                            let held_dirty = w.has(HELD_DIRTY);
+                            w = next(w, Event::Claim { prefetch: false }).unwrap();
+                            m.mapped = m.held.take();
+                            // The runtime installs writable if the fault wrote or the held copy was dirty.
+                            let dirty = is_write || held_dirty;
+                            w = next(w, Event::Installed { dirty }).unwrap();
+                            m.writable = dirty;
+                        } else if w.state() == State::Absent {
                             w = if matches!(op, Op::AsyncPrefetch) {
                                 let f = next(w, Event::ClaimAsync).unwrap();
                                 prop_assert!(f.has(IN_FLIGHT));
@@ -319,6 +378,7 @@ mod tests {
                             m.mapped = Some(m.latest);
                         }
                     }
+                    Op::Evict if w.has(HELD) => {}
                     Op::Evict => match next(w, Event::EvictStart) {
                         Ok(ev) => {
                             prop_assert_eq!(m.pins, 0);
@@ -333,6 +393,32 @@ mod tests {
                         }
                         Err(_) => prop_assert!(m.pins > 0 || !w.state().is_resident()),
                     },
+                    Op::Hold => match next(w, Event::EvictStart) {
+                        Ok(ev) if w.state().is_resident() => {
+                            prop_assert_eq!(m.pins, 0);
+                            w = next(ev, Event::Held { dirty: w.state() == State::Dirty }).unwrap();
+                            m.held = m.mapped.take();
+                            m.writable = false;
+                            prop_assert_eq!(m.held, Some(m.latest), "the hold lost a write");
+                        }
+                        Ok(_) => {}
+                        Err(_) => prop_assert!(m.pins > 0 || !w.state().is_resident()),
+                    },
+                    Op::Recycle => {
+                        if !w.has(HELD) { continue; }
+                        match next(w, Event::EvictStart) {
+                            Ok(ev) => {
+                                let wb = w.has(HELD_DIRTY);
+                                prop_assert!(next(ev, Event::Evicted { written_back: false }).is_err() || !wb, "a dirty held page left unwritten");
+                                if wb { m.server = m.held; }
+                                m.held = None;
+                                w = next(ev, Event::Evicted { written_back: wb }).unwrap();
+                                let recoverable = if w.has(ON_SERVER) { m.server } else { Some(0) };
+                                prop_assert_eq!(recoverable, Some(m.latest), "recycling the hold lost a write");
+                            }
+                            Err(_) => prop_assert!(m.pins > 0),
+                        }
+                    }
                     Op::Pin => { w = next(w, Event::Pin).unwrap(); m.pins += 1; }
                     Op::Unpin => {
                         if m.pins > 0 { w = next(w, Event::Unpin).unwrap(); m.pins -= 1; }
@@ -345,11 +431,12 @@ mod tests {
 
         /// No event ever changes the ALLOCATED bit or the advice bits.
         #[test]
-        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..11) {
+        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..12) {
             let w = PageWord(bits | ALLOCATED);
             let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
                 Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
-                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync];
+                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync,
+                Event::Held{dirty:true}];
             if let Ok(n) = next(w, events[ev]) {
                 prop_assert!(n.has(ALLOCATED));
                 prop_assert_eq!(n.0 & ADVICE_MASK, w.0 & ADVICE_MASK);

@@ -229,6 +229,8 @@ impl Runtime {
 
     /// Largest buffer one system call may pin at once.
     pub fn io_chunk(&self) -> usize {
-        (self.budget * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)
+        // A quarter of the whole local budget (the hold included), within
+        // the pin limit's 3/4 of the resident part.
+        ((self.budget + self.hold.slots()) * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)
     }
 }

@@ -241,6 +241,11 @@ impl Runtime {
                     if w.state().is_resident() {
                         resident_freed += 1;
                     }
+                    if w.has(page::HELD) {
+                        // Its slot (in the aux word while HELD) is free again;
+                        // the aux word is cleared below.
+                        self.hold.give_back(self.aux(page_u32(p)));
+                    }
                     on_server |= w.has(page::ON_SERVER);
                     break;
                 }

@@ -224,6 +224,11 @@ impl Queues {
         (n, self.clock)
     }
 
+    /// The eviction clock now.
+    pub fn clock(&self) -> u32 {
+        self.clock
+    }
+
     /// Stamp `p`, evicted outside [`Queues::evict`], with the eviction clock.
     pub fn stamp(&self, p: u32, aux: &impl Aux) {
         aux.set_aux(p, self.clock);

@@ -129,6 +129,8 @@ pub struct Replay {
     pub prefetched: u64,
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
+    /// References that found their page in the hold.
+    pub hold_reused: u64,
     /// Prefetched and wasted pages by the reason they were prefetched for
     /// ([`trace::Why`] as index).
     pub prefetched_by_why: [u64; Why::COUNT],
@@ -155,6 +157,8 @@ enum Slot {
     /// The first page of a pipelined window: counts against the budget, and
     /// the program's reference to it continues its stream.
     Parked,
+    /// In the hold: local, unmapped; a reference reinstalls it, protected.
+    Held,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -179,6 +183,9 @@ impl Aux for Stamps {
 /// on arena pages; the references are mapped back to them).
 struct Sim {
     pages: HashMap<u64, Page>,
+    /// The hold, oldest first (entries of pages that left it are skipped).
+    held: std::collections::VecDeque<u64>,
+    hold_cap: usize,
     /// Prefetched pages eviction has passed over once.
     second: HashSet<u64>,
     ids: HashMap<u64, u32>,
@@ -250,17 +257,40 @@ impl Sim {
                 continue;
             }
             for &id in &victims[..k] {
-                self.stamps.set_aux(id, stamp);
                 let p = self.by_id[id as usize];
-                let pg = self.pages.remove(&p).unwrap_or_default();
                 self.second.remove(&p);
-                if pg.prefetched {
-                    self.r.prefetch_wasted += 1;
-                    self.r.wasted_by_why[usize::from(pg.why).min(Why::COUNT - 1)] += 1;
-                    self.planner.on_wasted(p);
+                if self.hold_cap == 0 {
+                    self.stamps.set_aux(id, stamp);
+                    self.gone(p);
+                    continue;
+                }
+                // Into the hold; the page held longest leaves for good.
+                if let Some(pg) = self.pages.get_mut(&p) {
+                    pg.slot = Slot::Held;
+                }
+                self.held.push_back(p);
+                while self.held.len() > self.hold_cap {
+                    let Some(q) = self.held.pop_front() else {
+                        break;
+                    };
+                    if self.page(q).slot == Slot::Held {
+                        let qid = self.id(q);
+                        self.stamps.set_aux(qid, self.queues.clock());
+                        self.gone(q);
+                    }
                 }
             }
             self.resident -= k;
+        }
+    }
+
+    /// Page `p` leaves local memory for good.
+    fn gone(&mut self, p: u64) {
+        let pg = self.pages.remove(&p).unwrap_or_default();
+        if pg.prefetched {
+            self.r.prefetch_wasted += 1;
+            self.r.wasted_by_why[usize::from(pg.why).min(Why::COUNT - 1)] += 1;
+            self.planner.on_wasted(p);
         }
     }
 
@@ -355,6 +385,20 @@ impl Sim {
                     }
                 }
             }
+            Slot::Held => {
+                // Its place in `held` goes stale; the page leaves the hold.
+                self.reserve(1);
+                if let Some(x) = self.pages.get_mut(&p) {
+                    x.slot = Slot::Resident;
+                    x.dirty |= write;
+                }
+                self.resident += 1;
+                self.r.hold_reused += 1;
+                self.used(p);
+                let id = self.id(p);
+                let now = self.queues.clock();
+                self.queues.admit(id, Some(now));
+            }
             Slot::Absent => self.fault(p, write),
         }
     }
@@ -428,10 +472,21 @@ impl Sim {
 
 /// Replay `refs` under farmem's policy at `budget` pages, with prefetch
 /// windows of at most `prefetch` pages and eviction batches of `evict_batch`.
-pub fn replay(refs: &Refs, budget: usize, prefetch: usize, evict_batch: usize) -> Replay {
-    let budget = budget.max(4 * crate::MAXB);
+/// `hold_percent` of the budget is the hold, as `FARMEM_HOLD`.
+pub fn replay(
+    refs: &Refs,
+    budget: usize,
+    prefetch: usize,
+    evict_batch: usize,
+    hold_percent: usize,
+) -> Replay {
+    let total = budget.max(4 * crate::MAXB);
+    let hold_cap = (total * hold_percent / 100).min(total - 4 * crate::MAXB);
+    let budget = total - hold_cap;
     let mut s = Sim {
         pages: HashMap::new(),
+        held: std::collections::VecDeque::new(),
+        hold_cap,
         second: HashSet::new(),
         ids: HashMap::new(),
         by_id: Vec::new(),
@@ -453,6 +508,8 @@ pub fn replay(refs: &Refs, budget: usize, prefetch: usize, evict_batch: usize) -
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
     pub faults: u64,
+    /// Of the faults, those served from the hold (no page moved).
+    pub from_hold: u64,
     pub write_hits: u64,
     pub prefetch_waits: u64,
     /// Prefetched pages by reason ([`trace::Why`] as index).
@@ -475,7 +532,12 @@ impl Summary {
                 continue;
             };
             match kind {
-                Kind::FaultRead | Kind::FaultWrite => s.faults += 1,
+                Kind::FaultRead | Kind::FaultWrite => {
+                    s.faults += 1;
+                    if detail & trace::FAULT_FROM_HOLD != 0 {
+                        s.from_hold += 1;
+                    }
+                }
                 Kind::WriteHit => s.write_hits += 1,
                 Kind::PrefetchWait => s.prefetch_waits += 1,
                 Kind::Prefetch => {

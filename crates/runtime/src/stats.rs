@@ -140,6 +140,10 @@ pub struct Stats {
     pub wp_ahead: Counter,
     pub prefetch_used: Counter,
     pub prefetch_wasted: Counter,
+    /// Pages evicted into the hold, and of those, pages the program touched
+    /// there (reused: reinstalled locally and protected).
+    pub held: Counter,
+    pub hold_reused: Counter,
     /// System calls that pinned far buffers.
     pub io_pins: Counter,
     /// Faults that found the page already resolved by another thread.
@@ -165,6 +169,9 @@ pub struct Snapshot {
     pub wp_ahead: u64,
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
+    /// Pages evicted into the hold, and reinstalled from it (see `hold`).
+    pub held: u64,
+    pub hold_reused: u64,
     pub io_pins: u64,
     pub spurious_faults: u64,
     /// System calls that waited for the pin limit.
@@ -197,6 +204,8 @@ impl Stats {
             wp_ahead: self.wp_ahead.get(),
             prefetch_used: self.prefetch_used.get(),
             prefetch_wasted: self.prefetch_wasted.get(),
+            held: self.held.get(),
+            hold_reused: self.hold_reused.get(),
             io_pins: self.io_pins.get(),
             spurious_faults: self.spurious.get(),
             pin_waits: self.pin_waits.get(),
@@ -226,6 +235,7 @@ impl Snapshot {
              \x20 evicted pages                  {:>12}\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
+             \x20 held / reused from the hold    {:>12} / {}\n\
              \x20 spurious faults                {:>12}\n\
              \x20 protected (admitted / displ.) {:>12} / {}\n\
              \x20 resident / budget              {:>12} / {}\n\
@@ -241,6 +251,8 @@ impl Snapshot {
             self.prefetch_used,
             self.prefetch_wasted,
             self.prefetch_async,
+            self.held,
+            self.hold_reused,
             self.spurious_faults,
             self.promoted,
             self.displaced,

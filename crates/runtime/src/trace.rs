@@ -9,7 +9,7 @@
 //!
 //! File format (little-endian): a 32-byte header, then 8-byte records.
 //! ```text
-//! header: b"FMTRACE1" | budget pages u64 | prefetch window u32 | 0u32 | arena pages u64
+//! header: b"FMTRACE1" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
 //! record: bits 0-39 page | bits 48-55 detail | bits 56-63 kind
 //! ```
 
@@ -90,6 +90,8 @@ impl Why {
     pub const NAMES: [&'static str; Why::COUNT] = ["advice", "stream", "pipelined", "probe"];
 }
 
+/// Detail of a fault record: the page came back from the hold (no network).
+pub const FAULT_FROM_HOLD: u8 = 1;
 pub const EVICT_WRITTEN_BACK: u8 = 1;
 pub const EVICT_UNUSED_PREFETCH: u8 = 2;
 
@@ -106,8 +108,11 @@ pub fn decode(r: u64) -> Option<(Kind, u64, u8)> {
 /// What a trace file's header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// The whole local budget (resident pages and the hold).
     pub budget_pages: u64,
     pub prefetch_pages: u32,
+    /// `FARMEM_HOLD`.
+    pub hold_percent: u32,
     pub arena_pages: u64,
 }
 
@@ -117,6 +122,7 @@ impl Header {
         h[..8].copy_from_slice(MAGIC);
         h[8..16].copy_from_slice(&self.budget_pages.to_le_bytes());
         h[16..20].copy_from_slice(&self.prefetch_pages.to_le_bytes());
+        h[20..24].copy_from_slice(&self.hold_percent.to_le_bytes());
         h[24..32].copy_from_slice(&self.arena_pages.to_le_bytes());
         h
     }
@@ -129,6 +135,7 @@ impl Header {
         Some(Header {
             budget_pages: u64_at(8),
             prefetch_pages: u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])),
+            hold_percent: u32::from_le_bytes(b[20..24].try_into().unwrap_or([0; 4])),
             arena_pages: u64_at(24),
         })
     }
@@ -269,6 +276,7 @@ mod tests {
         let h = Header {
             budget_pages: 7,
             prefetch_pages: 64,
+            hold_percent: 6,
             arena_pages: 1 << 30,
         };
         assert_eq!(Header::decode(&h.encode()), Some(h));
