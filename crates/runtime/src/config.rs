@@ -156,8 +156,8 @@ pub const OPTIONS: &[OptionDoc] = &[
     },
     OptionDoc {
         key: "HOLD",
-        default: "`6`",
-        meaning: "Percent of `FARMEM_LOCAL` (0–50) kept as the hold: evicted pages stay there, unmapped but local, before they leave for good, so that a page the program still uses comes back without the network and is protected from eviction (a software accessed bit for pages on their way out; see docs/design.md). `0` turns it off.",
+        default: "`0`",
+        meaning: "Percent of `FARMEM_LOCAL` (0–50) kept as the hold: pages evicted from probation stay there, unmapped but local, before they leave for good, so that a page the program still uses comes back without the network and is judged by its refault distance (a software accessed bit for pages on their way out; see docs/design.md). Off by default: on GAPBS BFS it halved the bytes fetched but made the run slower on this class of machine, where a local bounce through the hold costs about as much as a far fetch (docs/benchmarks.md). Try `6` where the far tier is slow.",
         run_flag: None,
     },
     OptionDoc {
@@ -460,7 +460,7 @@ impl Default for Config {
                 .min(MAX_ARENA),
             prefetch_pages: 64,
             evict_batch: 32,
-            hold_percent: 6,
+            hold_percent: 0,
             spin_us: 200,
             timeout_ms: 10_000,
             // One per CPU: every page has one connection (see backend/remote),

@@ -18,7 +18,8 @@ impl Runtime {
         let mut was = [PageWord(0); MAXB];
         let k = k.min(MAXB);
         let mut taken = 0;
-        let (n, stamp) = self.queues.lock().evict(&mut victims[..k], |q| {
+        let mut main_victim = [false; MAXB];
+        let (n, stamp) = self.queues.lock().evict(&mut victims[..k], |q, from_main| {
             let w = self.load(q as usize);
             if !w.state().is_resident() {
                 // Not resident: the queues' invariant says this cannot be.
@@ -33,6 +34,7 @@ impl Runtime {
                 Ok(nw) if self.cas(q as usize, w, nw) => {
                     // The policy lists victims in the order they are taken.
                     was[taken] = w;
+                    main_victim[taken] = from_main;
                     taken += 1;
                     Take::Taken
                 }
@@ -48,7 +50,33 @@ impl Runtime {
                 ws[i] = was[i];
             }
             if self.hold.slots() > 0 {
-                self.into_hold(&vs[..n], &ws[..n], stamp);
+                // Pages leaving main proved themselves once (a refault put
+                // them there); the hold is for those the queues have not
+                // seen reused: holding main's too made hot pages bounce
+                // through it (measured on BFS: docs/benchmarks.md).
+                let mut direct = [0usize; MAXB];
+                let mut direct_was = [PageWord(0); MAXB];
+                let mut held = [0usize; MAXB];
+                let mut held_was = [PageWord(0); MAXB];
+                let (mut d, mut h) = (0, 0);
+                for i in 0..n {
+                    if main_victim[i] {
+                        self.set_aux(victims[i], stamp);
+                        direct[d] = vs[i];
+                        direct_was[d] = ws[i];
+                        d += 1;
+                    } else {
+                        held[h] = vs[i];
+                        held_was[h] = ws[i];
+                        h += 1;
+                    }
+                }
+                if d > 0 {
+                    self.finish_eviction(&direct[..d], &direct_was[..d]);
+                }
+                if h > 0 {
+                    self.to_hold(&held[..h], &held_was[..h], stamp);
+                }
             } else {
                 for &v in &victims[..n] {
                     self.set_aux(v, stamp);
@@ -63,7 +91,7 @@ impl Runtime {
     /// each into a slot and unmap it, leaving it Absent and HELD. Slots are
     /// made free first by evicting the pages longest held for good; victims
     /// that still find none are evicted for good at once.
-    fn into_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
+    fn to_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
         let short = victims.len().saturating_sub(self.hold.free_slots());
         if short > 0 {
             self.recycle_hold(short);
@@ -73,7 +101,7 @@ impl Runtime {
         let mut gone_was = [PageWord(0); MAXB];
         let mut g = 0;
         for (i, &q) in victims.iter().enumerate() {
-            match self.hold.take(page_u32(q)) {
+            match self.hold.take(page_u32(q), stamp) {
                 Some(s) => slot[i] = s,
                 None => {
                     self.set_aux(page_u32(q), stamp);
@@ -186,8 +214,8 @@ impl Runtime {
         let mut wasted = 0;
         {
             let queues = self.queues.lock();
-            for i in 0..n {
-                queues.stamp(page_u32(farmem_sys::usize_from(pages[i])), self);
+            for &q in &pages[..n] {
+                queues.stamp(page_u32(farmem_sys::usize_from(q)), self);
             }
         }
         for i in 0..n {

@@ -271,8 +271,8 @@ impl Runtime {
     }
 
     /// Reinstall held page `p` (Fetching, owned by us; `w` its word) from its
-    /// slot in the hold: the program reused it on its way out, so it goes to
-    /// the protected queue. No network, no prefetch.
+    /// slot in the hold: the program reused it on its way out, and the
+    /// queues learn that as a refault, without the network. No prefetch.
     fn unhold(&self, p: usize, w: page::PageWord, write: bool) {
         let slot = self.aux(page_u32(p));
         self.reserve(1);
@@ -294,16 +294,17 @@ impl Runtime {
             );
             farmem_sys::fatal(m.as_bytes());
         }
+        let stamp = self.hold.stamp(slot);
         self.hold.give_back(slot);
         self.must(p, Event::Installed { dirty });
         if self.transition(p, Event::PrefetchUsed).is_ok() {
             self.count_used(&[p]);
         }
         {
+            // A refault, judged by its real distance like one from the
+            // backend: a hot page's is short, and it is protected.
             let mut queues = self.queues.lock();
-            // A refault at distance ~0: protected.
-            let now = queues.clock();
-            if !queues.admit(page_u32(p), Some(now)) {
+            if !queues.admit(page_u32(p), Some(stamp)) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
             }

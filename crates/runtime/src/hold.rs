@@ -33,6 +33,9 @@ pub(crate) struct Hold {
 struct Inner {
     /// Per slot: the page held there + 1, or 0 when free.
     owner: Vec<u32>,
+    /// Per slot: the eviction clock when its page left the queues, so that a
+    /// reuse in the hold is judged by its real refault distance.
+    stamp: Vec<u32>,
     free: Vec<u32>,
     hand: usize,
 }
@@ -47,6 +50,7 @@ impl Hold {
             slots,
             inner: SpinLock::new(Inner {
                 owner: vec![0; slots],
+                stamp: vec![0; slots],
                 free: (0..slots_u32).rev().collect(),
                 hand: 0,
             }),
@@ -68,12 +72,19 @@ impl Hold {
         self.inner.lock().free.len()
     }
 
-    /// A free slot for page `p`, or None when the hold is full.
-    pub(crate) fn take(&self, p: u32) -> Option<u32> {
+    /// A free slot for page `p`, which left the queues at eviction clock
+    /// `stamp`, or None when the hold is full.
+    pub(crate) fn take(&self, p: u32, stamp: u32) -> Option<u32> {
         let mut h = self.inner.lock();
         let i = h.free.pop()?;
         h.owner[i as usize] = p.wrapping_add(1);
+        h.stamp[i as usize] = stamp;
         Some(i)
+    }
+
+    /// The eviction stamp of slot `i`'s page.
+    pub(crate) fn stamp(&self, i: u32) -> u32 {
+        self.inner.lock().stamp[i as usize]
     }
 
     /// Return slot `i` to the free list.

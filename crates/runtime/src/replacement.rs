@@ -176,14 +176,14 @@ impl Queues {
     }
 
     /// Choose up to `victims.len()` pages to evict, calling `take` on each
-    /// candidate in order: probation first, main when probation is empty or
+    /// candidate (and whether it comes from main) in order: probation first, main when probation is empty or
     /// main is over its target. Returns how many were taken, and the stamp
     /// the caller must give each of them (see [`Aux`]) before they can
     /// refault — outside the lock: the stamps are scattered cache misses.
     pub fn evict(
         &mut self,
         victims: &mut [u32],
-        mut take: impl FnMut(u32) -> Take,
+        mut take: impl FnMut(u32, bool) -> Take,
     ) -> (usize, u32) {
         let mut n = 0;
         for from_main in [false, true] {
@@ -205,7 +205,7 @@ impl Queues {
                 let Some(e) = q.pop() else { break };
                 examined += 1;
                 let p = page_of(e);
-                match take(p) {
+                match take(p, use_main) {
                     Take::Taken => {
                         victims[n] = p;
                         n += 1;
@@ -272,7 +272,7 @@ mod tests {
             misses += 1;
             if resident.len() == budget {
                 let mut v = [0u32; 1];
-                let (n, stamp) = q.evict(&mut v, |_| Take::Taken);
+                let (n, stamp) = q.evict(&mut v, |_, _| Take::Taken);
                 assert_eq!(n, 1);
                 aux.set_aux(v[0], stamp);
                 resident.remove(&v[0]);

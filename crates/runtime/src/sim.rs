@@ -188,6 +188,8 @@ struct Sim {
     hold_cap: usize,
     /// Prefetched pages eviction has passed over once.
     second: HashSet<u64>,
+    /// Victims of this round that came from main.
+    mains: HashSet<u64>,
     ids: HashMap<u64, u32>,
     by_id: Vec<u64>,
     stamps: Stamps,
@@ -225,9 +227,10 @@ impl Sim {
                     by_id,
                     queues,
                     second,
+                    mains,
                     ..
                 } = self;
-                queues.evict(&mut victims[..want], |id| {
+                queues.evict(&mut victims[..want], |id, from_main| {
                     let p = by_id[id as usize];
                     let pg = pages.get(&p).copied().unwrap_or_default();
                     if pg.slot != Slot::Resident {
@@ -236,6 +239,9 @@ impl Sim {
                     // The runtime's one extra pass for prefetched pages not yet used.
                     if pg.prefetched && second.insert(p) {
                         return Take::Keep;
+                    }
+                    if from_main {
+                        mains.insert(p);
                     }
                     Take::Taken
                 })
@@ -259,12 +265,16 @@ impl Sim {
             for &id in &victims[..k] {
                 let p = self.by_id[id as usize];
                 self.second.remove(&p);
-                if self.hold_cap == 0 {
+                // Pages leaving main proved themselves once; the hold is for
+                // those the queues have not seen reused.
+                if self.hold_cap == 0 || self.mains.remove(&p) {
                     self.stamps.set_aux(id, stamp);
                     self.gone(p);
                     continue;
                 }
-                // Into the hold; the page held longest leaves for good.
+                // Into the hold (stamped: a reuse there is a refault at its
+                // real distance); the page held longest leaves for good.
+                self.stamps.set_aux(id, stamp);
                 if let Some(pg) = self.pages.get_mut(&p) {
                     pg.slot = Slot::Held;
                 }
@@ -396,8 +406,8 @@ impl Sim {
                 self.r.hold_reused += 1;
                 self.used(p);
                 let id = self.id(p);
-                let now = self.queues.clock();
-                self.queues.admit(id, Some(now));
+                let stamp = self.stamps.aux(id);
+                self.queues.admit(id, Some(stamp));
             }
             Slot::Absent => self.fault(p, write),
         }
@@ -488,6 +498,7 @@ pub fn replay(
         held: std::collections::VecDeque::new(),
         hold_cap,
         second: HashSet::new(),
+        mains: HashSet::new(),
         ids: HashMap::new(),
         by_id: Vec::new(),
         stamps: Stamps(Vec::new()),

@@ -157,5 +157,8 @@ fn the_hold_sees_reuse_that_faults_cannot() {
         with.fetched,
         without.fetched
     );
-    assert!(with.fetched as f64 <= 1.05 * min as f64, "{with:?} min {min}");
+    assert!(
+        with.fetched as f64 <= 1.05 * min as f64,
+        "{with:?} min {min}"
+    );
 }
