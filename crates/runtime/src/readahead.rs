@@ -261,7 +261,7 @@ impl Planner {
                 why: if probe { Why::Probe } else { Why::Stream },
                 stream: Some(i),
                 used,
-                pipeline: s.stride == 1 && s.seen >= PROVEN && pages > 1,
+                pipeline: s.stride == 1 && pages > 1 && s.seen >= PROVEN,
             };
         }
         // A candidate (one fault seen) close enough to give a stride.
@@ -271,6 +271,11 @@ impl Planner {
             .position(|s| s.seen == 1 && s.next != pi && (pi - s.next).abs() <= MAX_STRIDE)
         {
             let stride = pi - self.streams[i].next;
+            // Where this region's prefetches have been used, two faults
+            // are proof enough: its record proves the pattern.
+            if self.region_proven(p) {
+                return self.start(i, pi, stride, FIRST_WINDOW.min(self.maxw), Why::Stream);
+            }
             self.streams[i] = Stream {
                 next: pi + stride,
                 stride,
@@ -309,6 +314,34 @@ impl Planner {
             seen: 1,
         };
         Plan::demand()
+    }
+
+    /// Whether the region of `p` has shown that its prefetches are used
+    /// (enough outcomes, 15/16 of them used).
+    fn region_proven(&self, p: u64) -> bool {
+        let s = self.regions[region(p)];
+        let n = s.used + s.wasted;
+        n >= MIN_EVIDENCE && s.used * 16 / n >= 15
+    }
+
+    /// Start confirmed stream `i` at fault `pi` with a window of `pages`.
+    fn start(&mut self, i: usize, pi: i64, stride: i64, pages: usize, why: Why) -> Plan {
+        self.streams[i] = Stream {
+            next: pi + stride * pages as i64,
+            stride,
+            window: pages,
+            seen: 3,
+        };
+        Plan {
+            stride,
+            pages,
+            why,
+            stream: Some(i),
+            used: None,
+            // Pipelined windows are the dearest guess (wasted whole when the
+            // stream stops short): only for streams that proved themselves.
+            pipeline: false,
+        }
     }
 
     /// Stream `i` now expects its next fault at `next` with window `window`
@@ -455,7 +488,8 @@ mod tests {
             pl.on_used(10);
         }
         pl.on_wasted(10);
-        assert_eq!(scan(&mut pl, 100, 7), [1, 1, 4, 8, 16, 32, 64]);
+        // Its record proves a stream at the second fault.
+        assert_eq!(scan(&mut pl, 100, 7), [1, 4, 8, 16, 32, 64, 64]);
     }
 
     #[test]
