@@ -32,7 +32,7 @@ for p in "${progs[@]}"; do
     refs=$(echo "$o" | sed -nE 's/.*: ([0-9]+) references to ([0-9]+) pages.*/\1 (\2)/p')
     min=$(echo "$o" | awk '/Belady/ {print $4}')
     run=$(echo "$o" | awk '/this run brought in/ {print $5, $(NF-1)}')
-    rep=$(echo "$o" | awk '/replayed/ {print $4, $(NF-11)}')
+    rep=$(echo "$o" | awk -v m="$min" '/replayed/ {printf "%s %.2fx", $4, $4 / m}')
     waste=$(echo "$o" | sed -nE 's/.*\(([0-9]+%) of prefetched pages wasted\).*/\1/p')
     echo "$name | $loc | $refs | $min | $run | $rep | $waste"
 done
