@@ -163,6 +163,15 @@ impl Runtime {
 
     /// Evict up to `k` pages from the hold for good (in clock order), writing
     /// back those whose held content is newer than the backend's.
+    ///
+    /// Hazard: the slot's owner is read under the hold's lock, the page word
+    /// after it. Example interleaving: this thread reads slot 5 → page P;
+    /// thread B faults on P, reinstalls it and gives slot 5 back; thread C
+    /// holds page Q in slot 5. P's word is now resident (or HELD in another
+    /// slot), so the check below (Absent, HELD, aux == 5) fails and P is
+    /// passed over; Q keeps its place. Only the compare-and-swap into
+    /// Evicting makes the page and its slot ours: B's claim and ours cannot
+    /// both succeed.
     pub(crate) fn recycle_hold(&self, k: usize) {
         let k = k.min(MAXB);
         let mut pages = [0u64; MAXB];
