@@ -30,7 +30,7 @@ cargo test --release --workspace 2>&1 | tee target/test.log
 # sockets, the transport of hosts without UCX or RDMA; the rest (protocol,
 # server, probe, report) does not depend on how pages move.
 echo "== cargo test again with FARMEM_TRANSPORT=socket (data path, C API, real programs, replicas)"
-FARMEM_TRANSPORT=socket cargo test --release -p farmem-runtime --test integrity --test data_path --test write_stream --test hold 2>FARMEM_TRANSPORT=socket cargo test --release -p farmem-runtime --test integrity --test data_path --test write_stream 2>&11 | tee -a target/test.log
+FARMEM_TRANSPORT=socket cargo test --release -p farmem-runtime --test integrity --test data_path --test write_stream --test hold 2>&1 | tee -a target/test.log
 FARMEM_TRANSPORT=socket cargo test --release -p farmem-cli --test c_programs --test kernel_access --test real_programs --test replicas --test run --test scaleout 2>&1 | tee -a target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')
