@@ -220,17 +220,31 @@ impl Runtime {
                 self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
             }
         }
-        let mut wasted = 0;
         {
             let queues = self.queues.lock();
             for &q in &pages[..n] {
                 queues.stamp(page_u32(farmem_sys::usize_from(q)), self);
             }
         }
-        for i in 0..n {
-            let q = farmem_sys::usize_from(pages[i]);
-            let wb = was[i].has(page::HELD_DIRTY);
+        let mut qs = [0usize; MAXB];
+        for (q, &p) in qs.iter_mut().zip(&pages[..n]) {
+            *q = farmem_sys::usize_from(p);
+        }
+        self.retire(&qs[..n], &was[..n], |w| w.has(page::HELD_DIRTY));
+        for &s in &slots[..n] {
+            self.hold.give_back(s);
+        }
+        self.stats.pages_written_back.add(m as u64);
+    }
+
+    /// Mark evicted pages (owned, unmapped or out of the hold) Absent, each
+    /// written back or not by its old word, trace them, and count the
+    /// prefetched ones never seen used as wasted.
+    fn retire(&self, victims: &[usize], was: &[PageWord], written_back: impl Fn(PageWord) -> bool) {
+        let mut wasted = 0;
+        for (i, &q) in victims.iter().enumerate() {
             let unused = was[i].has(page::PREFETCHED);
+            let wb = written_back(was[i]);
             if self.tracer.is_some() {
                 let detail = u8::from(wb) * trace::EVICT_WRITTEN_BACK
                     + u8::from(unused) * trace::EVICT_UNUSED_PREFETCH;
@@ -238,19 +252,17 @@ impl Runtime {
             }
             wasted += usize::from(unused);
             self.must(q, Event::Evicted { written_back: wb });
-            self.hold.give_back(slots[i]);
         }
         if wasted > 0 {
             self.stats.prefetch_wasted.add(wasted as u64);
             let mut pl = self.planner.lock();
-            for i in 0..n {
+            for (i, &q) in victims.iter().enumerate() {
                 if was[i].has(page::PREFETCHED) {
-                    pl.on_wasted(pages[i]);
+                    pl.on_wasted(q as u64);
                 }
             }
         }
-        self.stats.evictions.add(n as u64);
-        self.stats.pages_written_back.add(m as u64);
+        self.stats.evictions.add(victims.len() as u64);
     }
 
     /// Write-protect the dirty ones of `victims` (one ioctl per run of
@@ -335,34 +347,8 @@ impl Runtime {
             }
         }
         self.zap(victims);
-        let mut wasted = 0;
-        for (i, &q) in victims.iter().enumerate() {
-            let unused = was[i].has(page::PREFETCHED);
-            let wb = page::needs_writeback(was[i].state());
-            if self.tracer.is_some() {
-                let detail = u8::from(wb) * trace::EVICT_WRITTEN_BACK
-                    + u8::from(unused) * trace::EVICT_UNUSED_PREFETCH;
-                self.trace(trace::Kind::Evict, q, detail);
-            }
-            wasted += usize::from(unused);
-            self.must(
-                q,
-                Event::Evicted {
-                    written_back: page::needs_writeback(was[i].state()),
-                },
-            );
-        }
-        if wasted > 0 {
-            self.stats.prefetch_wasted.add(wasted as u64);
-            let mut pl = self.planner.lock();
-            for (i, &q) in victims.iter().enumerate() {
-                if was[i].has(page::PREFETCHED) {
-                    pl.on_wasted(q as u64);
-                }
-            }
-        }
+        self.retire(victims, was, |w| page::needs_writeback(w.state()));
         self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
-        self.stats.evictions.add(victims.len() as u64);
         self.stats.pages_written_back.add(m as u64);
     }
 

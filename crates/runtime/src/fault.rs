@@ -294,8 +294,7 @@ impl Runtime {
             );
             farmem_sys::fatal(m.as_bytes());
         }
-        let stamp = self.hold.stamp(slot);
-        self.hold.give_back(slot);
+        let stamp = self.hold.give_back(slot);
         self.must(p, Event::Installed { dirty });
         if self.transition(p, Event::PrefetchUsed).is_ok() {
             self.count_used(&[p]);

@@ -82,18 +82,14 @@ impl Hold {
         Some(i)
     }
 
-    /// The eviction stamp of slot `i`'s page.
-    pub(crate) fn stamp(&self, i: u32) -> u32 {
-        self.inner.lock().stamp[i as usize]
-    }
-
-    /// Return slot `i` to the free list.
-    pub(crate) fn give_back(&self, i: u32) {
+    /// Return slot `i` to the free list; its page's eviction stamp.
+    pub(crate) fn give_back(&self, i: u32) -> u32 {
         let mut h = self.inner.lock();
         if h.owner[i as usize] != 0 {
             h.owner[i as usize] = 0;
             h.free.push(i);
         }
+        h.stamp[i as usize]
     }
 
     /// The next occupied slot at the clock hand, and its page (the next to

@@ -500,13 +500,6 @@ impl Runtime {
             t.record(kind, page, detail);
         }
     }
-
-    /// Flush the policy trace now (`fm_finalize`, tests).
-    pub fn flush_trace(&self) {
-        if let Some(t) = &self.tracer {
-            t.flush();
-        }
-    }
 }
 
 /// The runs of a sequence of `n` items: index ranges over which

@@ -115,9 +115,6 @@ pub struct Planner {
     streams: [Stream; NSTREAMS],
     victim: usize,
     regions: Box<[Score]>,
-    /// Totals, for statistics and tests.
-    pub used: u64,
-    pub wasted: u64,
 }
 
 fn region(p: u64) -> usize {
@@ -133,8 +130,6 @@ impl Planner {
             streams: [Stream::default(); NSTREAMS],
             victim: 0,
             regions: vec![Score::default(); NREGIONS].into_boxed_slice(),
-            used: 0,
-            wasted: 0,
         }
     }
 
@@ -252,7 +247,7 @@ impl Planner {
                 next: pi + s.stride * pages as i64,
                 stride: s.stride,
                 // A stream refused a window stays confirmed, at the smallest one.
-                window: if s.seen >= 2 { pages } else { 0 },
+                window: pages,
                 seen: s.seen.saturating_add(1),
             };
             return Plan {
@@ -364,20 +359,13 @@ impl Planner {
             .map(|i| (i, self.streams[i].window))
     }
 
-    /// How many more pages region of `p` allows a pipelined window (no probes).
+    /// How many pages the region of `p` allows a pipelined window.
     pub fn pipeline_window(&mut self, p: u64, want: usize) -> usize {
-        let s = self.regions[region(p)];
-        let n = s.used + s.wasted;
-        if n < MIN_EVIDENCE || s.used * 16 / n >= 15 {
-            want
-        } else {
-            self.allowed(p, want).0.min(want)
-        }
+        self.allowed(p, want).0
     }
 
     /// A prefetched page at `p` was used.
     pub fn on_used(&mut self, p: u64) {
-        self.used += 1;
         let s = &mut self.regions[region(p)];
         s.used += 1;
         decay(s);
@@ -385,7 +373,6 @@ impl Planner {
 
     /// A prefetched page at `p` was evicted without being seen used.
     pub fn on_wasted(&mut self, p: u64) {
-        self.wasted += 1;
         let s = &mut self.regions[region(p)];
         s.wasted += 1;
         decay(s);
