@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod secret;
 mod serve;
+mod stat;
 mod trace;
 
 use anyhow::Result;
@@ -45,6 +46,9 @@ enum Cmd {
     Demo(demo::Args),
     /// Run an unmodified program with its large allocations in far memory.
     Run(run::Args),
+    /// Live counters of running farmem programs (this user's): faults/s,
+    /// MB/s in and out, resident, prefetch, fault latency, servers.
+    Stat(stat::Args),
     /// Measure every memory tier: latency ladder, bandwidth, faults, far tiers.
     Probe(probe::Args),
     /// The seeds' workloads at every expansion ratio: farmem against Linux
@@ -72,6 +76,7 @@ fn main() {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Demo(a) => demo::run(a),
         Cmd::Run(a) => run::run(a),
+        Cmd::Stat(a) => stat::run(a),
         Cmd::Probe(a) => probe::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Report(a) => report::run(a),

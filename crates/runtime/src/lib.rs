@@ -41,6 +41,7 @@ pub mod page;
 mod peers;
 mod pins;
 mod prefetch;
+pub mod publish;
 pub mod readahead;
 pub mod regions;
 pub mod replacement;
@@ -142,8 +143,9 @@ pub struct Runtime {
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) budget: usize,
     /// Pages resident or reserved for an install in progress. Never exceeds
-    /// `budget`: a fault reserves before it installs (see `reserve`).
-    pub(crate) resident: AtomicUsize,
+    /// `budget`: a fault reserves before it installs (see `reserve`). It
+    /// lives on the published board, as do `stats`.
+    pub(crate) resident: &'static AtomicUsize,
     pub(crate) pinned: AtomicUsize,
     /// The replacement queues. Together they hold exactly the pages whose
     /// state is Clean, MakingDirty or Dirty (so never more than `budget`).
@@ -166,7 +168,9 @@ pub struct Runtime {
     pub(crate) wstreams: [AtomicU64; dirty::NWSTREAMS],
     pub(crate) wstream_victim: AtomicUsize,
     pub(crate) zero: Mapping,
-    pub(crate) stats: Stats,
+    pub(crate) stats: &'static Stats,
+    /// The counters as `farmem stat` sees them (see [`publish`]).
+    pub(crate) board: publish::Board,
     /// Address of the embedded server process, when farmem started one.
     pub(crate) server: Option<farmem_wire::ServerAddr>,
 }
@@ -289,6 +293,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
             .as_bytes(),
         );
     }
+    farmem_sys::process::at_exit(end_board_at_exit);
     if rt.cfg.stats_at_exit {
         farmem_sys::process::at_exit(print_stats_at_exit);
     }
@@ -389,6 +394,20 @@ impl Runtime {
             ),
             None => None,
         };
+        // Last: nothing after it fails, so no file is left behind by a
+        // runtime that did not start.
+        let (replicas, servers) = backend.servers();
+        let board = publish::Board::create(&publish::Info {
+            budget_bytes: (total * PAGE_SIZE) as u64,
+            transport: backend.transport(),
+            backend: &match &server {
+                Some(a) => format!("embedded memory server on {a}"),
+                None => backend.describe(),
+            },
+            replicas,
+            servers,
+        });
+        backend.publish(&board.page().health);
         Ok(Runtime {
             base: arena.as_ptr() as usize,
             npages,
@@ -397,7 +416,7 @@ impl Runtime {
             uffd,
             backend,
             budget,
-            resident: AtomicUsize::new(0),
+            resident: &board.page().resident,
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(Queues::new(budget, 4 * MAXB)),
             aux,
@@ -410,7 +429,8 @@ impl Runtime {
             wstreams: [const { AtomicU64::new(0) }; dirty::NWSTREAMS],
             wstream_victim: AtomicUsize::new(0),
             zero,
-            stats: Stats::default(),
+            stats: &board.page().stats,
+            board,
             server,
             cfg,
         })
@@ -483,6 +503,13 @@ impl Runtime {
     pub fn overlaps(&self, addr: usize, len: usize) -> bool {
         let end = addr.saturating_add(len);
         len > 0 && addr < self.base + self.arena.len() && end > self.base
+    }
+}
+
+/// `farmem stat` sees the program end: its board is marked and removed.
+extern "C" fn end_board_at_exit() {
+    if let Some(rt) = get() {
+        rt.board.end();
     }
 }
 

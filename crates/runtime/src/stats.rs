@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 /// Stripes per counter: enough to spread a 64-thread node's faults.
 const STRIPES: usize = 16;
 
-#[repr(align(64))]
+#[repr(C, align(64))]
 #[derive(Default)]
 struct Line(AtomicU64);
 
-/// A striped counter.
+/// A striped counter. `repr(C)` here and below: `farmem stat` reads these
+/// from another process (see `publish`).
+#[repr(C)]
 #[derive(Default)]
 pub struct Counter {
     lines: [Line; STRIPES],
@@ -53,8 +55,9 @@ impl Counter {
 /// Log-linear histogram: 4 sub-buckets per power of two of nanoseconds.
 const SUB: usize = 4;
 /// Up to 2^63 ns; larger values land in the last bucket.
-const BUCKETS: usize = 62 * SUB;
+pub const BUCKETS: usize = 62 * SUB;
 
+#[repr(C)]
 pub struct Histogram {
     buckets: [AtomicU64; BUCKETS],
 }
@@ -96,24 +99,15 @@ impl Histogram {
         self.buckets.iter().map(|b| b.load(Relaxed)).sum()
     }
 
+    /// Each bucket's count.
+    pub fn counts(&self) -> [u64; BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Relaxed))
+    }
+
     /// The value below which fraction `q` of the samples fall (bucket upper
     /// edge, so within 25% of the true value), or 0 with no samples.
     pub fn quantile(&self, q: f64) -> u64 {
-        let n = self.count();
-        if n == 0 {
-            return 0;
-        }
-        // A fraction of the count; the cast saturates (negative or NaN: 0), then clamped.
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let target = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
-        for (i, b) in self.buckets.iter().enumerate() {
-            seen += b.load(Relaxed);
-            if seen >= target {
-                return bucket_high(i);
-            }
-        }
-        bucket_high(BUCKETS - 1)
+        quantile_of(&self.counts(), q)
     }
 
     pub fn reset(&self) {
@@ -123,6 +117,27 @@ impl Histogram {
     }
 }
 
+/// [`Histogram::quantile`] of bucket counts taken earlier (or the
+/// difference of two such, for an interval).
+pub fn quantile_of(counts: &[u64], q: f64) -> u64 {
+    let n: u64 = counts.iter().sum();
+    if n == 0 {
+        return 0;
+    }
+    // A fraction of the count; the cast saturates (negative or NaN: 0), then clamped.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let target = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut seen = 0;
+    for (i, b) in counts.iter().enumerate() {
+        seen += b;
+        if seen >= target {
+            return bucket_high(i);
+        }
+    }
+    bucket_high(BUCKETS - 1)
+}
+
+#[repr(C)]
 #[derive(Default)]
 pub struct Stats {
     /// Faults on missing pages (demand fetches).

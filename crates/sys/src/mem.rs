@@ -1,10 +1,11 @@
-//! Anonymous mappings and `madvise`.
+//! Anonymous and shared-file mappings, and `madvise`.
 
 use crate::{cvt_long, PAGE_SIZE};
 use std::io;
 use std::ptr::NonNull;
 
-/// An anonymous private mapping, unmapped on drop.
+/// A mapping (anonymous and private, or of a file and shared), unmapped on
+/// drop.
 #[derive(Debug)]
 pub struct Mapping {
     ptr: NonNull<u8>,
@@ -33,6 +34,39 @@ impl Mapping {
             flags |= libc::MAP_NORESERVE;
         }
         let p = map_anonymous(len, flags)?;
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
+        Ok(Mapping { ptr, len })
+    }
+
+    /// The first `len` bytes of `file`, shared: readable, and writable with
+    /// `write` (the file must be opened so). Stores reach every other
+    /// mapping of the file at once: how a program publishes its counters.
+    pub fn shared_file(file: &std::fs::File, len: usize, write: bool) -> io::Result<Mapping> {
+        use std::os::fd::AsRawFd;
+        let len = len.max(1).next_multiple_of(PAGE_SIZE);
+        let prot = if write {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        // SAFETY: a fresh shared mapping of an open descriptor at a
+        // kernel-chosen address touches no existing memory. Raw: the
+        // `farmem run` shim's `mmap` must not see farmem's own mappings.
+        let p = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_mmap,
+                0usize,
+                len,
+                prot,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0usize,
+            )
+        } as *mut libc::c_void;
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
         let ptr =
             NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned NULL"))?;
         Ok(Mapping { ptr, len })

@@ -119,6 +119,16 @@ pub trait Backend: Send + Sync {
     /// them once.
     fn register_slots(&self, _ptr: *mut u8, _len: usize) {}
 
+    /// Copies of each page, and the servers that hold them by name (none
+    /// for a file), for `farmem stat`.
+    fn servers(&self) -> (usize, Vec<String>) {
+        (1, Vec::new())
+    }
+
+    /// From now on, mirror the servers' health into `h` (which
+    /// `farmem stat` reads from another process).
+    fn publish(&self, _h: &'static crate::publish::Health) {}
+
     /// How pages move, for the statistics (`socket`, `ucx (shared memory)`).
     fn transport(&self) -> &'static str {
         "local file"

@@ -80,6 +80,8 @@ pub struct RemoteBackend {
     /// page read and write goes there, and the connections carry only
     /// control messages (grants, Free).
     ucx: Option<UcxPages>,
+    /// Where `farmem stat` reads the servers' health (see `publish`).
+    published: OnceLock<&'static crate::publish::Health>,
 }
 
 /// Whether this host has an RDMA device (`/sys/class/infiniband`).
@@ -245,6 +247,7 @@ impl RemoteBackend {
             wait,
             replicas: cfg.replicas,
             under_replicated: std::sync::atomic::AtomicU64::new(0),
+            published: OnceLock::new(),
             complete: OnceLock::new(),
             ucx,
         })
@@ -262,6 +265,23 @@ impl RemoteBackend {
 
     pub(super) fn is_down(&self, s: usize) -> bool {
         self.servers[s].down.load(Ordering::Acquire)
+    }
+
+    /// Server `s` is lost for good; true the first time.
+    pub(super) fn mark_down(&self, s: usize) -> bool {
+        let first = !self.servers[s].down.swap(true, Ordering::AcqRel);
+        if let Some(h) = self.published.get() {
+            h.set_down(s);
+        }
+        first
+    }
+
+    /// `n` page writes reached fewer than `replicas` servers.
+    pub(super) fn count_short(&self, n: u64) {
+        self.under_replicated.fetch_add(n, Ordering::Relaxed);
+        if let Some(h) = self.published.get() {
+            h.add_short(n);
+        }
     }
 
     /// The route of the first live copy of `page`, if any is left.
@@ -377,7 +397,7 @@ impl Backend for RemoteBackend {
                 });
             }
             if (c as usize) < self.replicas {
-                self.under_replicated.fetch_add(1, Ordering::Relaxed);
+                self.count_short(1);
             }
         }
         Ok(())
@@ -427,7 +447,7 @@ impl Backend for RemoteBackend {
         // one of the distrusted server's; a thread doing the same the other
         // way round at once (two servers corrupting pages at the same
         // moment) would wait for ever.
-        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+        if self.mark_down(s) {
             use std::fmt::Write as _;
             let mut m = crate::signals::MsgBuf::new();
             let _ = writeln!(
@@ -438,6 +458,25 @@ impl Backend for RemoteBackend {
             farmem_sys::write_stderr(m.as_bytes());
         }
         self.live_route(page).is_some()
+    }
+
+    fn servers(&self) -> (usize, Vec<String>) {
+        (
+            self.replicas,
+            self.servers.iter().map(|s| s.name.clone()).collect(),
+        )
+    }
+
+    fn publish(&self, h: &'static crate::publish::Health) {
+        if self.published.set(h).is_ok() {
+            // A server lost before now (or while setting) is marked too.
+            for s in 0..self.servers.len() {
+                if self.is_down(s) {
+                    h.set_down(s);
+                }
+            }
+            h.add_short(self.under_replicated.load(Ordering::Relaxed));
+        }
     }
 
     fn health(&self) -> Option<String> {

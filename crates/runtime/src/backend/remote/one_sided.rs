@@ -188,8 +188,7 @@ impl RemoteBackend {
                         .iter()
                         .filter(|t| t.iter().flatten().count() < self.replicas)
                         .count();
-                    self.under_replicated
-                        .fetch_add(short as u64, Ordering::Relaxed);
+                    self.count_short(short as u64);
                     return Ok(());
                 }
                 Err(f) => self.ucx_failure(f)?,

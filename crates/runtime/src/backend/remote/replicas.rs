@@ -15,7 +15,7 @@ impl RemoteBackend {
 
     /// its connections still owed. Called with no connection held.
     pub(super) fn fail_over(&self, s: usize, e: &BackendError) -> Result<(), BackendError> {
-        if !self.servers[s].down.swap(true, Ordering::AcqRel) {
+        if self.mark_down(s) {
             use std::fmt::Write as _;
             let mut m = crate::signals::MsgBuf::new();
             let name = &self.servers[s].name;
@@ -47,8 +47,7 @@ impl RemoteBackend {
             for o in &owed[..n] {
                 match *o {
                     Owed::Ack { pages, .. } => {
-                        self.under_replicated
-                            .fetch_add(u64::from(pages), Ordering::Relaxed);
+                        self.count_short(u64::from(pages));
                     }
                     Owed::Read {
                         first,

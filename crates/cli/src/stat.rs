@@ -1,0 +1,311 @@
+//! `farmem stat`: the live counters of running farmem programs, as `vmstat`
+//! shows the kernel's. Each program publishes its counters in a small
+//! shared file (`farmem_runtime::publish`); this reads them, and every rate
+//! or interval quantile is the difference of two readings.
+
+use anyhow::{bail, Result};
+use farmem_runtime::config::format_size;
+use farmem_runtime::publish::{self, Reader, Sample};
+use farmem_runtime::stats::quantile_of;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only this process (default: every farmem program of this user).
+    pid: Option<u32>,
+    /// Refresh every SECONDS (default 1) until interrupted or --count.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1")]
+    watch: Option<f64>,
+    /// Stop after N samples (with no --watch, one a second).
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Print one JSON object a sample, one a line, instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One program over one interval.
+#[derive(Serialize)]
+struct Row {
+    pid: u32,
+    command: String,
+    /// "running", or "ended" for the sample that saw it exit.
+    state: &'static str,
+    /// Seconds the rates below are over (the first sample: since start).
+    interval_s: f64,
+    faults_per_s: f64,
+    fetched_mb_per_s: f64,
+    written_back_mb_per_s: f64,
+    resident_bytes: u64,
+    budget_bytes: u64,
+    /// Prefetched pages used and wasted in the interval.
+    prefetch_used: u64,
+    prefetch_wasted: u64,
+    /// Fault latency over the interval (bucket upper edges), µs; null
+    /// with no fault in it.
+    fault_p50_us: Option<f64>,
+    fault_p99_us: Option<f64>,
+    transport: String,
+    backend: String,
+    replicas: u32,
+    servers: Vec<Server>,
+    /// Of every `servers` stripe units, how many hold fewer live copies
+    /// than `replicas` (a lost server's units).
+    stripe_units_short: usize,
+    /// Page writes that reached fewer than `replicas` servers.
+    short_writes: u64,
+    /// The counters since the program started, as `--stats` prints them.
+    totals: Totals,
+}
+
+#[derive(Serialize)]
+struct Server {
+    name: String,
+    up: bool,
+}
+
+#[derive(Serialize)]
+struct Totals {
+    faults: u64,
+    wp_faults: u64,
+    bytes_fetched: u64,
+    bytes_written_back: u64,
+    evictions: u64,
+    prefetched: u64,
+    prefetch_used: u64,
+    prefetch_wasted: u64,
+    spurious_faults: u64,
+}
+
+#[derive(Serialize)]
+struct Frame<'a> {
+    time_unix_ms: u64,
+    programs: &'a [Row],
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: bool) -> Row {
+    let (b, secs, latency) = match before {
+        Some((b, t)) => (
+            Some(&b.snapshot),
+            at.duration_since(*t).as_secs_f64(),
+            publish::interval(&now.latency, &b.latency).to_vec(),
+        ),
+        // The first sample: since the program started.
+        None => (
+            None,
+            unix_ms().saturating_sub(now.started_unix_ms) as f64 / 1000.0,
+            now.latency.clone(),
+        ),
+    };
+    let s = &now.snapshot;
+    let d = |f: fn(&farmem_runtime::stats::Snapshot) -> u64| f(s) - b.map_or(0, f).min(f(s));
+    let per_s = |x: u64| if secs > 0.0 { x as f64 / secs } else { 0.0 };
+    let us = |q: f64| {
+        let v = quantile_of(&latency, q);
+        (latency.iter().any(|&c| c > 0)).then(|| v as f64 / 1000.0)
+    };
+    let ns = now.servers.len();
+    let down: Vec<usize> = (0..ns).filter(|&i| now.servers[i].1).collect();
+    let r = now.replicas.max(1) as usize;
+    let short = (0..ns)
+        .filter(|u| (0..r).any(|k| down.contains(&((u + k) % ns))))
+        .count();
+    Row {
+        pid: now.pid,
+        command: now.command.clone(),
+        state: if ended { "ended" } else { "running" },
+        interval_s: secs,
+        faults_per_s: per_s(d(|x| x.faults)),
+        fetched_mb_per_s: per_s(d(|x| x.bytes_fetched)) / 1e6,
+        written_back_mb_per_s: per_s(d(|x| x.bytes_written_back)) / 1e6,
+        resident_bytes: s.resident_bytes,
+        budget_bytes: s.budget_bytes,
+        prefetch_used: d(|x| x.prefetch_used),
+        prefetch_wasted: d(|x| x.prefetch_wasted),
+        fault_p50_us: us(0.5),
+        fault_p99_us: us(0.99),
+        transport: now.transport.clone(),
+        backend: now.backend.clone(),
+        replicas: now.replicas,
+        servers: now
+            .servers
+            .iter()
+            .map(|(name, down)| Server {
+                name: name.clone(),
+                up: !down,
+            })
+            .collect(),
+        stripe_units_short: short,
+        short_writes: now.short_writes,
+        totals: Totals {
+            faults: s.faults,
+            wp_faults: s.wp_faults,
+            bytes_fetched: s.bytes_fetched,
+            bytes_written_back: s.bytes_written_back,
+            evictions: s.evictions,
+            prefetched: s.prefetched,
+            prefetch_used: s.prefetch_used,
+            prefetch_wasted: s.prefetch_wasted,
+            spurious_faults: s.spurious_faults,
+        },
+    }
+}
+
+const HEADER: &str = "    PID  faults/s   in MB/s  out MB/s  resident / budget  prefetch used/wasted  p50 µs  p99 µs  servers      COMMAND";
+
+fn text(r: &Row) -> String {
+    let lat = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
+    let servers = if r.servers.is_empty() {
+        r.transport.clone()
+    } else {
+        let up = r.servers.iter().filter(|s| s.up).count();
+        let mut s = format!("{up}/{} up", r.servers.len());
+        if r.stripe_units_short > 0 {
+            s += &format!(", {}/{} short", r.stripe_units_short, r.servers.len());
+        }
+        s
+    };
+    let mut cmd = r.command.clone();
+    if cmd.chars().count() > 40 {
+        cmd = cmd.chars().take(39).collect::<String>() + "…";
+    }
+    let line = format!(
+        "{:>7} {:>9.0} {:>9.1} {:>9.1} {:>8} / {:<8} {:>9} / {:<9} {:>7} {:>7}  {:<12} {}",
+        r.pid,
+        r.faults_per_s,
+        r.fetched_mb_per_s,
+        r.written_back_mb_per_s,
+        format_size(r.resident_bytes),
+        format_size(r.budget_bytes),
+        r.prefetch_used,
+        r.prefetch_wasted,
+        lat(r.fault_p50_us),
+        lat(r.fault_p99_us),
+        servers,
+        cmd
+    );
+    if r.state == "ended" {
+        format!("{line}  (ended)")
+    } else {
+        line
+    }
+}
+
+pub fn run(a: Args) -> Result<()> {
+    if let Some(w) = a.watch {
+        if !(w.is_finite() && (0.1..=86_400.0).contains(&w)) {
+            bail!("--watch {w}: give 0.1 to 86400 seconds between samples");
+        }
+    }
+    if a.count == Some(0) {
+        bail!("--count 0: give the number of samples to print, at least 1");
+    }
+    let dir = publish::dir(false);
+    if let Some(pid) = a.pid {
+        let found = dir
+            .as_ref()
+            .ok()
+            .map(|d| publish::path_of(d, pid))
+            .filter(|p| p.exists());
+        if found.is_none() {
+            let shown = dir.as_ref().map_or_else(
+                |e| format!("no statistics directory: {e}"),
+                |d| format!("nothing published in {}", d.display()),
+            );
+            if publish::start_ticks(pid).is_none() {
+                bail!("no process {pid} is running");
+            }
+            bail!(
+                "process {pid} is not a farmem program of this user ({shown}); start it with `farmem run`, or give the pid of one that is"
+            );
+        }
+    }
+    let every = Duration::from_secs_f64(a.watch.unwrap_or(1.0));
+    let samples = a
+        .count
+        .unwrap_or(if a.watch.is_some() { u64::MAX } else { 1 });
+    let tty = std::io::stdout().is_terminal();
+    let mut seen: BTreeMap<u32, (Reader, Option<(Sample, Instant)>)> = BTreeMap::new();
+    let mut out = std::io::stdout().lock();
+    for n in 0..samples {
+        if n > 0 {
+            std::thread::sleep(every);
+        }
+        // New programs join; a program already seen keeps its reader (and
+        // its mapping: an ended one's last counters are still there).
+        let readers = match &dir {
+            Ok(d) => match a.pid {
+                Some(pid) => Reader::open(&publish::path_of(d, pid))
+                    .ok()
+                    .filter(|r| r.alive())
+                    .into_iter()
+                    .collect(),
+                None => publish::list(d),
+            },
+            Err(_) => Vec::new(),
+        };
+        for r in readers {
+            seen.entry(r.pid).or_insert((r, None));
+        }
+        let at = Instant::now();
+        let mut rows = Vec::new();
+        let mut gone = Vec::new();
+        for (pid, (reader, before)) in seen.iter_mut() {
+            let ended = !reader.alive();
+            let now = reader.sample();
+            rows.push(row(before.as_ref(), &now, at, ended));
+            *before = Some((now, at));
+            if ended {
+                gone.push(*pid);
+            }
+        }
+        for pid in gone {
+            seen.remove(&pid);
+        }
+        if a.json {
+            let f = Frame {
+                time_unix_ms: unix_ms(),
+                programs: &rows,
+            };
+            writeln!(out, "{}", serde_json::to_string(&f)?)?;
+        } else {
+            if tty && a.watch.is_some() {
+                // Refresh in place: home, clear.
+                write!(out, "\x1b[H\x1b[2J")?;
+            }
+            if rows.is_empty() {
+                match &dir {
+                    Ok(d) => writeln!(
+                        out,
+                        "no farmem programs of this user are running (none published in {})",
+                        d.display()
+                    )?,
+                    Err(e) => writeln!(out, "no farmem programs of this user are running ({e})")?,
+                }
+            } else {
+                writeln!(out, "{HEADER}")?;
+                for r in &rows {
+                    writeln!(out, "{}", text(r))?;
+                }
+            }
+        }
+        out.flush()?;
+        // The one program asked for has ended: nothing more to watch.
+        if a.pid.is_some() && seen.is_empty() && n + 1 < samples {
+            if rows.is_empty() && !a.json {
+                writeln!(out, "process {} has ended", a.pid.unwrap_or(0))?;
+            }
+            break;
+        }
+    }
+    Ok(())
+}
