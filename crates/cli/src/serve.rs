@@ -72,6 +72,11 @@ pub struct Args {
     /// one with `farmem secret init`).
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
+    /// Serve Prometheus metrics (text format) at http://ADDR/metrics: PORT
+    /// (on 127.0.0.1) or IP:PORT. An address other machines can reach needs
+    /// a shared secret or --insecure, as --listen does.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// Serve an address other machines can reach without a shared secret:
     /// anyone who can connect can then read and overwrite every page here.
     #[arg(long)]
@@ -124,6 +129,7 @@ pub fn run(a: Args) -> Result<()> {
         parent: a.parent,
         insecure: a.insecure,
         rendezvous,
+        metrics: a.metrics,
         default_secret: home.as_deref().map_or_else(
             || "~/.config/farmem/secret".into(),
             |h| farmem_wire::auth::default_path(h).display().to_string(),

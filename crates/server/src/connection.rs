@@ -3,6 +3,7 @@
 //! the socket straight into the session's store, and a Read's pages from the
 //! store straight into the socket.
 
+use crate::metrics::{ConnCounters, Refusal};
 use crate::session::{self, Token};
 use crate::store::{Access, Store};
 use crate::{lock, Shared};
@@ -52,6 +53,8 @@ fn authenticate(
     peer: &str,
 ) -> bool {
     let refuse = |out: &mut Vec<u8>, code: ErrorCode, to_client: &str, here: &str| {
+        sh.metrics.refused(Refusal::Auth);
+        sh.metrics.auth_failed();
         eprintln!("farmem serve: refused {peer}: {here}");
         error_reply(out, h.tag, code, to_client);
         false
@@ -117,6 +120,7 @@ pub(crate) fn serve_connection(
     stream: OwnedFd,
     tcp: bool,
     peer: &str,
+    counters: &ConnCounters,
 ) -> Result<(), ConnError> {
     let fd = stream.as_raw_fd();
     set_nonblocking(fd)?;
@@ -136,6 +140,11 @@ pub(crate) fn serve_connection(
     let reply_wait = Wait {
         spin_ns: sh.cfg.spin_ns,
         timeout_ns: sh.cfg.client_timeout_ns,
+    };
+    let link = Link {
+        fd,
+        wait: reply_wait,
+        peer,
     };
     let mut session: Option<(Token, Arc<Store>)> = None;
     let mut gate = if tcp && sh.cfg.secret.is_some() {
@@ -169,6 +178,7 @@ pub(crate) fn serve_connection(
                     code: e.code(),
                     message: &msg,
                 };
+                counters.error(e.code() as u32);
                 let _ = send_vectored(fd, &[&reply.encode(0)], reply_wait);
                 break Err(e.into());
             }
@@ -181,6 +191,7 @@ pub(crate) fn serve_connection(
             _ if gated => {
                 input.consume(HEADER_LEN);
                 input.skip(fd, h.len as usize, reply_wait).map(|()| {
+                    sh.metrics.refused(Refusal::Auth);
                     eprintln!("farmem serve: refused {peer}: it sent {:?} without the shared secret (give the client this server's secret file)", h.op);
                     error_reply(
                         &mut out,
@@ -211,7 +222,7 @@ pub(crate) fn serve_connection(
                     Ok(req @ (Request::Auth { .. } | Request::AuthProof { .. })) => {
                         Ok(authenticate(sh, &mut gate, &h, req, &mut out, peer))
                     }
-                    Ok(req) => handle(sh, &mut session, &h, req, &mut out, fd, reply_wait),
+                    Ok(req) => handle(sh, &mut session, &h, req, &mut out, &link),
                     Err(e) => {
                         error_reply(&mut out, h.tag, e.code(), &e.to_string());
                         Ok(e.code().keeps_connection())
@@ -236,6 +247,7 @@ pub(crate) fn serve_connection(
             Ok(k) => k,
             Err(e) => break Err(e.into()),
         };
+        counters.frame(&h, &out);
         if !out.is_empty() {
             if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
                 break Err(e.into());
@@ -251,6 +263,8 @@ pub(crate) fn serve_connection(
     // A client whose secret differs stops at this server's proof and
     // hangs up: say so here too.
     if let (Gate::Challenged { .. }, Some(secret)) = (&gate, sh.cfg.secret.as_deref()) {
+        sh.metrics.refused(Refusal::Auth);
+        sh.metrics.auth_failed();
         eprintln!(
             "farmem serve: refused {peer}: it hung up after this server's proof, which it did not accept (its secret file differs from {}?)",
             secret.path().display()
@@ -352,6 +366,15 @@ const INPUT_BUFFER: usize = 8192;
 const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
 
 /// Put an Error reply into `out`.
+/// The connection's socket, how long a reply may wait to leave, and the
+/// peer's name (for sessions it opens).
+#[derive(Clone, Copy)]
+struct Link<'a> {
+    fd: std::os::fd::RawFd,
+    wait: Wait,
+    peer: &'a str,
+}
+
 fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
     out.extend_from_slice(&Frame::Error { code, message }.encode(tag));
 }
@@ -365,9 +388,9 @@ fn handle(
     h: &Header,
     req: Request<'_>,
     out: &mut Vec<u8>,
-    fd: std::os::fd::RawFd,
-    wait: Wait,
+    link: &Link,
 ) -> io::Result<bool> {
+    let Link { fd, wait, peer } = *link;
     let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
         error_reply(out, h.tag, code, msg);
         Ok(code.keeps_connection())
@@ -381,7 +404,7 @@ fn handle(
                     "this connection already said Hello",
                 );
             }
-            let s = match session::join(sh, token, max_pages) {
+            let s = match session::join(sh, token, max_pages, peer) {
                 Ok(s) => s,
                 Err((code, msg)) => return err(out, code, &msg),
             };
@@ -488,6 +511,7 @@ fn handle(
                 let quota = sh.cfg.session_quota_pages;
                 let mine = s.len() + pool.charged();
                 if quota > 0 && mine + pages > quota {
+                    sh.metrics.refused(Refusal::Quota);
                     return Err(format!(
                         "this session's quota is full ({mine} of {quota} pages, and a chunk is {pages}); the server was started with --session-quota"
                     ));
@@ -496,6 +520,7 @@ fn handle(
                 let mut used = sh.used_pages.load(Ordering::Acquire);
                 loop {
                     if used + pages > cap {
+                        sh.metrics.refused(Refusal::Capacity);
                         return Err(format!(
                             "server is full ({used} of {cap} pages used, and a chunk is {pages}); start it with a larger --capacity, or add servers"
                         ));
@@ -604,6 +629,7 @@ fn serve_write(
     let quota = sh.cfg.session_quota_pages;
     if quota > 0 && s.len() + new > quota {
         drop(access);
+        sh.metrics.refused(Refusal::Quota);
         return refuse(
             ErrorCode::Capacity,
             &format!(
@@ -621,6 +647,7 @@ fn serve_write(
         .is_ok();
     if !reserved {
         drop(access);
+        sh.metrics.refused(Refusal::Capacity);
         return refuse(
             ErrorCode::Capacity,
             &format!(

@@ -24,10 +24,12 @@
 
 mod connection;
 mod listener;
+mod metrics;
 pub mod options;
 mod session;
 mod store;
 mod ucx;
+pub use metrics::MetricsEndpoint;
 pub use ucx::CHUNK_PAGES;
 
 use connection::serve_connection;
@@ -124,6 +126,11 @@ struct Shared {
     last_accept_warning: AtomicU64,
     /// UCX, started at the first UcxOpen (or why it cannot be).
     ucx: std::sync::OnceLock<Result<Arc<ucx::Engine>, String>>,
+    /// `tcp` or `unix`: how clients reach the listener.
+    transport: &'static str,
+    /// Numbers sessions for the metrics (the token itself is a secret).
+    next_session: AtomicU64,
+    metrics: metrics::Metrics,
 }
 
 impl Shared {
@@ -161,9 +168,13 @@ impl Server {
     }
 
     fn with_listener(listener: Listener, cfg: ServerConfig) -> Server {
+        let transport = if listener.is_tcp() { "tcp" } else { "unix" };
         Server {
             listener,
             shared: Arc::new(Shared {
+                transport,
+                next_session: AtomicU64::new(1),
+                metrics: metrics::Metrics::default(),
                 cfg,
                 used_pages: AtomicU64::new(0),
                 sessions: Mutex::new(HashMap::new()),
@@ -243,6 +254,7 @@ impl Server {
                     let sh = shared.clone();
                     let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
                     if full {
+                        shared.metrics.refused(metrics::Refusal::Limit);
                         let out = Frame::Error {
                             code: ErrorCode::Capacity,
                             message: "server has too many connections",
@@ -256,18 +268,21 @@ impl Server {
                         lock(&shared.conns).insert(id, clone);
                     }
                     let tcp = self.listener.is_tcp();
+                    let counters = shared.metrics.open(id);
                     let spawned = std::thread::Builder::new()
                         .name(format!("farmem-conn-{id}"))
                         .spawn(move || {
-                            let r = serve_connection(&sh, stream, tcp, &peer);
+                            let r = serve_connection(&sh, stream, tcp, &peer, &counters);
                             if let Err(e) = r {
                                 if sh.cfg.verbose && !sh.shutdown.load(Ordering::Relaxed) {
                                     eprintln!("farmem serve: client {peer}: {e}");
                                 }
                             }
+                            sh.metrics.close(id);
                             lock(&sh.conns).remove(&id);
                         });
                     if let Err(e) = spawned {
+                        shared.metrics.close(id);
                         lock(&shared.conns).remove(&id);
                         eprintln!("farmem serve: cannot start a connection thread: {e}");
                     }

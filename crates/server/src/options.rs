@@ -181,6 +181,45 @@ pub struct Serve {
     pub rendezvous: Option<(PathBuf, Launch)>,
     /// Where `farmem secret init` writes, for the refusal's advice.
     pub default_secret: String,
+    /// `--metrics`: serve Prometheus metrics on this address (IP:PORT, or
+    /// a PORT on loopback).
+    pub metrics: Option<String>,
+}
+
+/// `--metrics`'s address: `PORT` (on loopback) or `HOST:PORT`.
+pub fn metrics_addr(arg: &str) -> Result<ServerAddr, ServerError> {
+    if let Ok(port) = arg.parse::<u16>() {
+        return Ok(ServerAddr::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        });
+    }
+    match arg.parse::<ServerAddr>() {
+        Ok(a @ ServerAddr::Tcp { .. }) => Ok(a),
+        _ => Err(bad(format!(
+            "--metrics {arg:?}: give PORT (served on 127.0.0.1) or IP:PORT, e.g. --metrics 9464"
+        ))),
+    }
+}
+
+/// The metrics endpoint may serve `addr`: loopback, or a reachable address
+/// under the same rule as `--listen` (a shared secret, or `--insecure`).
+fn guard_metrics(
+    addr: &ServerAddr,
+    authenticated: bool,
+    insecure: bool,
+) -> Result<Option<String>, ServerError> {
+    match (authenticated, is_local(addr), insecure) {
+        (false, false, false) => Err(bad(format!(
+            "refusing to serve metrics on {addr} without a shared secret: they name this server's sessions and their peers to anyone who can reach it. \
+             Serve them on loopback (--metrics PORT), start the server with a shared secret (`farmem secret init`), \
+             or pass --insecure on a network only you use"
+        ))),
+        (_, false, _) => Ok(Some(format!(
+            "metrics on {addr} are served without authentication to anyone who can reach the port (Prometheus scrapes are plain HTTP)"
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// Check `s`, bind, say where it listens (and what it published), and
@@ -207,6 +246,17 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
         },
         (None, Some(_)) => std::net::SocketAddr::new(farmem_rendezvous::node_address()?, 0).into(),
     };
+    // The metrics address is checked before anything binds.
+    let metrics_at = match &s.metrics {
+        Some(arg) => {
+            let at = metrics_addr(arg)?;
+            if let Some(w) = guard_metrics(&at, secret_path.is_some(), s.insecure)? {
+                eprintln!("farmem serve: note: {w}");
+            }
+            Some(at)
+        }
+        None => None,
+    };
     let capacity = s.options.capacity;
     let cfg = s.options.config(listen, farmem_sys::phys_memory())?;
     let server = match s.listen_fd {
@@ -232,6 +282,20 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
     if let Some(w) = guard(&addr, secret_path.is_some(), s.insecure, &s.default_secret)? {
         eprintln!("farmem serve: WARNING: {w}");
     }
+    let metrics = match metrics_at {
+        Some(at) => {
+            let e = crate::MetricsEndpoint::bind(&at.to_string()).map_err(|source| {
+                bad(format!(
+                    "cannot serve metrics on {at}: {source} (is the port in use? pick another with --metrics)"
+                ))
+            })?;
+            let bound = e.local_addr().map_err(|e| bad(format!("--metrics: {e}")))?;
+            e.serve(&server)
+                .map_err(|e| bad(format!("cannot start the metrics thread: {e}")))?;
+            Some(bound)
+        }
+        None => None,
+    };
     stop_on_signal_or_orphan(server.shutdown_flag(), s.parent);
     say(format_args!(
         "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
@@ -242,6 +306,9 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
             None => "no authentication".into(),
         }
     ));
+    if let Some(m) = metrics {
+        say(format_args!("farmem serve: metrics on http://{m}/metrics"));
+    }
     let _entry = match &s.rendezvous {
         Some((dir, l)) => {
             let at = farmem_rendezvous::advertised(&addr)?;
@@ -326,6 +393,20 @@ mod tests {
             .unwrap()
             .contains("NO authentication"));
         assert!(check_parent(1).is_err());
+        // The metrics endpoint: the same rule.
+        assert_eq!(guard_metrics(&lo, false, false).unwrap(), None);
+        assert!(guard_metrics(&any, false, false)
+            .unwrap_err()
+            .to_string()
+            .contains("refusing to serve metrics"));
+        assert!(guard_metrics(&any, true, false).unwrap().is_some());
+        assert!(guard_metrics(&any, false, true).unwrap().is_some());
+        assert_eq!(
+            metrics_addr("9464").unwrap(),
+            "127.0.0.1:9464".parse().unwrap()
+        );
+        assert!(metrics_addr("unix:/x").is_err());
+        assert!(metrics_addr("nonsense").is_err());
         assert!(check_parent(farmem_sys::process::getppid()).is_ok());
     }
 }

@@ -17,6 +17,10 @@ pub(crate) type Token = [u8; wire::TOKEN_LEN];
 /// each connection holds, never through the table's lock.
 pub(crate) struct SessionEntry {
     pub(crate) store: Arc<Store>,
+    /// The session's number and its first connection's peer, for the
+    /// metrics (the token is a secret and never shown).
+    pub(crate) id: u64,
+    pub(crate) peer: String,
     /// Connections that said Hello with this token; at 0 the pages go.
     pub(crate) connections: u64,
 }
@@ -62,24 +66,31 @@ pub(crate) fn join(
     sh: &Shared,
     token: Token,
     max_pages: u64,
+    peer: &str,
 ) -> Result<Arc<Store>, (ErrorCode, String)> {
     let mut sessions = lock(&sh.sessions);
     let open = sessions.len();
     let entry = match sessions.entry(token) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {
+            sh.metrics.refused(crate::metrics::Refusal::Limit);
             return Err((
                 ErrorCode::Capacity,
                 format!(
                     "server has its most sessions ({open}); start it with a larger --max-sessions, or use another server"
                 ),
-            ))
+            ));
         }
         std::collections::hash_map::Entry::Vacant(v) => match Store::new(max_pages) {
-            Ok(store) => v.insert(SessionEntry {
-                store: Arc::new(store),
-                connections: 0,
-            }),
+            Ok(store) => {
+                sh.metrics.session_opened();
+                v.insert(SessionEntry {
+                    store: Arc::new(store),
+                    id: sh.next_session.fetch_add(1, Ordering::Relaxed),
+                    peer: peer.to_string(),
+                    connections: 0,
+                })
+            }
             Err(e) => return Err((ErrorCode::Capacity, e.to_string())),
         },
     };
