@@ -11,6 +11,7 @@
 mod bench;
 mod config;
 mod demo;
+mod logging;
 mod numa;
 mod output;
 

@@ -56,9 +56,17 @@ pub struct Args {
     /// Seconds a new connection may stay silent before it says Hello.
     #[arg(long, default_value_t = 10)]
     hello_timeout: u64,
-    /// Print a line for every client error.
+    /// Log every client error (at info; they are debug lines otherwise).
     #[arg(long)]
     verbose: bool,
+    /// How much to log on stderr: off, error, warn, info (sessions,
+    /// refusals), debug (every connection), trace. Default: FARMEM_LOG,
+    /// else info.
+    #[arg(long, value_name = "LEVEL", value_parser = log_level)]
+    log_level: Option<&'static str>,
+    /// Log lines as text, or as one JSON object a line for collectors.
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: crate::logging::LogFormat,
     /// Serve on this inherited descriptor, a socket already bound and
     /// listening, instead of --listen (how farmem starts its embedded server:
     /// the parent binds, so the address is known before this process runs).
@@ -90,7 +98,17 @@ fn say(line: std::fmt::Arguments) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
+fn log_level(v: &str) -> Result<&'static str, String> {
+    farmem_runtime::config::parse_log_level(v)
+}
+
 pub fn run(a: Args) -> Result<()> {
+    let env = Config::from_env()?;
+    crate::logging::init(
+        "farmem serve",
+        a.log_level.unwrap_or(env.log()),
+        a.log_format,
+    )?;
     let mut options = ServeOptions {
         capacity: a.capacity,
         spin_us: a.spin_us,
@@ -111,7 +129,7 @@ pub fn run(a: Args) -> Result<()> {
     let explicit = a
         .secret_file
         .clone()
-        .or(Config::from_env()?.secret_file().map(PathBuf::from));
+        .or(env.secret_file().map(PathBuf::from));
     let home = std::env::var_os("HOME").map(PathBuf::from);
     options.secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
     let rendezvous = match a.rendezvous {

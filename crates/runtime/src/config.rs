@@ -81,6 +81,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         run_flag: None,
     },
     OptionDoc {
+        key: "LOG",
+        default: "`info`",
+        meaning: "How much `farmem serve` logs on stderr: `error`, `warn`, `info` (sessions opened and closed, refusals), `debug` (every connection and client error), `trace` or `off`. One line per event, naming the server, the peer and the session; `--log-format json` writes one JSON object per line for collectors. `--log-level` overrides it. A server that `farmem run` starts for a program logs only warnings, into the program's stderr.",
+        run_flag: None,
+    },
+    OptionDoc {
         key: "FILE",
         default: "(none)",
         meaning: "Keep far pages in this file (an SSD) instead of on servers. It is created and truncated. Exclusive with `FARMEM_SERVERS`.",
@@ -270,6 +276,8 @@ pub struct Config {
     /// The shared secret's file for TCP servers (else the default file, if
     /// it exists).
     pub(crate) secret_file: Option<PathBuf>,
+    /// `farmem serve`'s log level (see [`LOG_LEVELS`]).
+    pub(crate) log: &'static str,
     pub(crate) file_direct: FileDirect,
     /// How pages move to and from memory servers.
     pub(crate) transport: Transport,
@@ -345,6 +353,11 @@ impl Config {
 
     pub fn trace(&self) -> Option<&Path> {
         self.trace.as_deref()
+    }
+
+    /// `farmem serve`'s log level: one of [`LOG_LEVELS`].
+    pub fn log(&self) -> &'static str {
+        self.log
     }
 
     pub fn file_direct(&self) -> FileDirect {
@@ -437,6 +450,20 @@ pub const MAX_REPLICAS: usize = 3;
 /// arena may need more.
 pub const MAX_ARENA: u64 = (1 << 32) * 4096;
 
+/// The log levels `FARMEM_LOG` and `farmem serve --log-level` take, least
+/// to most.
+pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// A log level by name (any case), as one of [`LOG_LEVELS`].
+pub fn parse_log_level(v: &str) -> Result<&'static str, String> {
+    let v = v.trim().to_ascii_lowercase();
+    LOG_LEVELS
+        .iter()
+        .find(|l| **l == v)
+        .copied()
+        .ok_or_else(|| format!("expected one of {}", LOG_LEVELS.join(", ")))
+}
+
 impl Default for Config {
     fn default() -> Config {
         let phys = farmem_sys::phys_memory();
@@ -448,6 +475,7 @@ impl Default for Config {
             rendezvous_timeout_s: 120,
             file: None,
             secret_file: None,
+            log: "info",
             file_direct: FileDirect::Auto,
             transport: Transport::Auto,
             stats_at_exit: false,
@@ -639,6 +667,7 @@ impl Config {
                 }
                 self.secret_file = Some(PathBuf::from(v));
             }
+            "LOG" => self.log = parse_log_level(v).map_err(|why| invalid("LOG", v, &why))?,
             "FILE_DIRECT" => {
                 self.file_direct = match v.trim().to_ascii_lowercase().as_str() {
                     "auto" => FileDirect::Auto,
@@ -789,6 +818,7 @@ impl Config {
                         .secret_file
                         .as_ref()
                         .map_or("(default)".into(), |p| p.display().to_string()),
+                    "LOG" => self.log.into(),
                     "FILE_DIRECT" => match self.file_direct {
                         FileDirect::Auto => "auto",
                         FileDirect::On => "1",

@@ -70,6 +70,10 @@ pub fn spawn_embedded_server(capacity: u64) -> Result<EmbeddedServer, RuntimeErr
         arg(EMBEDDED_SERVER_SPIN_US.to_string())?,
         arg("--parent".into())?,
         arg(parent.to_string())?,
+        // Its sessions are this program's own: say only what goes wrong,
+        // in the program's stderr.
+        arg("--log-level".into())?,
+        arg("warn".into())?,
     ];
     // The server needs none of the program's preloads (farmem's own shim
     // would start a runtime, and so another server, in it) or settings.

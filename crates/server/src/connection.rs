@@ -55,7 +55,7 @@ fn authenticate(
     let refuse = |out: &mut Vec<u8>, code: ErrorCode, to_client: &str, here: &str| {
         sh.metrics.refused(Refusal::Auth);
         sh.metrics.auth_failed();
-        eprintln!("farmem serve: refused {peer}: {here}");
+        tracing::warn!("refused {peer}: {here}");
         error_reply(out, h.tag, code, to_client);
         false
     };
@@ -192,7 +192,7 @@ pub(crate) fn serve_connection(
                 input.consume(HEADER_LEN);
                 input.skip(fd, h.len as usize, reply_wait).map(|()| {
                     sh.metrics.refused(Refusal::Auth);
-                    eprintln!("farmem serve: refused {peer}: it sent {:?} without the shared secret (give the client this server's secret file)", h.op);
+                    tracing::warn!("refused {peer}: it sent {:?} without the shared secret (give the client this server's secret file)", h.op);
                     error_reply(
                         &mut out,
                         h.tag,
@@ -265,8 +265,8 @@ pub(crate) fn serve_connection(
     if let (Gate::Challenged { .. }, Some(secret)) = (&gate, sh.cfg.secret.as_deref()) {
         sh.metrics.refused(Refusal::Auth);
         sh.metrics.auth_failed();
-        eprintln!(
-            "farmem serve: refused {peer}: it hung up after this server's proof, which it did not accept (its secret file differs from {}?)",
+        tracing::warn!(
+            "refused {peer}: it hung up after this server's proof, which it did not accept (its secret file differs from {}?)",
             secret.path().display()
         );
     }

@@ -246,6 +246,8 @@ impl Server {
 
     /// Accept and serve until the shutdown flag is set.
     pub fn run(self) -> Result<(), ServerError> {
+        let server_span = tracing::info_span!("serve", server = %self.local_addr());
+        let _in = server_span.enter();
         let shared = self.shared;
         while !shared.shutdown.load(Ordering::Acquire) {
             match self.listener.accept() {
@@ -255,6 +257,10 @@ impl Server {
                     let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
                     if full {
                         shared.metrics.refused(metrics::Refusal::Limit);
+                        tracing::warn!(
+                            "refused {peer}: this server has its most connections ({}); start it with a larger --max-connections",
+                            shared.cfg.max_connections
+                        );
                         let out = Frame::Error {
                             code: ErrorCode::Capacity,
                             message: "server has too many connections",
@@ -269,14 +275,29 @@ impl Server {
                     }
                     let tcp = self.listener.is_tcp();
                     let counters = shared.metrics.open(id);
+                    // Every line this connection logs names the server,
+                    // the peer and (once it says Hello) the session.
+                    let span = tracing::info_span!(
+                        parent: &server_span,
+                        "conn",
+                        peer = %peer,
+                        session = tracing::field::Empty
+                    );
                     let spawned = std::thread::Builder::new()
                         .name(format!("farmem-conn-{id}"))
                         .spawn(move || {
+                            let _in = span.enter();
+                            tracing::debug!("connected");
                             let r = serve_connection(&sh, stream, tcp, &peer, &counters);
-                            if let Err(e) = r {
-                                if sh.cfg.verbose && !sh.shutdown.load(Ordering::Relaxed) {
-                                    eprintln!("farmem serve: client {peer}: {e}");
+                            match r {
+                                Err(e) if !sh.shutdown.load(Ordering::Relaxed) => {
+                                    if sh.cfg.verbose {
+                                        tracing::info!("client {peer}: {e}");
+                                    } else {
+                                        tracing::debug!("client {peer}: {e}");
+                                    }
                                 }
+                                _ => tracing::debug!("disconnected"),
                             }
                             sh.metrics.close(id);
                             lock(&sh.conns).remove(&id);
@@ -284,7 +305,7 @@ impl Server {
                     if let Err(e) = spawned {
                         shared.metrics.close(id);
                         lock(&shared.conns).remove(&id);
-                        eprintln!("farmem serve: cannot start a connection thread: {e}");
+                        tracing::error!("cannot start a connection thread: {e}");
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -300,8 +321,8 @@ impl Server {
                         > 60_000_000_000
                     {
                         shared.last_accept_warning.store(now, Ordering::Relaxed);
-                        eprintln!(
-                            "farmem serve: cannot accept connections for now ({e}); they wait until some close{}",
+                        tracing::warn!(
+                            "cannot accept connections for now ({e}); they wait until some close{}",
                             if e.raw_os_error() == Some(libc::EMFILE) {
                                 ": raise the descriptor limit (ulimit -n) or lower --max-connections"
                             } else {

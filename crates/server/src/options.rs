@@ -251,7 +251,7 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
         Some(arg) => {
             let at = metrics_addr(arg)?;
             if let Some(w) = guard_metrics(&at, secret_path.is_some(), s.insecure)? {
-                eprintln!("farmem serve: note: {w}");
+                tracing::warn!("{w}");
             }
             Some(at)
         }
@@ -280,7 +280,7 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
     };
     let addr = server.local_addr();
     if let Some(w) = guard(&addr, secret_path.is_some(), s.insecure, &s.default_secret)? {
-        eprintln!("farmem serve: WARNING: {w}");
+        tracing::warn!("WARNING: {w}");
     }
     let metrics = match metrics_at {
         Some(at) => {

@@ -54,8 +54,9 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
         // No connection of the session is left, so nothing is in flight:
         // the count is final. The mappings go with the last `Arc`.
         let pooled = entry.store.pool.get().map_or(0, |p| p.charged());
-        sh.used_pages
-            .fetch_sub(entry.store.len() + pooled, Ordering::AcqRel);
+        let pages = entry.store.len() + pooled;
+        sh.used_pages.fetch_sub(pages, Ordering::AcqRel);
+        tracing::info!("session {} closed: its {} pages released", entry.id, pages);
         sessions.remove(&token);
     }
 }
@@ -74,19 +75,20 @@ pub(crate) fn join(
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {
             sh.metrics.refused(crate::metrics::Refusal::Limit);
-            return Err((
-                ErrorCode::Capacity,
-                format!(
-                    "server has its most sessions ({open}); start it with a larger --max-sessions, or use another server"
-                ),
-            ));
+            let msg = format!(
+                "server has its most sessions ({open}); start it with a larger --max-sessions, or use another server"
+            );
+            tracing::warn!("refused {peer}: {msg}");
+            return Err((ErrorCode::Capacity, msg));
         }
         std::collections::hash_map::Entry::Vacant(v) => match Store::new(max_pages) {
             Ok(store) => {
                 sh.metrics.session_opened();
+                let id = sh.next_session.fetch_add(1, Ordering::Relaxed);
+                tracing::info!("session {id} opened (address space: up to {max_pages} pages)");
                 v.insert(SessionEntry {
                     store: Arc::new(store),
-                    id: sh.next_session.fetch_add(1, Ordering::Relaxed),
+                    id,
                     peer: peer.to_string(),
                     connections: 0,
                 })
@@ -101,5 +103,6 @@ pub(crate) fn join(
         ));
     }
     entry.connections += 1;
+    tracing::Span::current().record("session", entry.id);
     Ok(entry.store.clone())
 }
