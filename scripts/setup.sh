@@ -25,6 +25,8 @@ command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 # Emulated hosts for the scale-out test and benchmarks: network namespaces,
 # veth pairs and tc rate limits (scripts/netns-hosts.sh).
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
+# `systemd-analyze verify` checks the service unit (contrib/systemd).
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
 # UCX: the one-sided page path (FARMEM_TRANSPORT=ucx), its headers for the
 # binding's ABI test, and ucx_info / ucx_perftest for the benchmarks.
