@@ -84,6 +84,14 @@ struct Totals {
 struct Frame<'a> {
     time_unix_ms: u64,
     programs: &'a [Row],
+    /// Programs whose counters this build cannot read, and why.
+    unreadable: &'a [Unreadable],
+}
+
+#[derive(Serialize)]
+struct Unreadable {
+    pid: u32,
+    why: String,
 }
 
 fn unix_ms() -> u64 {
@@ -210,23 +218,30 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--count 0: give the number of samples to print, at least 1");
     }
     let dir = publish::dir(false);
+    let mut seen: BTreeMap<u32, (Reader, Option<(Sample, Instant)>)> = BTreeMap::new();
     if let Some(pid) = a.pid {
-        let found = dir
-            .as_ref()
-            .ok()
-            .map(|d| publish::path_of(d, pid))
-            .filter(|p| p.exists());
-        if found.is_none() {
-            let shown = dir.as_ref().map_or_else(
-                |e| format!("no statistics directory: {e}"),
-                |d| format!("nothing published in {}", d.display()),
-            );
-            if publish::start_ticks(pid).is_none() {
-                bail!("no process {pid} is running");
+        // The one program asked for: found now, or a clear reason why not.
+        let path = dir.as_ref().ok().map(|d| publish::path_of(d, pid));
+        match path.as_deref().filter(|p| p.exists()) {
+            Some(p) => {
+                let r = Reader::open(p)?;
+                if !r.alive() {
+                    bail!("process {pid} has ended");
+                }
+                seen.insert(pid, (r, None));
             }
-            bail!(
-                "process {pid} is not a farmem program of this user ({shown}); start it with `farmem run`, or give the pid of one that is"
-            );
+            None => {
+                let shown = dir.as_ref().map_or_else(
+                    |e| format!("no statistics directory: {e}"),
+                    |d| format!("nothing published in {}", d.display()),
+                );
+                if publish::start_ticks(pid).is_none() {
+                    bail!("no process {pid} is running");
+                }
+                bail!(
+                    "process {pid} is not a farmem program of this user ({shown}); start it with `farmem run`, or give the pid of one that is"
+                );
+            }
         }
     }
     let every = Duration::from_secs_f64(a.watch.unwrap_or(1.0));
@@ -234,7 +249,6 @@ pub fn run(a: Args) -> Result<()> {
         .count
         .unwrap_or(if a.watch.is_some() { u64::MAX } else { 1 });
     let tty = std::io::stdout().is_terminal();
-    let mut seen: BTreeMap<u32, (Reader, Option<(Sample, Instant)>)> = BTreeMap::new();
     let mut out = std::io::stdout().lock();
     for n in 0..samples {
         if n > 0 {
@@ -242,19 +256,19 @@ pub fn run(a: Args) -> Result<()> {
         }
         // New programs join; a program already seen keeps its reader (and
         // its mapping: an ended one's last counters are still there).
-        let readers = match &dir {
-            Ok(d) => match a.pid {
-                Some(pid) => Reader::open(&publish::path_of(d, pid))
-                    .ok()
-                    .filter(|r| r.alive())
-                    .into_iter()
-                    .collect(),
-                None => publish::list(d),
-            },
-            Err(_) => Vec::new(),
-        };
-        for r in readers {
-            seen.entry(r.pid).or_insert((r, None));
+        let mut unreadable = Vec::new();
+        if let (Ok(d), None) = (&dir, a.pid) {
+            let (readers, bad) = publish::list(d);
+            for r in readers {
+                seen.entry(r.pid).or_insert((r, None));
+            }
+            unreadable = bad
+                .into_iter()
+                .map(|(pid, e)| Unreadable {
+                    pid,
+                    why: e.to_string(),
+                })
+                .collect();
         }
         let at = Instant::now();
         let mut rows = Vec::new();
@@ -275,6 +289,7 @@ pub fn run(a: Args) -> Result<()> {
             let f = Frame {
                 time_unix_ms: unix_ms(),
                 programs: &rows,
+                unreadable: &unreadable,
             };
             writeln!(out, "{}", serde_json::to_string(&f)?)?;
         } else {
@@ -282,7 +297,14 @@ pub fn run(a: Args) -> Result<()> {
                 // Refresh in place: home, clear.
                 write!(out, "\x1b[H\x1b[2J")?;
             }
-            if rows.is_empty() {
+            for u in &unreadable {
+                writeln!(
+                    out,
+                    "{:>7}  cannot be shown: {} (use the farmem that started it)",
+                    u.pid, u.why
+                )?;
+            }
+            if rows.is_empty() && unreadable.is_empty() {
                 match &dir {
                     Ok(d) => writeln!(
                         out,
@@ -299,11 +321,9 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
         out.flush()?;
-        // The one program asked for has ended: nothing more to watch.
-        if a.pid.is_some() && seen.is_empty() && n + 1 < samples {
-            if rows.is_empty() && !a.json {
-                writeln!(out, "process {} has ended", a.pid.unwrap_or(0))?;
-            }
+        // The one program asked for has ended (its last row said so):
+        // nothing more to watch.
+        if a.pid.is_some() && seen.is_empty() {
             break;
         }
     }

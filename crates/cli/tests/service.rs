@@ -7,7 +7,8 @@ use std::process::Command;
 
 #[test]
 fn the_service_unit_is_valid_and_its_options_exist() {
-    let unit = std::fs::read_to_string(repo().join("contrib/systemd/farmem-serve.service")).unwrap();
+    let unit =
+        std::fs::read_to_string(repo().join("contrib/systemd/farmem-serve.service")).unwrap();
     let exec: String = unit
         .lines()
         .skip_while(|l| !l.starts_with("ExecStart="))
@@ -24,7 +25,11 @@ fn the_service_unit_is_valid_and_its_options_exist() {
     for o in options {
         assert!(help.contains(o), "{o} is not an option of farmem serve");
     }
-    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         // scripts/setup.sh installs it; say so loudly rather than pass.
         eprintln!("SKIPPED: systemd-analyze is not installed (package systemd)");
         return;
@@ -40,7 +45,8 @@ fn the_service_unit_is_valid_and_its_options_exist() {
         .arg(&path)
         .output()
         .unwrap();
-    let said = String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
+    let said =
+        String::from_utf8_lossy(&o.stderr).into_owned() + &String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && said.trim().is_empty(), "{said}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

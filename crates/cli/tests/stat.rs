@@ -195,6 +195,22 @@ fn stat_names_what_is_wrong() {
         !ok && err.contains(&format!("process {pid} is not a farmem program")),
         "{err}"
     );
+    // A file in its name that this build cannot read: shown as such, by
+    // pid, never misread.
+    let d = xdg.join("farmem");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(d.join(format!("{pid}.stats")), vec![0u8; 64 << 10]).unwrap();
+    let (ok, out, err) = stat(&xdg, &["--json"]);
+    assert!(ok, "{err}");
+    let u = &samples(&out)[0]["unreadable"][0];
+    assert_eq!(u["pid"].to_string(), pid, "{out}");
+    assert!(
+        u["why"].as_str().unwrap().contains("no farmem header"),
+        "{out}"
+    );
+    let (ok, _, err) = stat(&xdg, &[&pid]);
+    assert!(!ok && err.contains("not a farmem statistics file"), "{err}");
     let _ = sleeper.kill();
     let _ = sleeper.wait();
     for (args, what) in [

@@ -29,6 +29,7 @@ const LAYOUT: u32 = 1;
 /// Servers whose health is published (more are counted, not named).
 pub const MAX_SERVERS: usize = 64;
 const NAME: usize = 64;
+const OTHER_USER: &str = "another user's";
 
 #[derive(Debug, Error)]
 pub enum PublishError {
@@ -317,7 +318,7 @@ impl Reader {
             why,
         };
         if m.uid() != farmem_sys::process::getuid() {
-            return Err(foreign("another user's"));
+            return Err(foreign(OTHER_USER));
         }
         let size = std::mem::size_of::<Published>();
         if m.len() < size as u64 {
@@ -380,29 +381,41 @@ impl Reader {
     }
 }
 
-/// Every board in `dir`, by pid (boards of other users and of other
-/// layouts left out; files of processes gone removed).
-pub fn list(dir: &Path) -> Vec<Reader> {
+/// Every board in `dir`, by pid, and the boards that could not be read
+/// (another farmem version's) with why. Other users' files and files of
+/// processes gone are left out (the latter removed).
+pub fn list(dir: &Path) -> (Vec<Reader>, Vec<(u32, PublishError)>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let mut out: Vec<Reader> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name();
-            let pid: u32 = name.to_str()?.strip_suffix(".stats")?.parse().ok()?;
-            let path = e.path();
-            let r = Reader::open(&path).ok().filter(|r| r.pid == pid)?;
-            if !r.alive() {
-                // Killed before its at-exit step: the file is stale.
+    let (mut out, mut unreadable) = (Vec::new(), Vec::new());
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".stats"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        match Reader::open(&path) {
+            Ok(r) if r.pid == pid && r.alive() => out.push(r),
+            // Killed before its at-exit step: the file is stale.
+            Ok(_) => {
                 let _ = std::fs::remove_file(&path);
-                return None;
             }
-            Some(r)
-        })
-        .collect();
+            Err(PublishError::Foreign { why, .. }) if why == OTHER_USER => {}
+            Err(err) => {
+                if start_ticks(pid).is_some() {
+                    unreadable.push((pid, err));
+                }
+            }
+        }
+    }
     out.sort_by_key(|r| r.pid);
-    out
+    unreadable.sort_by_key(|u| u.0);
+    (out, unreadable)
 }
 
 /// Bucket counts of `now` less `before` (a histogram over an interval).
