@@ -217,7 +217,7 @@ pub fn run(a: Args) -> Result<()> {
     if a.count == Some(0) {
         bail!("--count 0: give the number of samples to print, at least 1");
     }
-    let dir = publish::dir(false);
+    let mut dir = publish::dir(false);
     let mut seen: BTreeMap<u32, (Reader, Option<(Sample, Instant)>)> = BTreeMap::new();
     if let Some(pid) = a.pid {
         // The one program asked for: found now, or a clear reason why not.
@@ -257,6 +257,10 @@ pub fn run(a: Args) -> Result<()> {
         // New programs join; a program already seen keeps its reader (and
         // its mapping: an ended one's last counters are still there).
         let mut unreadable = Vec::new();
+        if a.pid.is_none() {
+            // Looked up again each time: the first program may make it.
+            dir = publish::dir(false);
+        }
         if let (Ok(d), None) = (&dir, a.pid) {
             let (readers, bad) = publish::list(d);
             for r in readers {

@@ -29,6 +29,11 @@ pub fn program_sigbus() -> Option<libc::sigaction> {
 static FORKED: AtomicBool = AtomicBool::new(false);
 
 pub(crate) extern "C" fn print_stats_at_exit() {
+    // A forked child shares its parent's published counters (and has no
+    // far memory of its own): the parent prints them.
+    if is_forked_child() {
+        return;
+    }
     if let Some(rt) = get() {
         farmem_sys::write_stderr(rt.stats_text().as_bytes());
     }
