@@ -279,6 +279,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     }
     let rt = Box::leak(Box::new(Runtime::new(cfg)?));
     RUNTIME.store(rt, Ordering::Release);
+    farmem_sys::process::at_exit(end_board_at_exit);
     rt.backend.set_completion(prefetch::complete_async);
     let old = farmem_sys::signal::install_blocking_async(libc::SIGBUS, on_sigbus)
         .map_err(RuntimeError::Signal)?;
@@ -293,7 +294,6 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
             .as_bytes(),
         );
     }
-    farmem_sys::process::at_exit(end_board_at_exit);
     if rt.cfg.stats_at_exit {
         farmem_sys::process::at_exit(print_stats_at_exit);
     }
@@ -400,10 +400,7 @@ impl Runtime {
         let board = publish::Board::create(&publish::Info {
             budget_bytes: (total * PAGE_SIZE) as u64,
             transport: backend.transport(),
-            backend: &match &server {
-                Some(a) => format!("embedded memory server on {a}"),
-                None => backend.describe(),
-            },
+            backend: &describe_backend(server.as_ref(), backend.as_ref()),
             replicas,
             servers,
         });
@@ -442,10 +439,7 @@ impl Runtime {
 
     /// Where pages go: for messages.
     pub fn backend_description(&self) -> String {
-        match &self.server {
-            Some(a) => format!("embedded memory server on {a}"),
-            None => self.backend.describe(),
-        }
+        describe_backend(self.server.as_ref(), self.backend.as_ref())
     }
 
     /// The local budget: resident pages and the hold together.
@@ -503,6 +497,13 @@ impl Runtime {
     pub fn overlaps(&self, addr: usize, len: usize) -> bool {
         let end = addr.saturating_add(len);
         len > 0 && addr < self.base + self.arena.len() && end > self.base
+    }
+}
+
+fn describe_backend(server: Option<&farmem_wire::ServerAddr>, backend: &dyn Backend) -> String {
+    match server {
+        Some(a) => format!("embedded memory server on {a}"),
+        None => backend.describe(),
     }
 }
 

@@ -365,7 +365,6 @@ const SMALL_REQUEST: usize = HEADER_LEN + MAX_BATCH as usize * 8;
 const INPUT_BUFFER: usize = 8192;
 const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
 
-/// Put an Error reply into `out`.
 /// The connection's socket, how long a reply may wait to leave, and the
 /// peer's name (for sessions it opens).
 #[derive(Clone, Copy)]
@@ -375,6 +374,7 @@ struct Link<'a> {
     peer: &'a str,
 }
 
+/// Put an Error reply into `out`.
 fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
     out.extend_from_slice(&Frame::Error { code, message }.encode(tag));
 }
