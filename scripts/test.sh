@@ -23,17 +23,26 @@ for f in tests/programs/*.f90; do
     gfortran -Wall -Werror -fsyntax-only "$f"
 done
 echo "== cargo test"
-cargo test --release --workspace 2>&1 | tee target/test.log
+# Tests that cannot run here (a dependency missing) write why to this file:
+# counted as skipped, not passed. Under CI=true they fail instead.
+export FARMEM_TEST_SKIPS=$PWD/target/test-skips.log
+rm -f "$FARMEM_TEST_SKIPS"
+cargo test --release --workspace --no-fail-fast 2>&1 | tee target/test.log
 # The suite above runs with FARMEM_TRANSPORT unset (auto): every server in
 # it is on this host, so pages move one-sided through UCX. The suites that
 # move pages through real programs, replicas and the C API run again over
 # sockets, the transport of hosts without UCX or RDMA; the rest (protocol,
 # server, probe, report) does not depend on how pages move.
 echo "== cargo test again with FARMEM_TRANSPORT=socket (data path, C API, real programs, replicas)"
-FARMEM_TRANSPORT=socket cargo test --release -p farmem-runtime --test integrity --test data_path --test write_stream --test hold 2>&1 | tee -a target/test.log
-FARMEM_TRANSPORT=socket cargo test --release -p farmem-cli --test c_programs --test kernel_access --test real_programs --test replicas --test run --test scaleout 2>&1 | tee -a target/test.log
+FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-runtime --test integrity --test data_path --test write_stream --test hold 2>&1 | tee -a target/test.log
+FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-cli --test c_programs --test kernel_access --test real_programs --test replicas --test run --test scaleout 2>&1 | tee -a target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')
-echo "all suites: $passed passed, $failed failed"
+skipped=$(cat "$FARMEM_TEST_SKIPS" 2>/dev/null | wc -l)
+if [ "$skipped" -gt 0 ]; then
+    echo "skipped (their dependencies are missing here; scripts/setup.sh installs them):"
+    sed 's/^/  /' "$FARMEM_TEST_SKIPS"
+fi
+echo "all suites: $((passed - skipped)) passed, $skipped skipped, $failed failed"
 echo "== fuzzing: AFL++, 10 s a target (fuzz/run.sh; longer runs in docs/benchmarks.md)"
 bash fuzz/run.sh 10

@@ -48,10 +48,13 @@ fn installed(test: &str, programs: &[&str]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    eprintln!(
-        "SKIPPED {test}: {} not installed (Debian packages: memcached, libmemcached-tools, \
-         redis-server, redis-tools, sqlite3, python3-numpy)",
-        missing.join(", ")
+    skip(
+        test,
+        &format!(
+            "{} not installed (Debian packages: memcached, libmemcached-tools, \
+             redis-server, redis-tools, sqlite3, python3-numpy)",
+            missing.join(", ")
+        ),
     );
     false
 }
@@ -881,8 +884,9 @@ fn python_socket_file_getrandom_numpy_io_on_32m() {
         .map(|s| s.success())
         .unwrap_or(false);
     if !numpy {
-        eprintln!(
-            "SKIPPED python_socket_file_getrandom_numpy_io_on_32m: python3-numpy is not installed"
+        skip(
+            "python_socket_file_getrandom_numpy_io_on_32m",
+            "python3-numpy is not installed",
         );
         return;
     }

@@ -15,6 +15,29 @@ pub fn repo() -> PathBuf {
         .unwrap()
 }
 
+/// A test that cannot run here, because of `why` (a program or a kernel
+/// feature missing). Under CI (`CI` set, and not `false` or `0`) that fails
+/// the test: scripts/setup.sh installs every dependency, so a missing one
+/// is a regression. Elsewhere it prints `SKIPPED test: why` and adds the
+/// line to `$FARMEM_TEST_SKIPS`, which scripts/test.sh counts as skipped
+/// rather than passed. The caller returns.
+pub fn skip(test: &str, why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(
+        !ci,
+        "{test} cannot run: {why}; under CI every dependency must be there (scripts/setup.sh installs them)"
+    );
+    eprintln!("SKIPPED {test}: {why}");
+    // The harness shows a passing test's output to nobody: the suite's
+    // summary reads the skips from this file.
+    if let Some(log) = std::env::var_os("FARMEM_TEST_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(log) {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+}
+
 /// target/<profile>, where libfarmem.so is built next to the farmem binary.
 pub fn target_dir() -> PathBuf {
     Path::new(env!("CARGO_BIN_EXE_farmem"))
