@@ -11,6 +11,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --release --workspace --all-targets --quiet -- -D warnings
+echo "== cargo doc, warnings denied (broken links are drift)"
+RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --lib --quiet
 echo "== C, C++ and Fortran sources with -Wall -Wextra -Werror"
 for c in tests/programs/*.c workloads/*.c; do
     gcc -O2 -fopenmp -Wall -Wextra -Werror -Iinclude -fsyntax-only "$c"

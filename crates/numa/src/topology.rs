@@ -15,7 +15,7 @@ pub struct Node {
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Topology {
     pub nodes: Vec<Node>,
-    /// distances[i][j]: the kernel's relative distance from node i to j.
+    /// `distances[i][j]`: the kernel's relative distance from node i to j.
     pub distances: Vec<Vec<u32>>,
 }
 

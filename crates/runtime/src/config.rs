@@ -267,7 +267,7 @@ pub struct Config {
     /// Memory servers; pages are striped across them.
     pub(crate) servers: Vec<ServerAddr>,
     /// A rendezvous directory (`@DIR`) to take the servers from; `servers`
-    /// is empty until [`Config::resolve_servers`] fills it.
+    /// is empty until [`Config::resolved`] fills it.
     pub(crate) rendezvous: Option<PathBuf>,
     /// How long to wait for the rendezvous, seconds.
     pub(crate) rendezvous_timeout_s: u64,
@@ -330,7 +330,7 @@ impl Config {
     }
 
     /// A rendezvous directory (`@DIR`) to take the servers from; `servers`
-    /// is empty until [`Config::resolve_servers`] fills it.
+    /// is empty until [`Config::resolved`] fills it.
     pub fn rendezvous(&self) -> Option<&Path> {
         self.rendezvous.as_deref()
     }

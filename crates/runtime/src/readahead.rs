@@ -46,7 +46,7 @@ const MIN_EVIDENCE: u32 = 16;
 /// Scores halve when their outcomes reach this many.
 const DECAY_AT: u32 = 256;
 /// In a region that wastes its prefetches, one planned window in this many
-/// is still fetched (at [`PROBE_WINDOW`] pages) to learn whether that changed.
+/// is still fetched (at two pages) to learn whether that changed.
 pub const PROBE_EVERY: u32 = 16;
 const PROBE_WINDOW: usize = 2;
 /// Resident pages just before a fault that make it a stream already under

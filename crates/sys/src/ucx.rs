@@ -571,7 +571,7 @@ impl Memory {
         self.len == 0
     }
 
-    /// The raw handle, for [`Op::memh`].
+    /// The raw handle, for an [`Op`]'s `memh`.
     pub fn handle(&self) -> *mut c_void {
         self.h
     }

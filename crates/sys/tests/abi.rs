@@ -100,7 +100,11 @@ fn wp_async_move_and_pagemap_scan_on_this_kernel() {
         eprintln!("SKIPPED wp_async_move_and_pagemap_scan_on_this_kernel: {why}");
         if let Some(log) = std::env::var_os("FARMEM_TEST_SKIPS") {
             use std::io::Write;
-            if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(log) {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(log)
+            {
                 let _ = writeln!(f, "wp_async_move_and_pagemap_scan_on_this_kernel: {why}");
             }
         }

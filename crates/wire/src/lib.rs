@@ -19,13 +19,13 @@
 //!
 //! | request | payload | reply |
 //! |---|---|---|
-//! | Hello   | token[16], max_pages u64 | HelloOk: capacity_pages u64, used_pages u64, page_size u64 |
+//! | Hello   | `token[16]`, max_pages u64 | HelloOk: capacity_pages u64, used_pages u64, page_size u64 |
 //! | Read    | count × page u64 | ReadOk: count × 4096 bytes, in request order |
 //! | Write   | count × page u64, then count × 4096 bytes | WriteOk (no payload) |
 //! | Free    | start u64, pages u64 | FreeOk, count = pages released |
 //! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
-//! | Auth    | client nonce[32] | AuthChallenge: server nonce[32], server proof[32] |
-//! | AuthProof | client proof[32] | AuthOk (no payload) |
+//! | Auth    | client `nonce[32]` | AuthChallenge: server `nonce[32]`, server `proof[32]` |
+//! | AuthProof | client `proof[32]` | AuthOk (no payload) |
 //! | UcxOpen | — | UcxOpenOk: chunk_pages u64, the server's UCX worker address |
 //! | UcxChunk | chunk u64 | UcxChunkOk: base address u64, packed remote key |
 //!

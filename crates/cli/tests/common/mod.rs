@@ -32,7 +32,11 @@ pub fn skip(test: &str, why: &str) {
     // summary reads the skips from this file.
     if let Some(log) = std::env::var_os("FARMEM_TEST_SKIPS") {
         use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(log) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(log)
+        {
             let _ = writeln!(f, "{test}: {why}");
         }
     }
