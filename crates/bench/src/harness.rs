@@ -42,7 +42,7 @@ pub struct Params {
 }
 
 impl Params {
-    /// `farmem demo`: DLM's 7-point stencil (seed 003, wavefront temporal
+    /// `farmem demo`: DLM's 7-point stencil (seed 002, wavefront temporal
     /// blocking) over `size` of grids at `expansion`, all-local, farmem and
     /// Linux swap, `threads` threads, every point checked against a naive
     /// sweep; `farmem` is the binary, its workloads beside it.

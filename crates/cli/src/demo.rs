@@ -44,7 +44,7 @@ fn seed_workload(a: &Args) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     println!(
-        "farmem demo: DLM's 7-point stencil (seed 003), {} of grids at {}x their local budget, {threads} thread(s);\n\
+        "farmem demo: the 7-point stencil of DLM (Distributed Large Memory, Oura, Midorikawa and Kai, Seikei Univ.; its Fig. 2.2-2.4), {} of grids at {}x their local budget, {threads} thread(s);\n\
          all-local, farmem and Linux swap side by side, every point checked against a naive sweep.\n\
          DLM reached 57-78% of local speed at 4x. (`farmem demo --random` shows the worst case instead.)\n",
         format_size(a.size),

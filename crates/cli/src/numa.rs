@@ -22,9 +22,11 @@ pub enum Cmd {
     /// Run a command under a placement given with numactl's flags, and report
     /// where its memory landed.
     Exec(ExecArgs),
-    /// Memory on node X, threads on node Y, for every X and Y (seed 000).
+    /// Memory on node X, threads on node Y, for every X and Y (the "type XY"
+    /// runs of Okayama Univ.'s NUMA evaluation).
     Xy(XyArgs),
-    /// One command under every policy, throughput over time (seed 003).
+    /// One command under every policy, throughput over time (as the numactl
+    /// policy study of a REST server does).
     Policies(PolicyArgs),
     /// Idle latency and read bandwidth for every (memory node, CPU node)
     /// pair, like MLC's --latency_matrix and --bandwidth_matrix.
@@ -107,7 +109,7 @@ pub struct XyArgs {
     /// Passes of the memory-write workload (pass 1 pays the page faults).
     #[arg(long, default_value_t = 5)]
     passes: u32,
-    /// Region of the memory-write workload (seed 000: 32M).
+    /// Region of the memory-write workload (the Okayama NUMA evaluation used 32M).
     #[arg(long, default_value = "32M", value_parser = crate::size_arg)]
     size: u64,
     #[arg(long, value_parser = workload_parser(), default_value = "memwrite")]

@@ -271,7 +271,10 @@ fn demo_runs_the_seed_stencil_against_local_and_swap() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(
-        out.contains("DLM's 7-point stencil") && out.contains("wavefront"),
+        out.contains("7-point stencil of DLM (Distributed Large Memory")
+            && out.contains("Fig. 2.2")
+            && !out.contains("seed")
+            && out.contains("wavefront"),
         "{out}"
     );
     let row = |name: &str| out.lines().any(|l| l.starts_with(name));
