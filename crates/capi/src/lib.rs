@@ -15,13 +15,6 @@
 //! memory". Exports are compiled out of test builds
 //! (`cfg_attr(not(test), no_mangle)`).
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 pub mod aio;
 pub mod buffers;
 pub mod calls;

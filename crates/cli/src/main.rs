@@ -1,13 +1,6 @@
 //! The `farmem` command. Thin: argument parsing and output; the work is in
 //! the library crates.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 mod bench;
 mod config;
 mod demo;

@@ -461,6 +461,8 @@ fn parse_size(s: &str) -> Option<u64> {
         'B' => (&s[..s.len() - 1], 1),
         _ => (s, 1),
     };
+    // A size a tool printed: finite and far below 2^64.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     Some((num.parse::<f64>().ok()? * mul as f64) as u64)
 }
 

@@ -2,6 +2,9 @@
 //! results committed under tests/fixtures/report) by headless Chromium, and
 //! the screenshot checked where each plot's points must be.
 
+// Pixel arithmetic on small test images: the casts below stay in range.
+#![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};

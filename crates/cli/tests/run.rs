@@ -33,7 +33,7 @@ fn done_means_program_is_right_to_the_byte() {
     );
     let data = std::env::temp_dir().join(format!("farmem-run-done-{}.dat", std::process::id()));
     let bytes: Vec<u8> = (0..8usize << 20)
-        .map(|i| ((i * 7 + 3) & 0xff) as u8)
+        .map(|i| u8::try_from((i * 7 + 3) & 0xff).unwrap())
         .collect();
     std::fs::write(&data, bytes).unwrap();
     let o = run(

@@ -27,13 +27,6 @@
 //! instead, because starting the embedded server forks, and forking inside
 //! `malloc` of a multi-threaded program is not safe.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 use farmem_runtime::{self as rt, Config};
 use farmem_sys::int_arg;
 use libc::{c_int, c_void, off_t, size_t};

@@ -11,13 +11,6 @@
 //! - [`loaded`]: latency under load, and the far tier under load.
 //! - [`suite`]: a whole `farmem probe` run and the ladder that sums it up.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 pub mod bandwidth;
 pub mod chase;
 pub mod far;

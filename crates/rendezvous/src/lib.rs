@@ -16,13 +16,6 @@
 //! and a complete job whose servers do not accept connections is not used,
 //! so the client goes on waiting for the job that is starting.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 use farmem_wire::ServerAddr;
 use serde::{Deserialize, Serialize};
 use std::fs;

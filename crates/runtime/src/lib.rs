@@ -22,13 +22,6 @@
 //! in the signal frame says so), and the first write to a clean page faults
 //! once more to mark it dirty.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 pub mod backend;
 pub mod config;
 mod dirty;

@@ -15,13 +15,6 @@
 //! session's pages), `options` (`farmem serve`'s options checked into a
 //! [`ServerConfig`], the shared-secret rule, the stop conditions).
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 mod connection;
 mod listener;
 mod metrics;

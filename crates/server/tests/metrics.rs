@@ -48,6 +48,8 @@ fn scrape(at: &str) -> HashMap<String, f64> {
         .collect()
 }
 
+/// A sample's value: the metrics here are counts, whole and small.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 fn v(m: &HashMap<String, f64>, k: &str) -> u64 {
     *m.get(k).unwrap_or_else(|| panic!("no {k} in {m:?}")) as u64
 }
@@ -79,7 +81,7 @@ fn a_scrape_counts_what_clients_stored_and_were_refused() {
     let per_session: Vec<u64> = m
         .iter()
         .filter(|(k, _)| k.starts_with("farmem_session_stored_pages{"))
-        .map(|(_, &x)| x as u64)
+        .map(|(k, _)| v(&m, k))
         .collect();
     let mut sorted = per_session.clone();
     sorted.sort();

@@ -48,7 +48,7 @@ fn connections_of_one_session_work_in_parallel_on_disjoint_pages() {
     let (rh, d) = c.read(&[0, 1, 2, 3]);
     assert_eq!(rh.op, Op::ReadOk);
     for p in 0..4u64 {
-        assert!(d[p as usize * PAGE_SIZE..][..PAGE_SIZE] == pattern(p, 0)[..]);
+        assert!(d[usize::try_from(p).unwrap() * PAGE_SIZE..][..PAGE_SIZE] == pattern(p, 0)[..]);
     }
 }
 
@@ -167,7 +167,7 @@ fn capacity_races_between_sessions_stay_exact() {
                     let mut ok = 0u64;
                     for round in 0..40u64 {
                         let pages: Vec<u64> = (round * 17..round * 17 + 17).collect();
-                        let r = c.write_fill(&pages, t as u8);
+                        let r = c.write_fill(&pages, u8::try_from(t).unwrap());
                         if r.0.op == Op::WriteOk {
                             ok += 17;
                         } else {
@@ -316,9 +316,14 @@ fn a_write_cut_off_mid_frame_stores_nothing() {
     assert_eq!(keep.write_fill(&[1], 1).0.op, Op::WriteOk);
     let mut c = Client::session(&h, 13, 1000);
     let pages = [500u64, 501, 502, 503];
-    let mut b = Header::new(Op::Write, 99, 4, 4 * (8 + PAGE_SIZE) as u32)
-        .encode()
-        .to_vec();
+    let mut b = Header::new(
+        Op::Write,
+        99,
+        4,
+        u32::try_from(4 * (8 + PAGE_SIZE)).unwrap(),
+    )
+    .encode()
+    .to_vec();
     b.extend(pages.iter().flat_map(|p| p.to_le_bytes()));
     b.extend(std::iter::repeat_n(0xEE, PAGE_SIZE + PAGE_SIZE / 2));
     c.send_raw(&b);
@@ -339,7 +344,7 @@ fn a_reply_sent_as_a_request_is_refused_after_its_payload() {
     let h = server(1000);
     let mut c = Client::connect(&h);
     // A ReadOk "request" with a 64 KiB payload: read past, then refused.
-    let mut b = Header::new(Op::ReadOk, 5, 16, 16 * PAGE_SIZE as u32)
+    let mut b = Header::new(Op::ReadOk, 5, 16, u32::try_from(16 * PAGE_SIZE).unwrap())
         .encode()
         .to_vec();
     b.extend(std::iter::repeat_n(0u8, 16 * PAGE_SIZE));

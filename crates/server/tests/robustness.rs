@@ -65,7 +65,7 @@ fn garbage_and_bad_frames_close_only_that_connection() {
 
     // Truncated frame: header promises a payload, then the client vanishes.
     let mut t = Client::session(&h, 9, 1000);
-    t.send_raw(&Header::new(Op::Write, 5, 1, (8 + PAGE_SIZE) as u32).encode());
+    t.send_raw(&Header::new(Op::Write, 5, 1, u32::try_from(8 + PAGE_SIZE).unwrap()).encode());
     t.send_raw(&[0u8; 100]);
     drop(t);
 

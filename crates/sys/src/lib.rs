@@ -10,13 +10,6 @@
 //! must not loop through those wrappers (and must be async-signal-safe, since
 //! it runs inside the SIGBUS handler), so it goes straight to `syscall(2)`.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("farmem supports Linux on x86_64 only (it reads the page-fault error code from the signal frame)");
 

@@ -51,13 +51,6 @@
 //! presenting the same token share one page space, and no other token can
 //! reach it. Page numbers must be below the `max_pages` declared at Hello.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 pub mod auth;
 
 use thiserror::Error;

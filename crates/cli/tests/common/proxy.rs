@@ -99,7 +99,7 @@ fn replies(
                     head[8..12].copy_from_slice(&tag.wrapping_add(7).to_le_bytes());
                 }
                 Misbehave::WrongLength => {
-                    let short = (len - 4096) as u32;
+                    let short = u32::try_from(len - 4096).unwrap();
                     head[16..20].copy_from_slice(&short.to_le_bytes());
                     payload.truncate(len - 4096);
                 }

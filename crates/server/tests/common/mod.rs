@@ -82,7 +82,7 @@ impl Client {
     /// tests that send what the codec would never encode).
     pub fn call(&mut self, op: Op, count: u32, payload: &[u8]) -> Reply {
         self.tag += 1;
-        let mut b = Header::new(op, self.tag, count, payload.len() as u32)
+        let mut b = Header::new(op, self.tag, count, u32::try_from(payload.len()).unwrap())
             .encode()
             .to_vec();
         b.extend_from_slice(payload);
