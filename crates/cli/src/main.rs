@@ -66,6 +66,13 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    // Commands that print end quietly when their reader goes away
+    // (`farmem config | head`), as Unix tools do. Not `serve`, whose status
+    // lines must never stop it, nor `run`, which hands the terminal to the
+    // program.
+    if !matches!(cli.cmd, Cmd::Serve(_) | Cmd::Run(_)) {
+        farmem_sys::signal::set_default(libc::SIGPIPE);
+    }
     let r: Result<()> = match cli.cmd {
         Cmd::Serve(a) => serve::run(a),
         Cmd::Demo(a) => demo::run(a),

@@ -504,47 +504,7 @@ impl Default for Config {
     }
 }
 
-/// Parse a size: `4096`, `64K`, `256M`, `2G`, `1T` (binary units; `KiB`,
-/// `MB`, … also accepted, all meaning powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("empty size; write e.g. 256M or 2G".into());
-    }
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: u64 = match unit.trim().to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        "T" | "TB" | "TIB" => 1 << 40,
-        _ if num.is_empty() => return Err(format!("{t:?} is not a size; write e.g. 256M or 2G")),
-        other => {
-            return Err(format!(
-                "unknown unit {other:?}; use K, M, G or T (e.g. 256M)"
-            ))
-        }
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{num:?} is not a number; write e.g. 256M or 2G"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err("size must be a positive number".into());
-    }
-    let bytes = v * mult as f64;
-    if bytes > u64::MAX as f64 / 2.0 {
-        return Err("size is too large".into());
-    }
-    // In range: finite, non-negative and at most u64::MAX / 2 (checked above).
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let bytes = bytes as u64;
-    Ok(bytes)
-}
-
-pub use farmem_sys::format_size;
+pub use farmem_sys::units::{format_size, parse_size};
 
 fn invalid(name: &str, value: &str, why: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {

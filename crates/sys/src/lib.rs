@@ -28,6 +28,8 @@ pub mod process;
 pub mod signal;
 pub mod ucx;
 pub mod uffd;
+pub mod units;
+pub use units::format_size;
 
 use std::io;
 
@@ -206,28 +208,6 @@ macro_rules! raw_syscall {
     ($nr:expr $(, $arg:expr)* $(,)?) => {
         ($crate::raw_syscall_fn())($nr as libc::c_long $(, $arg)*)
     };
-}
-
-/// Format bytes the way `farmem_runtime::config::parse_size` reads them
-/// (`64M`, `1.5G`).
-pub fn format_size(b: u64) -> String {
-    const U: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in U {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if b.is_multiple_of(m) {
-                format!("{}{u}", b / m)
-            } else {
-                format!("{v:.1}{u}")
-            };
-        }
-    }
-    format!("{b}B")
 }
 
 thread_local! {
