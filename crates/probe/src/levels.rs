@@ -6,9 +6,18 @@
 //! to no level. Adjacent plateaus closer than the tolerance are merged, so
 //! noise cannot split one level in two.
 //!
-//! The plateaus are named L1, L2, … in order. The last one is "DRAM" when it
-//! reaches twice the last-level cache's size and starts above half of it, or
-//! when that size is unknown; otherwise it is a cache too.
+//! Names come from the machine's own cache sizes (sysfs) where it reports
+//! them; the curve confirms and measures. A plateau is the cache level
+//! whose reported size its first point fits in; a second plateau of the
+//! same level is the same cache (TLB misses step the latency up inside a
+//! large cache) unless it is [`BEYOND`] times slower, which no cache is than
+//! itself: then the cache was only partly visible (a VM's share of a shared
+//! L3: here the step to DRAM comes at 4-6M of a reported 32M) and memory
+//! begins. A plateau starting past the last-level cache is memory too.
+//! Everything from memory's first plateau on is one level, "DRAM".
+//!
+//! Without reported sizes, the plateaus are named L1, L2, … in order, and
+//! the last one is "DRAM" when there is more than one.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,19 +47,101 @@ fn med(v: &[f64]) -> f64 {
 }
 
 /// What the machine says about its caches, when it says anything.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Known {
-    /// Size of the last-level cache: tells a final cache plateau from DRAM.
-    pub llc_bytes: Option<u64>,
-    /// Number of data cache levels: a curve cannot show more. TLB misses make
-    /// latency climb inside a large cache and can split its plateau in two;
-    /// the closest neighbours are merged until the count fits.
-    pub cache_levels: Option<usize>,
+    /// Data (or unified) cache sizes, L1 first, as the machine reports
+    /// them; empty when it does not.
+    pub caches: Vec<u64>,
 }
 
+/// A plateau this many times slower than the cache level its size names
+/// is memory: the cache was only partly visible. (Memory is 5-10x a
+/// last-level cache; TLB misses inside a cache add well under 2x.)
+pub const BEYOND: f64 = 4.0;
+
 /// Find the levels of `curve` (sorted by bytes).
-pub fn detect(curve: &[Point], known: Known) -> Vec<Level> {
-    let llc_bytes = known.llc_bytes;
+pub fn detect(curve: &[Point], known: &Known) -> Vec<Level> {
+    let merged = plateaus(curve);
+    let named = if known.caches.is_empty() {
+        by_order(&merged)
+    } else {
+        by_size(curve, &merged, &known.caches)
+    };
+    named
+        .into_iter()
+        .map(|(name, s, e)| Level {
+            name,
+            bytes: curve[e - 1].bytes,
+            ns: med(&curve[s..e].iter().map(|p| p.ns).collect::<Vec<_>>()),
+        })
+        .collect()
+}
+
+fn median_of(curve: &[Point], r: (usize, usize)) -> f64 {
+    med(&curve[r.0..r.1].iter().map(|p| p.ns).collect::<Vec<_>>())
+}
+
+/// Without sizes: L1, L2, … in order; the last of several is DRAM.
+fn by_order(merged: &[(usize, usize)]) -> Vec<(String, usize, usize)> {
+    merged
+        .iter()
+        .enumerate()
+        .map(|(k, &(s, e))| {
+            let name = if merged.len() > 1 && k == merged.len() - 1 {
+                "DRAM".to_string()
+            } else {
+                format!("L{}", k + 1)
+            };
+            (name, s, e)
+        })
+        .collect()
+}
+
+/// With the machine's cache sizes: each plateau named by the level its
+/// first point fits in, confirmed by its latency (module docs).
+fn by_size(
+    curve: &[Point],
+    merged: &[(usize, usize)],
+    caches: &[u64],
+) -> Vec<(String, usize, usize)> {
+    // (level index, start, end, median ns)
+    let mut caches_seen: Vec<(usize, usize, usize, f64)> = Vec::new();
+    let mut memory: Option<(usize, usize)> = None;
+    for &(s, e) in merged {
+        if let Some(m) = memory.as_mut() {
+            m.1 = e;
+            continue;
+        }
+        let ns = median_of(curve, (s, e));
+        let Some(k) = caches.iter().position(|&size| curve[s].bytes <= size) else {
+            memory = Some((s, e));
+            continue;
+        };
+        match caches_seen.last_mut() {
+            Some(last) if last.0 == k => {
+                if ns >= BEYOND * last.3 {
+                    memory = Some((s, e));
+                } else {
+                    last.2 = e;
+                    last.3 = median_of(curve, (last.1, e));
+                }
+            }
+            _ => caches_seen.push((k, s, e, ns)),
+        }
+    }
+    let mut out: Vec<(String, usize, usize)> = caches_seen
+        .into_iter()
+        .map(|(k, s, e, _)| (format!("L{}", k + 1), s, e))
+        .collect();
+    if let Some((s, e)) = memory {
+        out.push(("DRAM".to_string(), s, e));
+    }
+    out
+}
+
+/// The plateaus of `curve`, `[start, end)` index ranges, neighbours within
+/// the tolerance merged.
+fn plateaus(curve: &[Point]) -> Vec<(usize, usize)> {
     let mut plateaus: Vec<(usize, usize)> = Vec::new(); // [start, end)
     let mut i = 0;
     while i < curve.len() {
@@ -95,52 +186,7 @@ pub fn detect(curve: &[Point], known: Known) -> Vec<Level> {
         }
         merged.push(p);
     }
-    // The last plateau is DRAM when it reaches well past the last-level cache
-    // (twice its size) and starts above half of it. (Random chasing meets
-    // conflict misses, so DRAM latency shows a little before the LLC's
-    // size; a sweep that stops inside the LLC never reaches twice it.)
-    let last_is_dram = merged.len() > 1
-        && llc_bytes.is_none_or(|llc| {
-            merged
-                .last()
-                .is_some_and(|&(s, e)| curve[e - 1].bytes >= 2 * llc && curve[s].bytes > llc / 2)
-        });
-    if let Some(levels) = known.cache_levels {
-        let allowed = levels + last_is_dram as usize;
-        let median_of =
-            |r: &(usize, usize)| med(&curve[r.0..r.1].iter().map(|p| p.ns).collect::<Vec<_>>());
-        // Merge the closest neighbours (smallest latency ratio) until the
-        // count fits. DRAM can split too: beyond the LLC, 4 KiB pages add
-        // TLB misses as the working set grows.
-        while merged.len() > allowed.max(1) {
-            let Some(k) = (0..merged.len() - 1).min_by(|&a, &b| {
-                let ra = median_of(&merged[a + 1]) / median_of(&merged[a]);
-                let rb = median_of(&merged[b + 1]) / median_of(&merged[b]);
-                ra.total_cmp(&rb)
-            }) else {
-                break;
-            };
-            merged[k].1 = merged[k + 1].1;
-            merged.remove(k + 1);
-        }
-    }
     merged
-        .iter()
-        .enumerate()
-        .map(|(k, &(s, e))| {
-            let vals: Vec<f64> = curve[s..e].iter().map(|p| p.ns).collect();
-            let name = if last_is_dram && k == merged.len() - 1 {
-                "DRAM".to_string()
-            } else {
-                format!("L{}", k + 1)
-            };
-            Level {
-                name,
-                bytes: curve[e - 1].bytes,
-                ns: med(&vals),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -200,11 +246,10 @@ mod tests {
         (u64::MAX, 90.0),
     ];
 
-    /// A machine with a 32M last-level cache and `cache_levels` known.
-    fn known(cache_levels: Option<usize>) -> Known {
+    /// SEED001's machine as sysfs reports it: 32K, 1M, 32M.
+    fn known() -> Known {
         Known {
-            llc_bytes: Some(32 << 20),
-            cache_levels,
+            caches: vec![32 << 10, 1 << 20, 32 << 20],
         }
     }
 
@@ -230,7 +275,7 @@ mod tests {
     #[test]
     fn clean_four_level_machine() {
         let c = curve(&SEED001, 1 << 30, |_| 1.0);
-        let l = detect(&c, known(None));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert!((l[0].ns - 1.6).abs() < 0.01 && (l[3].ns - 90.0).abs() < 0.01);
         assert_eq!(l[0].bytes, 32 << 10);
@@ -247,9 +292,8 @@ mod tests {
         );
         let l = detect(
             &c,
-            Known {
-                llc_bytes: Some(2 << 20),
-                cache_levels: None,
+            &Known {
+                caches: vec![64 << 10, 2 << 20],
             },
         );
         assert_eq!(names(&l), ["L1", "L2", "DRAM"]);
@@ -258,7 +302,7 @@ mod tests {
     #[test]
     fn sweep_that_stops_inside_the_llc_names_no_dram() {
         let c = curve(&SEED001, 16 << 20, |_| 1.0);
-        let l = detect(&c, known(None));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3"]);
     }
 
@@ -266,7 +310,7 @@ mod tests {
     fn a_sloped_dram_is_one_level() {
         // DRAM latency climbing 115 -> 180 ns from 64M to 1G (TLB misses).
         let c = sloped(|b| b >= 64 << 20, 64 << 20, 115.0, 65.0);
-        let l = detect(&c, known(Some(3)));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert!((l[0].ns - 1.6).abs() < 0.01, "{l:?}");
     }
@@ -284,7 +328,7 @@ mod tests {
             256 << 20,
             |_| 1.0,
         );
-        let l = detect(&c, known(Some(3)));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         // A sweep that stops at 64M ends on the L3 plateau only when L3 is
         // larger; here too it must not call the last cache plateau DRAM.
@@ -293,28 +337,54 @@ mod tests {
             64 << 20,
             |_| 1.0,
         );
-        let l = detect(&c, known(Some(3)));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3"]);
     }
 
     #[test]
     fn a_single_outlier_does_not_split_a_level() {
         let c = curve(&SEED001, 1 << 30, |i| if i == 20 { 1.6 } else { 1.0 });
-        assert_eq!(names(&detect(&c, known(None))), ["L1", "L2", "L3", "DRAM"]);
+        assert_eq!(names(&detect(&c, &known())), ["L1", "L2", "L3", "DRAM"]);
     }
 
     #[test]
-    fn a_sloped_l3_is_one_level_when_the_machine_says_three() {
+    fn a_sloped_l3_is_one_level_when_the_machine_gives_its_size() {
         // L3 latency climbing 9 -> 14 ns from 2M to 32M (TLB misses).
         let c = sloped(|b| b > (3 << 19) && b <= 32 << 20, 2 << 20, 9.0, 5.0);
-        let unknown = detect(&c, known(None));
-        assert!(
-            unknown.len() > 4,
-            "without the hint the slope splits: {unknown:?}"
-        );
-        let l = detect(&c, known(Some(3)));
+        let l = detect(&c, &known());
         assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"]);
         assert_eq!(l[2].bytes, 32 << 20);
+    }
+
+    /// Fourteen real curves from a VM whose shared 32M L3 is only partly
+    /// visible (the step to DRAM at 4-8M), as sysfs reports it: every run
+    /// gets the same names, each level where the curve puts it.
+    #[test]
+    fn a_vm_with_a_partly_visible_l3_is_named_the_same_every_run() {
+        #[derive(serde::Deserialize)]
+        struct Fixture {
+            caches: Vec<u64>,
+            curves: Vec<Vec<(u64, f64)>>,
+        }
+        let f: Fixture =
+            serde_json::from_str(include_str!("../fixtures/latency-vm-partial-l3.json")).unwrap();
+        assert!(f.curves.len() >= 10);
+        let known = Known { caches: f.caches };
+        for raw in &f.curves {
+            let c: Vec<Point> = raw.iter().map(|&(bytes, ns)| Point { bytes, ns }).collect();
+            let l = detect(&c, &known);
+            assert_eq!(names(&l), ["L1", "L2", "L3", "DRAM"], "{l:?}");
+            assert_eq!(l[0].bytes, 48 << 10, "{l:?}");
+            assert!(l[0].ns < 1.5 && (2.5..5.0).contains(&l[1].ns), "{l:?}");
+            assert!((2 << 20..=8 << 20).contains(&l[2].bytes), "{l:?}");
+            assert!((8.0..20.0).contains(&l[2].ns) && l[3].ns > 100.0, "{l:?}");
+        }
+        // Without the sizes, the same curves are named by order alone.
+        let c: Vec<Point> = f.curves[0]
+            .iter()
+            .map(|&(bytes, ns)| Point { bytes, ns })
+            .collect();
+        assert_eq!(detect(&c, &Known::default()).last().unwrap().name, "DRAM");
     }
 
     proptest! {
@@ -323,7 +393,7 @@ mod tests {
         #[test]
         fn noisy_curves(noise in proptest::collection::vec(0.92f64..1.08, 64)) {
             let c = curve(&SEED001, 1 << 30, |i| noise[i % noise.len()]);
-            let l = detect(&c, known(None));
+            let l = detect(&c, &known());
             prop_assert_eq!(names(&l), vec!["L1", "L2", "L3", "DRAM"]);
             for (lv, (_, truth)) in l.iter().zip(SEED001.iter()) {
                 prop_assert!((lv.ns / truth - 1.0).abs() < 0.10, "{} measured {} truth {}", lv.name, lv.ns, truth);
@@ -335,7 +405,7 @@ mod tests {
         #[test]
         fn arbitrary_curves_are_well_formed(ns in proptest::collection::vec(0.5f64..500.0, 1..40)) {
             let c: Vec<Point> = ns.iter().enumerate().map(|(i, &n)| Point { bytes: 4096 << i.min(40), ns: n }).collect();
-            let l = detect(&c, Known::default());
+            let l = detect(&c, &Known::default());
             prop_assert!(l.len() <= c.len() / MIN_POINTS);
             prop_assert!(l.windows(2).all(|w| w[0].bytes < w[1].bytes));
         }

@@ -125,32 +125,31 @@ impl Machine {
 
     /// Size of the largest data or unified cache (the last level), if known.
     pub fn llc_bytes(&self) -> Option<u64> {
-        self.caches
-            .iter()
-            .filter(|c| c.kind != "Instruction")
-            .map(|c| c.bytes)
-            .max()
+        self.known().caches.last().copied()
     }
 
-    /// Number of data (or unified) cache levels, if known.
-    pub fn cache_levels(&self) -> Option<usize> {
-        let mut l: Vec<u32> = self
+    /// What level detection may rely on: the data (or unified) cache size
+    /// of each level, L1 first.
+    pub fn known(&self) -> crate::levels::Known {
+        let mut levels: Vec<u32> = self
             .caches
             .iter()
             .filter(|c| c.kind != "Instruction")
             .map(|c| c.level)
             .collect();
-        l.sort();
-        l.dedup();
-        (!l.is_empty()).then_some(l.len())
-    }
-
-    /// What level detection may rely on.
-    pub fn known(&self) -> crate::levels::Known {
-        crate::levels::Known {
-            llc_bytes: self.llc_bytes(),
-            cache_levels: self.cache_levels(),
-        }
+        levels.sort_unstable();
+        levels.dedup();
+        let caches = levels
+            .iter()
+            .filter_map(|&l| {
+                self.caches
+                    .iter()
+                    .filter(|c| c.level == l && c.kind != "Instruction")
+                    .map(|c| c.bytes)
+                    .max()
+            })
+            .collect();
+        crate::levels::Known { caches }
     }
 
     /// One line for human output.

@@ -186,7 +186,7 @@ pub fn run(
         progress.phase("latency", p.sizes().len() as u64);
         let curve = chase::sweep(&p, |d, _| progress.set(d as u64))?;
         progress.end();
-        r.levels = Some(levels::detect(&curve, machine.known()));
+        r.levels = Some(levels::detect(&curve, &machine.known()));
         r.curve = Some(curve);
         params["latency"] = json(&p);
     }
