@@ -1,0 +1,251 @@
+//! The mmap family: `mmap`, `munmap`, `mremap`, `madvise`, `mprotect`, and
+//! the same calls made through `syscall(2)`.
+
+use super::*;
+
+pub(crate) type MmapFn =
+    unsafe extern "C" fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void;
+pub(crate) type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
+pub(crate) type MremapFn =
+    unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void;
+
+/// Private anonymous read-write mappings at no fixed address are plain
+/// memory: large ones go far.
+pub(crate) fn far_mappable(addr: *mut c_void, len: usize, prot: c_int, flags: c_int) -> bool {
+    let want = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+    let refuse = libc::MAP_FIXED
+        | libc::MAP_FIXED_NOREPLACE
+        | libc::MAP_SHARED
+        | libc::MAP_HUGETLB
+        | libc::MAP_GROWSDOWN
+        | libc::MAP_STACK;
+    addr.is_null()
+        && big(len)
+        && flags & want == want
+        && flags & refuse == 0
+        && prot == libc::PROT_READ | libc::PROT_WRITE
+}
+
+/// `mmap(2)`.
+///
+/// # Safety
+/// As `mmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    if far_mappable(addr, len, prot, flags) {
+        if let Some(p) = far_alloc(len) {
+            return p;
+        }
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"mmap");
+    // SAFETY: f is the C library's mmap; arguments forwarded unchanged.
+    unsafe { std::mem::transmute::<usize, MmapFn>(f)(addr, len, prot, flags, fd, off) }
+}
+
+/// `mmap64` (the same as `mmap` on 64-bit).
+///
+/// # Safety
+/// As `mmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    // SAFETY: same contract.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// `munmap(2)`: a whole far mapping is freed; part of one is discarded.
+///
+/// # Safety
+/// As `munmap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    if let Some(r) = far(addr) {
+        let _g = Guard::enter();
+        if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) || len == 0 {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        let whole = r.alloc_size(addr.cast()).is_some_and(|size| len >= size);
+        let res = if whole {
+            r.free(addr.cast())
+        } else {
+            r.discard(addr as usize, len)
+        };
+        return match res {
+            Ok(()) => 0,
+            Err(_) => {
+                set_errno(libc::EINVAL);
+                -1
+            }
+        };
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"munmap");
+    // SAFETY: f is the C library's munmap.
+    unsafe { std::mem::transmute::<usize, MunmapFn>(f)(addr, len) }
+}
+
+/// `mremap(2)`. Declared with the optional fifth argument: on x86-64 a
+/// variadic call passes it in the same register.
+///
+/// # Safety
+/// As `mremap(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mremap(
+    old: *mut c_void,
+    old_len: size_t,
+    new_len: size_t,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    if let Some(r) = far(old) {
+        let size = r.alloc_size(old.cast()).unwrap_or(0);
+        if flags & libc::MREMAP_FIXED != 0 || size == 0 {
+            // Moving far memory to a chosen address is not supported.
+            set_errno(libc::EINVAL);
+            return libc::MAP_FAILED;
+        }
+        if new_len <= size {
+            return old;
+        }
+        if flags & libc::MREMAP_MAYMOVE == 0 {
+            set_errno(libc::ENOMEM);
+            return libc::MAP_FAILED;
+        }
+        let Some(q) = far_alloc(new_len) else {
+            set_errno(libc::ENOMEM);
+            return libc::MAP_FAILED;
+        };
+        // SAFETY: both regions are live; old holds at least old_len.min(size) bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(old.cast::<u8>(), q.cast::<u8>(), old_len.min(size))
+        };
+        let _g = Guard::enter();
+        let _ = r.free(old.cast());
+        return q;
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"mremap");
+    // SAFETY: f is the C library's mremap; arguments forwarded unchanged.
+    unsafe { std::mem::transmute::<usize, MremapFn>(f)(old, old_len, new_len, flags, new_addr) }
+}
+
+pub(crate) type MadviseFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int;
+pub(crate) type MprotectFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) -> c_int;
+
+/// `madvise(2)`. On far memory: the purges allocators use (`MADV_DONTNEED`,
+/// `MADV_FREE`, `MADV_REMOVE`) drop the pages, which then read as zero;
+/// access-pattern advice goes to the runtime; the rest (huge pages, dump and
+/// fork flags, KSM, populate, cold/pageout hints) has no meaning for pages
+/// farmem manages and succeeds without effect.
+///
+/// # Safety
+/// As `madvise(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
+    if let Some(r) = far(addr) {
+        if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        if len == 0 {
+            return 0;
+        }
+        let _g = Guard::enter();
+        let res = match advice {
+            libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE => r.zero(addr as usize, len),
+            libc::MADV_WILLNEED => r.advise(addr as usize, len, rt::Advice::WillNeed),
+            libc::MADV_SEQUENTIAL => r.advise(addr as usize, len, rt::Advice::Sequential),
+            libc::MADV_RANDOM => r.advise(addr as usize, len, rt::Advice::Random),
+            libc::MADV_NORMAL => r.advise(addr as usize, len, rt::Advice::Normal),
+            _ => Ok(()),
+        };
+        return match res {
+            Ok(()) => 0,
+            Err(_) => {
+                set_errno(libc::ENOMEM);
+                -1
+            }
+        };
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"madvise");
+    // SAFETY: f is the C library's madvise.
+    unsafe { std::mem::transmute::<usize, MadviseFn>(f)(addr, len, advice) }
+}
+
+/// `mprotect(2)`. Far memory is always readable and writable: asking for
+/// that succeeds; anything else would break the fault path, so the program
+/// is stopped with a message instead of running on wrong assumptions.
+///
+/// # Safety
+/// As `mprotect(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
+    if far(addr).is_some() {
+        if prot == libc::PROT_READ | libc::PROT_WRITE {
+            return 0;
+        }
+        die(&format!(
+            "mprotect({addr:p}, {len}, {prot:#x}) on far memory is not supported; run with a \
+             FARMEM_THRESHOLD above this mapping's size to keep it local"
+        ));
+    }
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let f = farmem::io::next_fn(&SLOT, c"mprotect");
+    // SAFETY: f is the C library's mprotect.
+    unsafe { std::mem::transmute::<usize, MprotectFn>(f)(addr, len, prot) }
+}
+
+/// Memory-map system calls made through `syscall(2)` (tcmalloc's own
+/// `mmap` does this) take the same path as the C library's entry points.
+pub(crate) fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long> {
+    let ptr = |x: usize| x as *mut c_void;
+    let ret_ptr = |p: *mut c_void| -> libc::c_long {
+        if p == libc::MAP_FAILED {
+            -1
+        } else {
+            p as libc::c_long
+        }
+    };
+    // SAFETY: the program's own arguments, forwarded as the entry points
+    // of the same names take them.
+    unsafe {
+        match nr {
+            // Only the far case: the rest goes to the kernel as it is (an
+            // allocator's own `mmap` may itself call `syscall(SYS_mmap)`).
+            libc::SYS_mmap if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])) => {
+                far_alloc(a[1]).map(|p| p as libc::c_long)
+            }
+            libc::SYS_munmap if is_far(ptr(a[0])) => Some(munmap(ptr(a[0]), a[1]) as libc::c_long),
+            libc::SYS_mremap if is_far(ptr(a[0])) => Some(ret_ptr(mremap(
+                ptr(a[0]),
+                a[1],
+                a[2],
+                int_arg(a[3]),
+                ptr(a[4]),
+            ))),
+            libc::SYS_madvise if is_far(ptr(a[0])) => {
+                Some(madvise(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)
+            }
+            libc::SYS_mprotect if is_far(ptr(a[0])) => {
+                Some(mprotect(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)
+            }
+            _ => None,
+        }
+    }
+}
