@@ -200,6 +200,26 @@ fn times(v: &f64) -> String {
     }
 }
 
+/// Tick labels for a plain axis: no decimals a tick does not have (`2000`,
+/// `450`, `2.5`, `0.25`), as many as a value below 1 needs.
+fn number(v: &f64) -> String {
+    let a = v.abs();
+    let decimals = if a >= 10.0 || a == 0.0 {
+        0
+    } else if a >= 1.0 {
+        1
+    } else {
+        2
+    };
+    let s = format!("{v:.decimals$}");
+    // 2.50 -> 2.5, 3.0 -> 3
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 /// Tick labels for an axis of sizes in bytes: 4K, 1M.
 fn bytes(v: &f64) -> String {
     // A tick of a log axis of sizes: positive, and far below 2^64 (`as`

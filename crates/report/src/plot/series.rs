@@ -48,7 +48,11 @@ where
         ..PANEL
     };
     let mut ch = chart_on(&chart, title, frame, 0f64..x1 * 1.04, 0f64..y1 * 1.1)?;
-    mesh(&mut ch, frame, x_desc, y_desc).draw().map_err(err)?;
+    mesh(&mut ch, frame, x_desc, y_desc)
+        .x_label_formatter(&number)
+        .y_label_formatter(&number)
+        .draw()
+        .map_err(err)?;
     let mut entries = Vec::new();
     for (k, (name, s)) in lines.iter().enumerate() {
         let col = color(k);
@@ -108,10 +112,11 @@ impl Figure for Loaded<'_> {
             )?;
         }
         if let Some(far) = self.far {
+            // Joined in order of bandwidth, as the mixes are.
             let pts = |f: fn(&farmem_probe::loaded::FarPoint) -> f64| {
-                far.iter()
-                    .map(|p| (p.bandwidth_mbps, f(p)))
-                    .collect::<Vec<_>>()
+                let mut v: Vec<_> = far.iter().map(|p| (p.bandwidth_mbps, f(p))).collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                v
             };
             xy_panel(
                 at.next()

@@ -120,3 +120,15 @@ fn plot_paths_are_svg_or_png() {
     let e = format_of(Path::new("a.jpg")).unwrap_err().to_string();
     assert!(e.contains("*.svg") && e.contains("*.png"), "{e}");
 }
+
+#[test]
+fn plain_ticks_carry_no_false_decimals() {
+    let n = |v: f64| number(&v);
+    assert_eq!(n(2000.0), "2000");
+    assert_eq!(n(450.0), "450");
+    assert_eq!(n(2.5), "2.5");
+    assert_eq!(n(3.0), "3");
+    assert_eq!(n(0.25), "0.25");
+    assert_eq!(n(0.0), "0");
+    assert_eq!(n(12.4), "12");
+}
