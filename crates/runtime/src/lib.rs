@@ -345,14 +345,14 @@ impl Runtime {
                     );
                 }
             }
-            let servers = if cfg.servers.is_empty() {
+            let servers = if cfg.servers().is_empty() {
                 // The embedded default: a real memory server on loopback, in a
                 // child process of its own (see `spawn_embedded_server`).
                 let addr = spawn_embedded_server(cfg.embedded_capacity)?.addr;
                 server = Some(addr.clone());
                 vec![addr]
             } else {
-                cfg.servers.clone()
+                cfg.servers().to_vec()
             };
             Box::new(RemoteBackend::connect(&cfg, &servers, npages as u64)?)
         };
