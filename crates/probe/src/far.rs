@@ -9,11 +9,12 @@
 
 use crate::chase::{Buffer, PageMode};
 use crate::{quantile, ProbeError};
-use farmem_runtime::backend::{Backend, MAX_PAGES_PER_CALL};
+use farmem_runtime::backend::Backend;
+use farmem_runtime::config::MAX_BATCH;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-const PAGE: usize = 4096;
+const PAGE: usize = farmem_sys::PAGE_SIZE;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Rtt {
@@ -54,7 +55,7 @@ fn io(
     while done < pages {
         let at = first + done as u64;
         let n = (pages - done)
-            .min(MAX_PAGES_PER_CALL)
+            .min(MAX_BATCH)
             .min(usize::try_from(b.route_run(at)).unwrap_or(usize::MAX));
         let list: Vec<u64> = (0..n as u64).map(|k| at + k).collect();
         let chunk = &mut buf[done * PAGE..(done + n) * PAGE];
@@ -81,13 +82,13 @@ fn io(
 
 /// Write pages `0..set_pages` once, so that every read finds data.
 pub(crate) fn fill(b: &dyn Backend, set_pages: usize) -> Result<(), ProbeError> {
-    let map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
+    let map = Buffer::new(MAX_BATCH * PAGE, PageMode::Small)?;
     // SAFETY: the mapping is ours, of that length, alive for this function.
     let buf = unsafe { std::slice::from_raw_parts_mut(map.as_ptr(), map.len()) };
     buf.fill(0xA5);
     let mut p = 0;
     while p < set_pages {
-        let n = (set_pages - p).min(MAX_PAGES_PER_CALL);
+        let n = (set_pages - p).min(MAX_BATCH);
         io(b, p as u64, n, buf, true)?;
         p += n;
     }
@@ -153,7 +154,7 @@ pub fn measure(
 ) -> Result<Tier, ProbeError> {
     let set_pages = set_bytes / PAGE;
     // Page-aligned buffers: a file backend with O_DIRECT requires them.
-    let buf_map = Buffer::new(MAX_PAGES_PER_CALL * PAGE, PageMode::Small)?;
+    let buf_map = Buffer::new(MAX_BATCH * PAGE, PageMode::Small)?;
     // SAFETY: the mapping is ours, of that length, alive for this function.
     let buf = unsafe { std::slice::from_raw_parts_mut(buf_map.as_ptr(), buf_map.len()) };
     fill(b, set_pages)?;

@@ -306,7 +306,7 @@ pub fn run(
         }
         progress.end();
         r.far = Some(tiers);
-        params["far"] = serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::backend::MAX_PAGES_PER_CALL * 4096 });
+        params["far"] = serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::config::MAX_BATCH * 4096 });
     }
     if want(What::Loaded) {
         loaded(a, machine, &cfg, &mut r, &mut params, progress)?;

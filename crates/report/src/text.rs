@@ -13,7 +13,7 @@ use farmem_numa::verify;
 use farmem_numa::xy::{XyCell, XyReport};
 use farmem_probe::machine::Machine;
 use farmem_probe::suite::Report as ProbeReport;
-use farmem_runtime::config::format_size;
+use farmem_sys::format_size;
 use std::fmt::Write;
 
 fn ns(ns: f64) -> String {

@@ -22,7 +22,7 @@
 use crate::page::{self, next, Event, State};
 use crate::prefetch::{decode_stream, encode_stream};
 use crate::signals::MsgBuf;
-use crate::{Runtime, MAXB};
+use crate::{Runtime, MAX_BATCH};
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -73,7 +73,7 @@ impl Runtime {
             let e = s.load(Ordering::Relaxed);
             let (pos, win, _) = decode_stream(e);
             if e != 0 && pos == p as i64 {
-                let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAXB - 1);
+                let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAX_BATCH - 1);
                 let _ = s.compare_exchange(
                     e,
                     encode_stream((p + 1 + ahead) as i64, ahead as u64, 1),

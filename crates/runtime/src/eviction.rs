@@ -5,7 +5,7 @@ use crate::page::{self, next, Event, PageWord, State};
 use crate::replacement::{page_u32, Aux as _, Take};
 use crate::signals::MsgBuf;
 use crate::trace;
-use crate::{runs, Runtime, MAXB};
+use crate::{runs, Runtime, MAX_BATCH};
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -14,11 +14,11 @@ impl Runtime {
     /// Evict up to `k` resident, unpinned pages chosen by the replacement
     /// policy. Returns how many.
     pub(crate) fn evict(&self, k: usize) -> usize {
-        let mut victims = [0u32; MAXB];
-        let mut was = [PageWord(0); MAXB];
-        let k = k.min(MAXB);
+        let mut victims = [0u32; MAX_BATCH];
+        let mut was = [PageWord(0); MAX_BATCH];
+        let k = k.min(MAX_BATCH);
         let mut taken = 0;
-        let mut main_victim = [false; MAXB];
+        let mut main_victim = [false; MAX_BATCH];
         let (n, stamp) = self.queues.lock().evict(&mut victims[..k], |q, from_main| {
             let w = self.load(q as usize);
             if !w.state().is_resident() {
@@ -43,8 +43,8 @@ impl Runtime {
             }
         });
         if n > 0 {
-            let mut vs = [0usize; MAXB];
-            let mut ws = [PageWord(0); MAXB];
+            let mut vs = [0usize; MAX_BATCH];
+            let mut ws = [PageWord(0); MAX_BATCH];
             for i in 0..n {
                 vs[i] = victims[i] as usize;
                 ws[i] = was[i];
@@ -54,10 +54,10 @@ impl Runtime {
                 // them there); the hold is for those the queues have not
                 // seen reused: holding main's too made hot pages bounce
                 // through it (measured on BFS: docs/benchmarks.md).
-                let mut direct = [0usize; MAXB];
-                let mut direct_was = [PageWord(0); MAXB];
-                let mut held = [0usize; MAXB];
-                let mut held_was = [PageWord(0); MAXB];
+                let mut direct = [0usize; MAX_BATCH];
+                let mut direct_was = [PageWord(0); MAX_BATCH];
+                let mut held = [0usize; MAX_BATCH];
+                let mut held_was = [PageWord(0); MAX_BATCH];
                 let (mut d, mut h) = (0, 0);
                 for i in 0..n {
                     if main_victim[i] {
@@ -96,9 +96,9 @@ impl Runtime {
         if short > 0 {
             self.recycle_hold(short);
         }
-        let mut slot = [u32::MAX; MAXB];
-        let mut gone = [0usize; MAXB];
-        let mut gone_was = [PageWord(0); MAXB];
+        let mut slot = [u32::MAX; MAX_BATCH];
+        let mut gone = [0usize; MAX_BATCH];
+        let mut gone_was = [PageWord(0); MAX_BATCH];
         let mut g = 0;
         for (i, &q) in victims.iter().enumerate() {
             match self.hold.take(page_u32(q), stamp) {
@@ -114,9 +114,9 @@ impl Runtime {
         if g > 0 {
             self.finish_eviction(&gone[..g], &gone_was[..g]);
         }
-        let mut held = [0usize; MAXB];
-        let mut held_was = [PageWord(0); MAXB];
-        let mut held_slot = [0u32; MAXB];
+        let mut held = [0usize; MAX_BATCH];
+        let mut held_was = [PageWord(0); MAX_BATCH];
+        let mut held_slot = [0u32; MAX_BATCH];
         let mut h = 0;
         for (i, &q) in victims.iter().enumerate() {
             if slot[i] != u32::MAX {
@@ -173,10 +173,10 @@ impl Runtime {
     /// Evicting makes the page and its slot ours: B's claim and ours cannot
     /// both succeed.
     pub(crate) fn recycle_hold(&self, k: usize) {
-        let k = k.min(MAXB);
-        let mut pages = [0u64; MAXB];
-        let mut slots = [0u32; MAXB];
-        let mut was = [PageWord(0); MAXB];
+        let k = k.min(MAX_BATCH);
+        let mut pages = [0u64; MAX_BATCH];
+        let mut slots = [0u32; MAX_BATCH];
+        let mut was = [PageWord(0); MAX_BATCH];
         let mut n = 0;
         // Each slot is looked at once at most: pages being reinstalled or
         // pinned are passed over.
@@ -200,8 +200,8 @@ impl Runtime {
         if n == 0 {
             return;
         }
-        let mut wb_pages = [0u64; MAXB];
-        let mut wb_data: [&[u8]; MAXB] = [&[]; MAXB];
+        let mut wb_pages = [0u64; MAX_BATCH];
+        let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
         let mut m = 0;
         for i in 0..n {
             if was[i].has(page::HELD_DIRTY) {
@@ -226,7 +226,7 @@ impl Runtime {
                 queues.stamp(page_u32(farmem_sys::usize_from(q)), self);
             }
         }
-        let mut qs = [0usize; MAXB];
+        let mut qs = [0usize; MAX_BATCH];
         for (q, &p) in qs.iter_mut().zip(&pages[..n]) {
             *q = farmem_sys::usize_from(p);
         }
@@ -270,7 +270,7 @@ impl Runtime {
     /// slips in between the copy taken of them and the unmap; writers fault
     /// and wait for the eviction to finish.
     fn protect_dirty(&self, victims: &[usize], was: &[PageWord]) {
-        let mut dirty = [0usize; MAXB];
+        let mut dirty = [0usize; MAX_BATCH];
         let mut m = 0;
         for (i, &q) in victims.iter().enumerate() {
             if page::needs_writeback(was[i].state()) {
@@ -295,7 +295,7 @@ impl Runtime {
 
     /// Unmap `victims` (owned by this eviction): one madvise per run.
     fn zap(&self, victims: &[usize]) {
-        let mut sorted = [0usize; MAXB];
+        let mut sorted = [0usize; MAX_BATCH];
         sorted[..victims.len()].copy_from_slice(victims);
         sorted[..victims.len()].sort_unstable();
         for run in runs(victims.len(), |j| sorted[j] == sorted[j - 1] + 1) {
@@ -319,8 +319,8 @@ impl Runtime {
     /// Write back the dirty victims, unmap all of them, and mark them Absent.
     /// The victims are Evicting (owned by this thread) and out of the ring.
     pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
-        let mut wb_pages = [0u64; MAXB];
-        let mut wb_data: [&[u8]; MAXB] = [&[]; MAXB];
+        let mut wb_pages = [0u64; MAX_BATCH];
+        let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
         let mut m = 0;
         for (i, &q) in victims.iter().enumerate() {
             if page::needs_writeback(was[i].state()) {
@@ -384,9 +384,9 @@ impl Runtime {
             }
         }
         // ...then write back and unmap them in batches.
-        for chunk in victims.chunks(MAXB) {
-            let mut vs = [0usize; MAXB];
-            let mut was = [PageWord(0); MAXB];
+        for chunk in victims.chunks(MAX_BATCH) {
+            let mut vs = [0usize; MAX_BATCH];
+            let mut was = [PageWord(0); MAX_BATCH];
             for (i, &(p, w)) in chunk.iter().enumerate() {
                 vs[i] = p;
                 was[i] = w;

@@ -8,7 +8,7 @@ use crate::page::{self, next, Event, State};
 use crate::replacement::{page_u32, Aux as _};
 use crate::signals::MsgBuf;
 use crate::trace::{self, Kind};
-use crate::{runs, wait, Runtime, MAXB};
+use crate::{runs, wait, Runtime, MAX_BATCH};
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
@@ -109,7 +109,7 @@ impl Runtime {
     /// Fetch and install demand page `p` (already Fetching, owned by us) and
     /// whatever of its prefetch window can be claimed.
     pub(crate) fn fetch(&self, p: usize, write: bool) {
-        let mut batch = [0usize; MAXB];
+        let mut batch = [0usize; MAX_BATCH];
         batch[0] = p;
         let mut n = 1;
         let w0 = self.load(p);
@@ -158,11 +158,12 @@ impl Runtime {
 
         // Fetch the pages the backend holds, in one batch, into a slot buffer.
         let slot = self.slots.acquire();
-        // SAFETY: slot `slot` owns its MAXB pages of the slot mapping
+        // SAFETY: slot `slot` owns its MAX_BATCH pages of the slot mapping
         // exclusively while this thread holds its busy flag (until release).
-        let buf = unsafe { std::slice::from_raw_parts_mut(self.slots.buf(slot), MAXB * PAGE_SIZE) };
-        let mut remote = [0u64; MAXB];
-        let mut src_index = [usize::MAX; MAXB];
+        let buf =
+            unsafe { std::slice::from_raw_parts_mut(self.slots.buf(slot), MAX_BATCH * PAGE_SIZE) };
+        let mut remote = [0u64; MAX_BATCH];
+        let mut src_index = [usize::MAX; MAX_BATCH];
         let mut r = 0;
         for i in 0..n {
             if self.load(batch[i]).has(page::ON_SERVER) {
@@ -327,7 +328,7 @@ impl Runtime {
                 }
                 continue;
             }
-            let want = n.max(self.cfg.evict_batch as usize).min(MAXB);
+            let want = n.max(self.cfg.evict_batch as usize).min(MAX_BATCH);
             if self.evict(want) == 0 {
                 // Pages of requests in flight count against the budget but
                 // cannot be evicted until they are installed: receive them.

@@ -66,7 +66,6 @@ use std::sync::Mutex;
 use sync::SpinLock;
 use thiserror::Error;
 
-pub(crate) const MAXB: usize = MAX_BATCH as usize;
 const FETCH_SLOTS: usize = 64;
 
 #[derive(Debug, Error)]
@@ -201,9 +200,9 @@ impl Slots {
         }
     }
 
-    /// Start of slot i's buffer of MAXB pages.
+    /// Start of slot i's buffer of MAX_BATCH pages.
     pub(crate) fn buf(&self, i: usize) -> *mut u8 {
-        self.map.as_ptr().wrapping_add(i * MAXB * PAGE_SIZE)
+        self.map.as_ptr().wrapping_add(i * MAX_BATCH * PAGE_SIZE)
     }
 
     /// A free slot, or None at once when all are taken (for prefetches that
@@ -356,13 +355,13 @@ impl Runtime {
             };
             Box::new(RemoteBackend::connect(&cfg, &servers, npages as u64)?)
         };
-        let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAXB * 4);
+        let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAX_BATCH * 4);
         // The hold is taken from the budget, leaving the queues at least
         // four batches.
-        let hold_slots = (total * cfg.hold_percent as usize / 100).min(total - MAXB * 4);
+        let hold_slots = (total * cfg.hold_percent as usize / 100).min(total - MAX_BATCH * 4);
         let budget = total - hold_slots;
         let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
-        let slots_bytes = FETCH_SLOTS * MAXB * PAGE_SIZE;
+        let slots_bytes = FETCH_SLOTS * MAX_BATCH * PAGE_SIZE;
         let slots = Slots {
             map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
             busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
@@ -370,8 +369,8 @@ impl Runtime {
             parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         };
         backend.register_slots(slots.map.as_ptr(), slots_bytes);
-        let zero =
-            Mapping::anonymous(MAXB * PAGE_SIZE, false).map_err(map_err(MAXB * PAGE_SIZE))?;
+        let zero = Mapping::anonymous(MAX_BATCH * PAGE_SIZE, false)
+            .map_err(map_err(MAX_BATCH * PAGE_SIZE))?;
         let tracer = match &cfg.trace {
             Some(path) => Some(
                 trace::Tracer::create(
@@ -408,7 +407,7 @@ impl Runtime {
             budget,
             resident: &board.page().resident,
             pinned: AtomicUsize::new(0),
-            queues: SpinLock::new(Queues::new(budget, 4 * MAXB)),
+            queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),
             aux,
             sums,
             regions: Mutex::new(Regions::default()),

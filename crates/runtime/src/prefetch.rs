@@ -17,7 +17,7 @@ use crate::readahead::{Hint, Plan};
 use crate::replacement::{page_u32, Aux as _};
 use crate::trace::{Kind, Why};
 use crate::Runtime;
-use crate::MAXB;
+use crate::MAX_BATCH;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
 
@@ -38,9 +38,9 @@ impl Runtime {
             q < self.npages && self.load(q).state().is_resident()
         });
         if let Some((first, stride, k)) = plan.used {
-            let mut used = [0usize; MAXB];
+            let mut used = [0usize; MAX_BATCH];
             let mut n = 0;
-            for j in 0..k.min(MAXB) as i64 {
+            for j in 0..k.min(MAX_BATCH) as i64 {
                 // Negative positions are outside the arena.
                 let q = usize::try_from(first + stride * j);
                 if let Ok(q) = q {
@@ -73,13 +73,13 @@ impl Runtime {
     /// forward stream expected it, count its previous window as used and
     /// request the next one.
     pub(crate) fn continue_stream(&self, q: usize, write: bool) {
-        let maxw = (self.cfg.prefetch_pages as usize).min(MAXB);
+        let maxw = (self.cfg.prefetch_pages as usize).min(MAX_BATCH);
         let Some((i, win)) = self.planner.lock().stream_at(q as i64) else {
             return;
         };
-        let mut used = [0usize; MAXB];
+        let mut used = [0usize; MAX_BATCH];
         let mut n = 0;
-        for k in 1..=MAXB.min(q) {
+        for k in 1..=MAX_BATCH.min(q) {
             if self.transition(q - k, Event::PrefetchUsed).is_err() {
                 break;
             }
@@ -119,7 +119,7 @@ impl Runtime {
             }
         };
         let run = farmem_sys::usize_from(self.backend.route_run(start as u64)).min(want);
-        let mut list = [0u64; MAXB];
+        let mut list = [0u64; MAX_BATCH];
         let mut k = 0;
         while k < run && start + k < self.npages {
             let q = start + k;
@@ -142,7 +142,7 @@ impl Runtime {
         self.reserve(k);
         let token = encode_async(slot, k, start, write);
         let buf = self.slots.buf(slot);
-        // SAFETY: the slot's buffer (MAXB pages) belongs to this request until
+        // SAFETY: the slot's buffer (MAX_BATCH pages) belongs to this request until
         // `finish_async` releases it; nothing else writes it meanwhile.
         match unsafe { self.backend.read_async(&list[..k], buf, token) } {
             Ok(true) => {}

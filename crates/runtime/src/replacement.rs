@@ -217,7 +217,7 @@ impl Queues {
                 }
             }
         }
-        // In range: n <= victims.len(), one eviction batch (at most MAXB).
+        // In range: n <= victims.len(), one eviction batch (at most MAX_BATCH).
         #[allow(clippy::cast_possible_truncation)]
         let taken = n as u32;
         self.clock = self.clock.wrapping_add(taken).max(1);

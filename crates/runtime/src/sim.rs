@@ -219,8 +219,8 @@ impl Sim {
 
     fn reserve(&mut self, n: usize) {
         while self.resident + n > self.budget {
-            let want = n.max(self.evict_batch).min(crate::MAXB);
-            let mut victims = [0u32; crate::MAXB];
+            let want = n.max(self.evict_batch).min(crate::MAX_BATCH);
+            let mut victims = [0u32; crate::MAX_BATCH];
             let (k, stamp) = {
                 let Sim {
                     pages,
@@ -417,7 +417,7 @@ impl Sim {
         let Some((i, win)) = self.planner.stream_at(i64::try_from(q).unwrap_or(i64::MAX)) else {
             return;
         };
-        for k in 1..=(crate::MAXB as u64).min(q) {
+        for k in 1..=(crate::MAX_BATCH as u64).min(q) {
             let pg = self.page(q - k);
             if !pg.prefetched || pg.slot == Slot::Absent {
                 break;
@@ -425,7 +425,7 @@ impl Sim {
             self.used(q - k);
         }
         let start = q + win as u64;
-        let maxw = self.planner.max_window().min(crate::MAXB);
+        let maxw = self.planner.max_window().min(crate::MAX_BATCH);
         let want = self.planner.pipeline_window(start, (win * 2).min(maxw));
         let list = if want > 1 {
             self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
@@ -490,8 +490,8 @@ pub fn replay(
     evict_batch: usize,
     hold_percent: usize,
 ) -> Replay {
-    let total = budget.max(4 * crate::MAXB);
-    let hold_cap = (total * hold_percent / 100).min(total - 4 * crate::MAXB);
+    let total = budget.max(4 * crate::MAX_BATCH);
+    let hold_cap = (total * hold_percent / 100).min(total - 4 * crate::MAX_BATCH);
     let budget = total - hold_cap;
     let mut s = Sim {
         pages: HashMap::new(),
@@ -502,7 +502,7 @@ pub fn replay(
         ids: HashMap::new(),
         by_id: Vec::new(),
         stamps: Stamps(Vec::new()),
-        queues: Queues::new(budget, 4 * crate::MAXB),
+        queues: Queues::new(budget, 4 * crate::MAX_BATCH),
         planner: Planner::new(prefetch),
         budget,
         resident: 0,

@@ -10,7 +10,7 @@ use crate::{lock, Shared};
 use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
 use farmem_wire::{
     self as wire, auth, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
-    MAX_BATCH, PAGE_SIZE,
+    MAX_FRAME_PAGES, PAGE_SIZE,
 };
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -372,9 +372,9 @@ impl Input {
     }
 }
 
-/// The largest request but a Write's page data: a header and `MAX_BATCH`
+/// The largest request but a Write's page data: a header and `MAX_FRAME_PAGES`
 /// page numbers.
-const SMALL_REQUEST: usize = HEADER_LEN + MAX_BATCH as usize * 8;
+const SMALL_REQUEST: usize = HEADER_LEN + MAX_FRAME_PAGES as usize * 8;
 /// Room for a small request, with space to spare for a following one.
 const INPUT_BUFFER: usize = 8192;
 const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
@@ -639,7 +639,7 @@ fn serve_write(
 ) -> io::Result<bool> {
     let n = h.count as usize;
     input.fill(fd, HEADER_LEN + n * 8, wait)?;
-    let mut list = [0u64; MAX_BATCH as usize];
+    let mut list = [0u64; MAX_FRAME_PAGES as usize];
     for (d, p) in list
         .iter_mut()
         .zip(wire::pages(&input.peek(HEADER_LEN + n * 8)[HEADER_LEN..]))

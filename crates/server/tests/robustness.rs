@@ -44,7 +44,7 @@ fn garbage_and_bad_frames_close_only_that_connection() {
 
     // Oversized frame: refused before any payload is read.
     let mut o = Client::connect(&h);
-    let n = wire::MAX_BATCH + 1;
+    let n = wire::MAX_FRAME_PAGES + 1;
     o.send_raw(&Header::new(Op::Read, 1, n, n * 8).encode());
     assert_eq!(error_code(&o.reply().unwrap()), Some(ErrorCode::TooLarge));
     assert!(o.closed());

@@ -1,8 +1,8 @@
 //! Encoding: every frame's head, on the stack.
 
 use crate::{
-    auth, ErrorCode, Header, Op, HEADER_LEN, MAX_BATCH, MAX_ERROR_MSG, MAX_UCX_BLOB, PAGE_SIZE,
-    TOKEN_LEN,
+    auth, ErrorCode, Header, Op, HEADER_LEN, MAX_ERROR_MSG, MAX_FRAME_PAGES, MAX_UCX_BLOB,
+    PAGE_SIZE, TOKEN_LEN,
 };
 
 /// The server's figures in a StatsOk reply.
@@ -16,7 +16,7 @@ pub struct ServerStats {
 
 /// Room for the head of any frame: the header and everything but bulk page
 /// data (a whole page list, or the longest error message).
-pub const MAX_HEAD: usize = HEADER_LEN + MAX_BATCH as usize * 8;
+pub const MAX_HEAD: usize = HEADER_LEN + MAX_FRAME_PAGES as usize * 8;
 
 /// A frame to send, request or reply, without its bulk page data: a Write's
 /// and a ReadOk's `count` pages follow the head on the wire and are sent from
@@ -138,7 +138,7 @@ impl Frame<'_> {
     /// Encode the header and the fixed part of the payload with `tag`.
     ///
     /// # Panics
-    /// If a Read or Write carries more than [`MAX_BATCH`] pages, or a UCX
+    /// If a Read or Write carries more than [`MAX_FRAME_PAGES`] pages, or a UCX
     /// reply more than [`MAX_UCX_BLOB`] bytes (a caller's bug: batches are
     /// cut, and blobs checked, before they reach the codec).
     pub fn encode(&self, tag: u32) -> Head {
@@ -149,8 +149,9 @@ impl Frame<'_> {
             len - 8
         );
         assert!(
-            count <= MAX_BATCH || !matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk),
-            "a frame of {count} pages exceeds MAX_BATCH"
+            count <= MAX_FRAME_PAGES
+                || !matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk),
+            "a frame of {count} pages exceeds MAX_FRAME_PAGES"
         );
         let len32 =
             u32::try_from(len).expect("a frame's length fits u32: its batch was checked above");

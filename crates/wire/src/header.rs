@@ -2,7 +2,7 @@
 //! can be wrong with a frame.
 
 use crate::{
-    auth, HEADER_LEN, MAGIC, MAX_BATCH, MAX_ERROR_MSG, MAX_PAYLOAD, MAX_UCX_BLOB, PAGE_SIZE,
+    auth, HEADER_LEN, MAGIC, MAX_ERROR_MSG, MAX_FRAME_PAGES, MAX_PAYLOAD, MAX_UCX_BLOB, PAGE_SIZE,
     TOKEN_LEN, VERSION,
 };
 use thiserror::Error;
@@ -127,7 +127,7 @@ pub enum WireError {
     UnknownOp(u16),
     #[error("payload of {len} bytes does not fit operation {op:?} with count {count}")]
     BadLength { op: Op, count: u32, len: u32 },
-    #[error("frame of {0} pages exceeds the limit of {MAX_BATCH}")]
+    #[error("frame of {0} pages exceeds the limit of {MAX_FRAME_PAGES}")]
     TooLarge(u32),
     #[error("malformed payload: {0}")]
     Malformed(&'static str),
@@ -200,7 +200,9 @@ impl Header {
             len: u32_at(16),
             status: u32_at(20),
         };
-        if matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk) && h.count > MAX_BATCH {
+        if matches!(op, Op::Read | Op::Write | Op::ReadOk | Op::WriteOk)
+            && h.count > MAX_FRAME_PAGES
+        {
             return Err(WireError::TooLarge(h.count));
         }
         if !payload_len_ok(op, h.count, h.len) {

@@ -65,15 +65,17 @@ pub use header::{payload_len_ok, ErrorCode, Header, Op, WireError};
 pub const MAGIC: u32 = u32::from_le_bytes(*b"FMEM");
 pub const VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 24;
-pub const PAGE_SIZE: usize = 4096;
+/// The page the protocol moves: the machine's base page, defined once in
+/// `farmem_sys`.
+pub use farmem_sys::PAGE_SIZE;
 /// Most pages one Read or Write may carry (1 MiB of data).
-pub const MAX_BATCH: u32 = 256;
+pub const MAX_FRAME_PAGES: u32 = 256;
 /// Largest payload any frame may have.
-pub const MAX_PAYLOAD: usize = MAX_BATCH as usize * (8 + PAGE_SIZE);
+pub const MAX_PAYLOAD: usize = MAX_FRAME_PAGES as usize * (8 + PAGE_SIZE);
 /// Largest page-number space a session may declare (2^40 pages = 4 PiB).
 pub const MAX_PAGES: u64 = 1 << 40;
 /// Longest UCX worker address or packed remote key a frame carries.
-pub const MAX_UCX_BLOB: usize = MAX_BATCH as usize * 8 - 8;
+pub const MAX_UCX_BLOB: usize = MAX_FRAME_PAGES as usize * 8 - 8;
 /// Length of the session token.
 pub const TOKEN_LEN: usize = 16;
 /// Longest error message carried in an Error frame.

@@ -23,8 +23,11 @@ fn rejects_bad_frames() {
         Header::decode(&b),
         Err(WireError::BadLength { .. })
     ));
-    let b = Header::new(Op::Read, 1, MAX_BATCH + 1, (MAX_BATCH + 1) * 8).encode();
-    assert_eq!(Header::decode(&b), Err(WireError::TooLarge(MAX_BATCH + 1)));
+    let b = Header::new(Op::Read, 1, MAX_FRAME_PAGES + 1, (MAX_FRAME_PAGES + 1) * 8).encode();
+    assert_eq!(
+        Header::decode(&b),
+        Err(WireError::TooLarge(MAX_FRAME_PAGES + 1))
+    );
     let b = Header::new(Op::Write, 1, 0, 0).encode();
     assert!(Header::decode(&b).is_err(), "empty writes are malformed");
 }
@@ -214,7 +217,7 @@ proptest! {
     /// Any Read or Write the codec encodes decodes to the same pages, and
     /// its header passes the receiver's checks.
     #[test]
-    fn page_lists_roundtrip(list in proptest::collection::vec(any::<u64>(), 1..=MAX_BATCH as usize), write in any::<bool>(), tag in any::<u32>()) {
+    fn page_lists_roundtrip(list in proptest::collection::vec(any::<u64>(), 1..=MAX_FRAME_PAGES as usize), write in any::<bool>(), tag in any::<u32>()) {
         let f = if write { Frame::Write { pages: &list } } else { Frame::Read { pages: &list } };
         let head = f.encode(tag);
         let (h, raw) = split(&head);

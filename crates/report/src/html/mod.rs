@@ -5,7 +5,7 @@
 use crate::ReportError;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
-use farmem_runtime::config::format_size;
+use farmem_sys::format_size;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

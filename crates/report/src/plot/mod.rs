@@ -30,7 +30,7 @@ use farmem_numa::xy::XyReport;
 use farmem_probe::far::Tier;
 use farmem_probe::levels::{Level, Point};
 use farmem_probe::suite::Report as ProbeReport;
-use farmem_runtime::config::format_size;
+use farmem_sys::format_size;
 use plotters::chart::MeshStyle;
 use plotters::coord::cartesian::Cartesian2d;
 use plotters::coord::combinators::{LogCoord, WithKeyPoints};

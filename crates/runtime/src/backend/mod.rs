@@ -17,8 +17,8 @@ use std::io;
 use std::path::PathBuf;
 use thiserror::Error;
 
-/// Most pages in one backend call.
-pub const MAX_PAGES_PER_CALL: usize = crate::config::MAX_BATCH as usize;
+/// Most pages in one backend call: the fault path's batch.
+pub use crate::config::MAX_BATCH;
 
 #[derive(Debug, Error)]
 pub enum BackendError {

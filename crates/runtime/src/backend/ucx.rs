@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Most pages in one read or write.
-const MAXB: usize = super::MAX_PAGES_PER_CALL;
+const MAX_BATCH: usize = super::MAX_BATCH;
 
 /// Why a batch did not complete: which server, and what happened.
 pub(crate) struct Failure {
@@ -156,7 +156,7 @@ impl UcxPages {
         let ctx = Context::new(c"farmem", false, &[])?;
         let nlanes = (farmem_sys::online_cpus() * 2).clamp(2, 16);
         let stride = ctx.request_size().next_multiple_of(64) + 64;
-        let slots = MAXB * MAX_REPLICAS + addresses.len();
+        let slots = MAX_BATCH * MAX_REPLICAS + addresses.len();
         let mut lanes = Vec::with_capacity(nlanes);
         for _ in 0..nlanes {
             let worker = Worker::new(&ctx)?;
@@ -164,7 +164,7 @@ impl UcxPages {
                 .iter()
                 .map(|a| Endpoint::connect(&worker, a))
                 .collect::<Result<Vec<_>, _>>()?;
-            let staging = Memory::map(&ctx, MAXB * PAGE_SIZE, None)?;
+            let staging = Memory::map(&ctx, MAX_BATCH * PAGE_SIZE, None)?;
             lanes.push(Lane {
                 busy: AtomicBool::new(false),
                 retired: AtomicBool::new(false),
@@ -400,7 +400,7 @@ impl UcxPages {
         let _inside = farmem_sys::Inside::enter();
         let held = self.any_lane()?;
         let inner = held.inner();
-        let mut pending = [(0usize, 0usize); MAXB];
+        let mut pending = [(0usize, 0usize); MAX_BATCH];
         let mut n = 0;
         let memh = self.memh_for(buf.as_ptr(), buf.len());
         for (i, (&p, &s)) in pages.iter().zip(from).enumerate() {
@@ -478,12 +478,12 @@ impl UcxPages {
         let lane = self.lane_index(&held);
         let staging = inner.staging.addr();
         let memh = inner.staging.handle();
-        let mut pending = [(0usize, 0usize); MAXB * MAX_REPLICAS + 64];
+        let mut pending = [(0usize, 0usize); MAX_BATCH * MAX_REPLICAS + 64];
         let mut n = 0;
         let mut used = [false; 64];
         let nservers = inner.eps.len();
         for (i, (&p, d)) in pages.iter().zip(data).enumerate() {
-            // SAFETY: the staging area holds MAXB pages and i < MAXB; `d` is
+            // SAFETY: the staging area holds MAX_BATCH pages and i < MAX_BATCH; `d` is
             // one page the runtime keeps write-protected meanwhile.
             unsafe {
                 std::ptr::copy_nonoverlapping(d.as_ptr(), staging.add(i * PAGE_SIZE), PAGE_SIZE)
@@ -496,7 +496,7 @@ impl UcxPages {
                         why: format!("page {p} is in a chunk never granted (a farmem bug)"),
                     });
                 };
-                let r = k * MAXB + i;
+                let r = k * MAX_BATCH + i;
                 let op = Op::new(self.request(&held, r), Some(memh));
                 // SAFETY: the staging page stays untouched until `wait`.
                 let st = unsafe {
@@ -517,7 +517,7 @@ impl UcxPages {
         self.wait(&held, &mut pending[..n])?;
         n = 0;
         for s in (0..nservers).filter(|&s| used[s]) {
-            let r = MAXB * MAX_REPLICAS + s;
+            let r = MAX_BATCH * MAX_REPLICAS + s;
             let op = Op::new(self.request(&held, r), None);
             // SAFETY: the request is free (everything above completed).
             let st = unsafe { op.flush(&inner.eps[s]) };

@@ -215,7 +215,7 @@ impl Servers {
     }
 }
 
-pub const MAX_BATCH: u32 = 64;
+pub const MAX_BATCH: usize = 64;
 /// Most copies of a far page (`FARMEM_REPLICAS`).
 pub const MAX_REPLICAS: usize = 3;
 

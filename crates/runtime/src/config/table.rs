@@ -138,7 +138,7 @@ settings! {
     "PREFETCH" => prefetch_pages: u32 = 64;
         documented "`64`", "Largest prefetch window, in pages (0–64; 0 or 1 turns prefetch off).";
         flag None;
-        parse |v| parse::int(v, 0, MAX_BATCH.into());
+        parse |v| parse::int(v, 0, MAX_BATCH as u64);
         show show::plain;
         get prefetch_pages -> u32 = copy;
     /// Percent of the budget kept as the hold.
@@ -152,7 +152,7 @@ settings! {
     "EVICT_BATCH" => evict_batch: u32 = 32;
         documented "`32`", "Pages evicted per round, at least (1–64).";
         flag None;
-        parse |v| parse::int(v, 1, MAX_BATCH.into());
+        parse |v| parse::int(v, 1, MAX_BATCH as u64);
         show show::plain;
         get evict_batch -> u32 = copy;
     /// Spin before blocking on a reply, microseconds.

@@ -26,7 +26,7 @@ fn run(pages: &[u64], budget: usize) -> (Replay, Replay, u64) {
     let refs = Refs::from_pages(pages, false);
     let ours = replay(&refs, budget, PREFETCH, BATCH, HOLD);
     let demand = replay(&refs, budget, 1, BATCH, HOLD);
-    let min = min_fetches(&refs, budget.max(4 * crate::MAXB));
+    let min = min_fetches(&refs, budget.max(4 * crate::MAX_BATCH));
     (ours, demand, min)
 }
 

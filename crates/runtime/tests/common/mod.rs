@@ -3,7 +3,7 @@
 use farmem_runtime::Runtime;
 use std::sync::atomic::AtomicU64;
 
-pub const PAGE: usize = 4096;
+pub const PAGE: usize = farmem_sys::PAGE_SIZE;
 
 pub struct Region {
     rt: &'static Runtime,

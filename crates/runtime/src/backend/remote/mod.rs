@@ -46,7 +46,7 @@ mod tests;
 
 use super::transport::{StreamSocket, Transport};
 use super::ucx::UcxPages;
-use super::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use super::{Backend, BackendError, MAX_BATCH};
 use crate::config::Config;
 use crate::config::Transport as Choice;
 use conn::{Conn, Owed};
@@ -299,14 +299,14 @@ impl RemoteBackend {
         route_of: impl Fn(u64) -> (usize, usize),
         mut f: impl FnMut((usize, usize), &[usize]) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
-        assert!(pages.len() <= MAX_PAGES_PER_CALL);
-        let mut done = [false; MAX_PAGES_PER_CALL];
+        assert!(pages.len() <= MAX_BATCH);
+        let mut done = [false; MAX_BATCH];
         for i in 0..pages.len() {
             if done[i] {
                 continue;
             }
             let route = route_of(pages[i]);
-            let mut idx = [0usize; MAX_PAGES_PER_CALL];
+            let mut idx = [0usize; MAX_BATCH];
             let mut n = 0;
             for (k, &p) in pages.iter().enumerate().skip(i) {
                 if !done[k] && route_of(p) == route {
@@ -372,13 +372,13 @@ impl Backend for RemoteBackend {
         // stored it (with one copy the acknowledgement is read later; see
         // the module comment). A copy whose server is lost is counted, and
         // the write fails only if no copy of some page is left.
-        let mut sent = [[false; MAX_PAGES_PER_CALL]; crate::config::MAX_REPLICAS];
+        let mut sent = [[false; MAX_BATCH]; crate::config::MAX_REPLICAS];
         for (k, sent_k) in sent[..self.replicas].iter_mut().enumerate() {
             *sent_k = self.on_copy(pages, k, |r, idx| {
                 self.write_to(r, pages, data, idx).map(|()| true)
             })?;
         }
-        let mut copies = [0u8; MAX_PAGES_PER_CALL];
+        let mut copies = [0u8; MAX_BATCH];
         for (k, sent_k) in sent[..self.replicas].iter().enumerate() {
             // Routes group the same positions in both rounds, so one
             // position tells whether the route's write was sent.
@@ -524,7 +524,7 @@ impl Backend for RemoteBackend {
         let r = (|| {
             self.room(server, conn)?;
             let n = pages.len();
-            let idx: [usize; MAX_PAGES_PER_CALL] = std::array::from_fn(|i| i);
+            let idx: [usize; MAX_BATCH] = std::array::from_fn(|i| i);
             let tag = self.send_read(server, conn, pages, &idx[..n])?;
             self.pending(conn).push(Owed::Read {
                 tag,

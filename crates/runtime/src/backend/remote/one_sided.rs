@@ -5,7 +5,7 @@
 use super::reply::{frame_u32, recv_blob};
 use super::RemoteBackend;
 use crate::backend::ucx::{Failure, UcxPages};
-use crate::backend::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use crate::backend::{Backend, BackendError, MAX_BATCH};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -135,7 +135,7 @@ impl RemoteBackend {
     ) -> Result<(), BackendError> {
         self.grant_pages(ucx, pages)?;
         loop {
-            let mut from = [0usize; MAX_PAGES_PER_CALL];
+            let mut from = [0usize; MAX_BATCH];
             for (i, &p) in pages.iter().enumerate() {
                 let Some((s, _)) = self.live_route(p) else {
                     return Err(BackendError::Io {
@@ -163,7 +163,7 @@ impl RemoteBackend {
         self.grant_pages(ucx, pages)?;
         self.check_control()?;
         loop {
-            let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_PAGES_PER_CALL];
+            let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_BATCH];
             for (i, &p) in pages.iter().enumerate() {
                 let mut n = 0;
                 for k in 0..self.replicas {

@@ -4,7 +4,7 @@
 
 use super::conn::{Owed, MAX_PENDING};
 use super::RemoteBackend;
-use crate::backend::{Backend, BackendError, MAX_PAGES_PER_CALL};
+use crate::backend::{Backend, BackendError, MAX_BATCH};
 use farmem_sys::PAGE_SIZE;
 use std::sync::atomic::Ordering;
 
@@ -56,7 +56,7 @@ impl RemoteBackend {
                         token,
                         ..
                     } => {
-                        let mut list = [0u64; MAX_PAGES_PER_CALL];
+                        let mut list = [0u64; MAX_BATCH];
                         for (i, p) in list[..pages as usize].iter_mut().enumerate() {
                             *p = first + i as u64;
                         }
@@ -85,8 +85,8 @@ impl RemoteBackend {
         pages: &[u64],
         k: usize,
         mut f: impl FnMut((usize, usize), &[usize]) -> Result<bool, BackendError>,
-    ) -> Result<[bool; MAX_PAGES_PER_CALL], BackendError> {
-        let mut done = [false; MAX_PAGES_PER_CALL];
+    ) -> Result<[bool; MAX_BATCH], BackendError> {
+        let mut done = [false; MAX_BATCH];
         let mut lost = None;
         self.per_route(
             pages,

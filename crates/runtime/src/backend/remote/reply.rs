@@ -4,29 +4,29 @@
 
 use super::Server;
 use crate::backend::transport::Transport;
-use crate::backend::{BackendError, MAX_PAGES_PER_CALL};
+use crate::backend::{BackendError, MAX_BATCH};
 use farmem_sys::net::Wait;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::{self as wire, Header, Op, Reply, HEADER_LEN};
 use std::io;
 
 // What `frame_u32` relies on.
-const _: () = assert!(MAX_PAGES_PER_CALL * PAGE_SIZE <= u32::MAX as usize);
+const _: () = assert!(MAX_BATCH * PAGE_SIZE <= u32::MAX as usize);
 
 /// A page count or byte length of one frame, as the wire's 32-bit fields
-/// hold it. A frame carries at most `MAX_PAGES_PER_CALL` pages (its page
-/// list is a `[u64; MAX_PAGES_PER_CALL]`), and a handshake payload a few
+/// hold it. A frame carries at most `MAX_BATCH` pages (its page
+/// list is a `[u64; MAX_BATCH]`), and a handshake payload a few
 /// dozen bytes, so the value fits (asserted above).
 pub(super) fn frame_u32(n: usize) -> u32 {
-    // In range: at most MAX_PAGES_PER_CALL * PAGE_SIZE, see above.
+    // In range: at most MAX_BATCH * PAGE_SIZE, see above.
     #[allow(clippy::cast_possible_truncation)]
     let n = n as u32;
     n
 }
 
 /// The page numbers `pages[i]` for `i` in `idx`, in that order.
-pub(super) fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_PAGES_PER_CALL] {
-    let mut list = [0u64; MAX_PAGES_PER_CALL];
+pub(super) fn select(pages: &[u64], idx: &[usize]) -> [u64; MAX_BATCH] {
+    let mut list = [0u64; MAX_BATCH];
     for (k, &i) in idx.iter().enumerate() {
         list[k] = pages[i];
     }
