@@ -1,10 +1,12 @@
-//! Files and swap areas: what `farmem bench` needs to set up its kernel
-//! baselines without shelling out to fallocate, swapon and swapoff.
+//! Files and swap areas: page I/O at offsets (the file backend), and what
+//! `farmem bench` needs to set up its kernel baselines without shelling out
+//! to fallocate, swapon and swapoff.
 
+use crate::{cvt, cvt_long};
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -34,4 +36,75 @@ pub fn swap_off(path: &Path) -> io::Result<()> {
     let p = c_path(path)?;
     // SAFETY: a NUL-terminated path that outlives the call.
     crate::cvt(unsafe { libc::swapoff(p.as_ptr()) }).map(drop)
+}
+
+/// `pread(2)` by raw syscall, retried on EINTR; returns bytes read (short at EOF).
+pub fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: pointer/length describe the live slice buf[got..].
+        let r = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_pread64,
+                fd,
+                buf[got..].as_mut_ptr() as usize,
+                buf.len() - got,
+                offset + got as u64,
+            )
+        };
+        match cvt_long(r) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Give `[offset, offset+len)` of file `fd` back to the filesystem
+/// (`fallocate` PUNCH_HOLE, size kept); not every filesystem can.
+pub fn punch_hole(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    let off =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: fallocate takes plain integers.
+    cvt(unsafe {
+        libc::fallocate(
+            fd,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            len,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `pwrite(2)` by raw syscall, retried until everything is written.
+pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: pointer/length describe the live slice buf[done..].
+        let r = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_pwrite64,
+                fd,
+                buf[done..].as_ptr() as usize,
+                buf.len() - done,
+                offset + done as u64,
+            )
+        };
+        match cvt_long(r) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwrite wrote nothing",
+                ))
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

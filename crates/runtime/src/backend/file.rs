@@ -54,11 +54,11 @@ impl Backend for FileBackend {
             let (i, j) = (run.start, run.end);
             let dst = &mut buf[i * PAGE_SIZE..j * PAGE_SIZE];
             let got =
-                farmem_sys::net::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
+                farmem_sys::fs::pread_full(self.fd.as_raw_fd(), dst, pages[i] * PAGE_SIZE as u64)
                     .map_err(|source| BackendError::File {
-                        path: self.path.clone(),
-                        source,
-                    })?;
+                    path: self.path.clone(),
+                    source,
+                })?;
             if got != dst.len() {
                 return Err(BackendError::File {
                     path: self.path.clone(),
@@ -74,7 +74,7 @@ impl Backend for FileBackend {
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
         for (p, d) in pages.iter().zip(data) {
-            farmem_sys::net::pwrite_full(self.fd.as_raw_fd(), d, p * PAGE_SIZE as u64).map_err(
+            farmem_sys::fs::pwrite_full(self.fd.as_raw_fd(), d, p * PAGE_SIZE as u64).map_err(
                 |source| BackendError::File {
                     path: self.path.clone(),
                     source,
@@ -86,7 +86,7 @@ impl Backend for FileBackend {
 
     fn free(&self, start: u64, n: u64) -> Result<(), BackendError> {
         // Punch a hole so the SSD space comes back; not all filesystems can.
-        let _ = farmem_sys::net::punch_hole(
+        let _ = farmem_sys::fs::punch_hole(
             self.fd.as_raw_fd(),
             start * PAGE_SIZE as u64,
             n * PAGE_SIZE as u64,
