@@ -26,9 +26,10 @@ for f in tests/programs/*.f90; do
 done
 echo "== cargo test"
 # Tests that cannot run here (a dependency missing) write why to this file:
-# counted as skipped, not passed. Under CI=true they fail instead.
-export FARMEM_TEST_SKIPS=$PWD/target/test-skips.log
-rm -f "$FARMEM_TEST_SKIPS"
+# counted as skipped, not passed. Under CI=true they fail instead. (Not a
+# FARMEM_ name: the programs under test refuse settings they do not know.)
+export SKIPPED_TESTS_LOG=$PWD/target/test-skips.log
+rm -f "$SKIPPED_TESTS_LOG"
 cargo test --release --workspace --no-fail-fast 2>&1 | tee target/test.log
 # The suite above runs with FARMEM_TRANSPORT unset (auto): every server in
 # it is on this host, so pages move one-sided through UCX. The suites that
@@ -40,10 +41,10 @@ FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-runtime --
 FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-cli --test c_programs --test kernel_access --test real_programs --test replicas --test run --test scaleout 2>&1 | tee -a target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')
-skipped=$(cat "$FARMEM_TEST_SKIPS" 2>/dev/null | wc -l)
+skipped=$(cat "$SKIPPED_TESTS_LOG" 2>/dev/null | wc -l)
 if [ "$skipped" -gt 0 ]; then
     echo "skipped (their dependencies are missing here; scripts/setup.sh installs them):"
-    sed 's/^/  /' "$FARMEM_TEST_SKIPS"
+    sed 's/^/  /' "$SKIPPED_TESTS_LOG"
 fi
 echo "all suites: $((passed - skipped)) passed, $skipped skipped, $failed failed"
 echo "== fuzzing: AFL++, 10 s a target (fuzz/run.sh; longer runs in docs/benchmarks.md)"

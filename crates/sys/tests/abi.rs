@@ -98,7 +98,7 @@ fn wp_async_move_and_pagemap_scan_on_this_kernel() {
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         assert!(!ci, "{why}");
         eprintln!("SKIPPED wp_async_move_and_pagemap_scan_on_this_kernel: {why}");
-        if let Some(log) = std::env::var_os("FARMEM_TEST_SKIPS") {
+        if let Some(log) = std::env::var_os("SKIPPED_TESTS_LOG") {
             use std::io::Write;
             if let Ok(mut f) = std::fs::OpenOptions::new()
                 .append(true)

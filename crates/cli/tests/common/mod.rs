@@ -20,7 +20,7 @@ pub fn repo() -> PathBuf {
 /// feature missing). Under CI (`CI` set, and not `false` or `0`) that fails
 /// the test: scripts/setup.sh installs every dependency, so a missing one
 /// is a regression. Elsewhere it prints `SKIPPED test: why` and adds the
-/// line to `$FARMEM_TEST_SKIPS`, which scripts/test.sh counts as skipped
+/// line to `$SKIPPED_TESTS_LOG`, which scripts/test.sh counts as skipped
 /// rather than passed. The caller returns.
 pub fn skip(test: &str, why: &str) {
     let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
@@ -31,7 +31,7 @@ pub fn skip(test: &str, why: &str) {
     eprintln!("SKIPPED {test}: {why}");
     // The harness shows a passing test's output to nobody: the suite's
     // summary reads the skips from this file.
-    if let Some(log) = std::env::var_os("FARMEM_TEST_SKIPS") {
+    if let Some(log) = std::env::var_os("SKIPPED_TESTS_LOG") {
         use std::io::Write;
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)
