@@ -41,7 +41,8 @@ FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-runtime --
 FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-cli --test c_programs --test kernel_access --test real_programs --test replicas --test run --test scaleout 2>&1 | tee -a target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')
-skipped=$(cat "$SKIPPED_TESTS_LOG" 2>/dev/null | wc -l)
+skipped=0
+[ -f "$SKIPPED_TESTS_LOG" ] && skipped=$(wc -l < "$SKIPPED_TESTS_LOG")
 if [ "$skipped" -gt 0 ]; then
     echo "skipped (their dependencies are missing here; scripts/setup.sh installs them):"
     sed 's/^/  /' "$SKIPPED_TESTS_LOG"
