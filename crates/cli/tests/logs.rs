@@ -3,8 +3,7 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 /// Run a server with `args`, let one client session and one refused
@@ -17,13 +16,7 @@ fn server_log(args: &[&str], env: &[(&str, &str)]) -> String {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");
-    let _ = std::fs::remove_file(&secret);
-    let o = farmem()
-        .args(["secret", "init", "--path"])
-        .arg(&secret)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    new_secret(&secret);
     let mut child = farmem()
         .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64M"])
         .arg("--secret-file")
@@ -57,17 +50,7 @@ fn server_log(args: &[&str], env: &[(&str, &str)]) -> String {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A client without it.
-    let mut s = TcpStream::connect(&addr).unwrap();
-    let token = [3u8; farmem_wire::TOKEN_LEN];
-    s.write_all(
-        &farmem_wire::Frame::Hello {
-            token: &token,
-            max_pages: 16,
-        }
-        .encode(1),
-    )
-    .unwrap();
-    let _ = s.read_to_end(&mut Vec::new());
+    hello_without_secret(&addr);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let _ = std::process::Command::new("kill")
         .arg(child.id().to_string())

@@ -91,28 +91,11 @@ fn a_client_without_the_secret_is_counted_as_refused() {
     let dir = std::env::temp_dir().join(format!("farmem-metrics-secret-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");
-    let _ = std::fs::remove_file(&secret);
-    let o = farmem()
-        .args(["secret", "init", "--path"])
-        .arg(&secret)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    new_secret(&secret);
     let (mut server, addr, metrics) =
         serve(&["--secret-file", secret.to_str().unwrap(), "--metrics", "0"]);
     // A Hello with no handshake first: refused.
-    let mut s = TcpStream::connect(&addr).unwrap();
-    let token = [9u8; farmem_wire::TOKEN_LEN];
-    s.write_all(
-        &farmem_wire::Frame::Hello {
-            token: &token,
-            max_pages: 16,
-        }
-        .encode(1),
-    )
-    .unwrap();
-    let mut r = Vec::new();
-    let _ = s.read_to_end(&mut r);
+    hello_without_secret(&addr);
     let m = scrape(&metrics);
     assert_eq!(m["farmem_refusals_total{reason=\"auth\"}"], 1.0, "{m:?}");
     assert_eq!(m["farmem_errors_total{kind=\"auth_required\"}"], 1.0);

@@ -352,12 +352,7 @@ fn mpirun_starts_servers_on_three_hosts_and_openmp_runs_across_them_at_8x() {
     let mut hosts = Hosts::up(3);
     let dir = tmp("mpi");
     let secret = tmp("secret");
-    let o = farmem()
-        .args(["secret", "init", "--path"])
-        .arg(&secret)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    new_secret(&secret);
     let hostfile = tmp("hostfile");
     std::fs::write(
         &hostfile,

@@ -4,13 +4,6 @@
 //! for system calls within the budget, and signals arriving during faults.
 //! One runtime per process, so every test here shares it.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;

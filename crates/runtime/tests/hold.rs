@@ -3,12 +3,6 @@
 //! threads at 8x the budget, every read checked against what was written
 //! last. One runtime per process: every test here shares it.
 
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 #[allow(dead_code)]
 mod common;
 use common::{Region, PAGE};

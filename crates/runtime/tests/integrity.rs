@@ -2,13 +2,6 @@
 //! loopback, regions 8× the local budget, several threads, checked against a
 //! reference. One runtime per process, so every test here shares it.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 #[allow(dead_code)]
 mod common;
 use farmem_runtime::{Advice, Config, Runtime};

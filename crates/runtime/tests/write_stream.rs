@@ -2,13 +2,6 @@
 //! process of its own: other tests' eviction pressure would make the pages
 //! absent, not clean.
 
-// Firecracker's rule: no silent truncation or sign loss in casts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::ptr_as_ptr
-)]
-
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
