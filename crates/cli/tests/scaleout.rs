@@ -394,10 +394,28 @@ fn mpirun_starts_servers_on_three_hosts_and_openmp_runs_across_them_at_8x() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success() && out.contains("mismatches=0"),
-        "{out}\n{err}"
-    );
+    if !(o.status.success() && out.contains("mismatches=0")) {
+        // What the servers said, if they never published: stop mpirun and
+        // read its output (piped, and read nowhere else).
+        let servers = hosts.mpirun.take().map_or(String::new(), |mut m| {
+            let _ = m.kill();
+            m.wait_with_output().map_or(String::new(), |o| {
+                String::from_utf8_lossy(&o.stdout).into_owned()
+                    + &String::from_utf8_lossy(&o.stderr)
+            })
+        });
+        let published: Vec<String> = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        panic!(
+            "{out}\n{err}\nin {}: {published:?}\nmpirun's servers:\n{servers}",
+            dir.display()
+        );
+    }
     // Striped over the three hosts, in rank order.
     let ranks: Vec<String> = (0..3)
         .map(|r| {
