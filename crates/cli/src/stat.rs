@@ -94,12 +94,6 @@ struct Unreadable {
     why: String,
 }
 
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: bool) -> Row {
     let (b, secs, latency) = match before {
         Some((b, t)) => (
@@ -110,7 +104,7 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
         // The first sample: since the program started.
         None => (
             None,
-            unix_ms().saturating_sub(now.started_unix_ms) as f64 / 1000.0,
+            publish::unix_ms().saturating_sub(now.started_unix_ms) as f64 / 1000.0,
             now.latency.clone(),
         ),
     };
@@ -121,12 +115,8 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
         let v = quantile_of(&latency, q);
         (latency.iter().any(|&c| c > 0)).then(|| v as f64 / 1000.0)
     };
-    let ns = now.servers.len();
-    let down: Vec<usize> = (0..ns).filter(|&i| now.servers[i].1).collect();
-    let r = now.replicas.max(1) as usize;
-    let short = (0..ns)
-        .filter(|u| (0..r).any(|k| down.contains(&((u + k) % ns))))
-        .count();
+    let lost: Vec<bool> = now.servers.iter().map(|s| s.1).collect();
+    let short = publish::stripe_units_short(&lost, now.replicas as usize);
     Row {
         pid: now.pid,
         command: now.command.clone(),
@@ -291,7 +281,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         if a.json {
             let f = Frame {
-                time_unix_ms: unix_ms(),
+                time_unix_ms: publish::unix_ms(),
                 programs: &rows,
                 unreadable: &unreadable,
             };

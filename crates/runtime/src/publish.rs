@@ -119,7 +119,8 @@ fn get(src: &[u8]) -> String {
     String::from_utf8_lossy(&src[..n]).into_owned()
 }
 
-fn unix_ms() -> u64 {
+/// Milliseconds since the Unix epoch (0 on a clock before it).
+pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -416,6 +417,16 @@ pub fn list(dir: &Path) -> (Vec<Reader>, Vec<(u32, PublishError)>) {
     out.sort_by_key(|r| r.pid);
     unreadable.sort_by_key(|u| u.0);
     (out, unreadable)
+}
+
+/// Of `down.len()` stripe units, those with fewer live copies than
+/// `replicas`: copy k of unit u is on server (u + k) % servers, so the
+/// units short now are those with a copy on a lost server.
+pub fn stripe_units_short(down: &[bool], replicas: usize) -> usize {
+    let ns = down.len();
+    (0..ns)
+        .filter(|u| (0..replicas.max(1)).any(|k| down[(u + k) % ns]))
+        .count()
 }
 
 /// Bucket counts of `now` less `before` (a histogram over an interval).

@@ -489,11 +489,8 @@ impl Backend for RemoteBackend {
             .iter()
             .map(|&s| self.servers[s].name.as_str())
             .collect();
-        // Copy k of stripe unit u is on server (u + k) % ns: the units with
-        // fewer live copies now are those with a copy on a lost server.
-        let short = (0..ns)
-            .filter(|u| (0..self.replicas).any(|k| down.contains(&((u + k) % ns))))
-            .count();
+        let lost: Vec<bool> = (0..ns).map(|s| self.is_down(s)).collect();
+        let short = crate::publish::stripe_units_short(&lost, self.replicas);
         let under = self.under_replicated.load(Ordering::Relaxed);
         Some(format!(
             "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
