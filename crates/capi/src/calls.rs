@@ -522,7 +522,9 @@ pub fn real_syscall() -> SyscallFn {
 
 /// Hook for the `farmem run` shim: memory-map calls made through
 /// `syscall(2)` (tcmalloc makes its own `mmap` this way) go to the shim's
-/// `mmap`/`munmap`/`mremap`/`madvise` so that large ones become far memory.
+/// `mmap`/`munmap`/`mremap`/`madvise`/`mprotect` so that large ones become
+/// far memory, and `memfd_create` so that a heap it would hold (ZGC's) is
+/// refused with a message.
 pub static MAP_HOOK: AtomicUsize = AtomicUsize::new(0);
 
 /// The signature of [`MAP_HOOK`]: `Some(result)` when the shim handled it.
@@ -554,7 +556,8 @@ pub unsafe extern "C" fn syscall(
         | libc::SYS_munmap
         | libc::SYS_mremap
         | libc::SYS_madvise
-        | libc::SYS_mprotect => {
+        | libc::SYS_mprotect
+        | libc::SYS_memfd_create => {
             let hook = MAP_HOOK.load(std::sync::atomic::Ordering::Acquire);
             if hook != 0 {
                 // SAFETY: MAP_HOOK only ever holds a `MapHook`.

@@ -145,7 +145,9 @@ fn code_of(e: &RuntimeError) -> c_int {
         RuntimeError::Backend(_) | RuntimeError::Server(_) => FM_EBACKEND,
         RuntimeError::Uffd(_) | RuntimeError::Signal(_) => FM_ENOSYS,
         RuntimeError::AlreadyInitialized => FM_EALREADY,
-        RuntimeError::Map { .. } | RuntimeError::OutOfSpace { .. } => FM_ENOMEM,
+        RuntimeError::Map { .. } | RuntimeError::OutOfSpace { .. } | RuntimeError::Remap(..) => {
+            FM_ENOMEM
+        }
         RuntimeError::PinBudget { .. } => FM_EBUDGET,
         RuntimeError::Forked => FM_EFORK,
         RuntimeError::NotInitialized

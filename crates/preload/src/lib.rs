@@ -108,6 +108,7 @@ extern "C" fn constructor() {
         Ok(c) => CONFIG.get_or_init(|| c).clone(),
         Err(e) => die(&format!("{e} (in the farmem run shim)")),
     };
+    refuse_zgc();
     THRESHOLD.store(farmem_sys::usize_from(cfg.threshold()), Ordering::Release);
     let _ = foreign();
     // Load UCX now, before the program runs: loading sets UCX's environment
@@ -122,6 +123,32 @@ extern "C" fn constructor() {
     );
     if cfg.servers().is_empty() && cfg.file().is_none() {
         start(cfg);
+    }
+}
+
+/// A JVM set to use ZGC stops here, before it reserves anything: its
+/// heap cannot be paged, and its search for reservations at fixed
+/// addresses would take far memory's arena address by address. (A JVM
+/// started by `farmem run` itself was refused before it started; this
+/// catches one started by a script.)
+fn refuse_zgc() {
+    let is_java = std::fs::read_link("/proc/self/exe")
+        .ok()
+        .is_some_and(|p| p.file_name().is_some_and(|n| n == "java"));
+    if !is_java {
+        return;
+    }
+    let Ok(cmdline) = std::fs::read("/proc/self/cmdline") else {
+        return;
+    };
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let env = rt::launch::jvm_env_options();
+    if rt::launch::jvm_uses_zgc(args.iter().map(String::as_str), &env) {
+        die(rt::launch::ZGC_REFUSED);
     }
 }
 

@@ -9,9 +9,28 @@ pub(crate) type MunmapFn = unsafe extern "C" fn(*mut c_void, size_t) -> c_int;
 pub(crate) type MremapFn =
     unsafe extern "C" fn(*mut c_void, size_t, size_t, c_int, *mut c_void) -> *mut c_void;
 
-/// Private anonymous read-write mappings at no fixed address are plain
-/// memory: large ones go far.
-pub(crate) fn far_mappable(addr: *mut c_void, len: usize, prot: c_int, flags: c_int) -> bool {
+/// What a new mapping asked of `mmap` becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NewFar {
+    /// Plain memory: a large private anonymous read-write mapping at no
+    /// fixed address.
+    Plain,
+    /// A large reservation (`PROT_NONE`, `MAP_NORESERVE`, private and
+    /// anonymous), which the program will commit piece by piece with
+    /// `mmap(MAP_FIXED)` or `mprotect`: how the JVM makes its heap. The
+    /// address it names is a hint (the JVM's compressed-pointer layouts):
+    /// the arena cannot honour it, so the program gets an arena address,
+    /// gives it back and asks elsewhere, as it does when the kernel declines.
+    Reservation,
+}
+
+/// Whether a new mapping goes far, and as what.
+pub(crate) fn far_mappable(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+) -> Option<NewFar> {
     let want = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
     let refuse = libc::MAP_FIXED
         | libc::MAP_FIXED_NOREPLACE
@@ -19,11 +38,74 @@ pub(crate) fn far_mappable(addr: *mut c_void, len: usize, prot: c_int, flags: c_
         | libc::MAP_HUGETLB
         | libc::MAP_GROWSDOWN
         | libc::MAP_STACK;
-    addr.is_null()
-        && big(len)
-        && flags & want == want
-        && flags & refuse == 0
-        && prot == libc::PROT_READ | libc::PROT_WRITE
+    if !big(len) || flags & want != want || flags & refuse != 0 {
+        return None;
+    }
+    if addr.is_null() && prot == libc::PROT_READ | libc::PROT_WRITE {
+        Some(NewFar::Plain)
+    } else if prot == libc::PROT_NONE && flags & libc::MAP_NORESERVE != 0 {
+        Some(NewFar::Reservation)
+    } else {
+        None
+    }
+}
+
+/// `mmap(MAP_FIXED)` over far memory: a private anonymous mapping at most
+/// read-write is a commit or an uncommit (fresh far pages under `prot`);
+/// anything else (a file, shared memory, executable code) is lent to the
+/// kernel, which maps it as asked.
+fn map_fixed_over_far(
+    r: &'static rt::Runtime,
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    let _g = Guard::enter();
+    if flags & libc::MAP_FIXED_NOREPLACE != 0 && flags & libc::MAP_FIXED == 0 {
+        // The arena is mapped everywhere: nothing there is free.
+        set_errno(libc::EEXIST);
+        return libc::MAP_FAILED;
+    }
+    // MAP_TYPE: private, shared or shared-validate (both bits).
+    const MAP_TYPE: c_int = 0x0f;
+    let a = addr as usize;
+    let res = if flags & MAP_TYPE == libc::MAP_PRIVATE
+        && flags & libc::MAP_ANONYMOUS != 0
+        && flags & libc::MAP_HUGETLB == 0
+        && prot & !(libc::PROT_READ | libc::PROT_WRITE) == 0
+    {
+        r.recommit(a, len, prot).map(|()| addr)
+    } else {
+        r.lend(a, len).map(|()| {
+            static SLOT: AtomicUsize = AtomicUsize::new(0);
+            let f = farmem::io::next_fn(&SLOT, c"mmap");
+            // SAFETY: the range is lent to the kernel (farmem no longer
+            // pages it); the call is the program's, forwarded unchanged.
+            let p =
+                unsafe { std::mem::transmute::<usize, MmapFn>(f)(addr, len, prot, flags, fd, off) };
+            if p == libc::MAP_FAILED {
+                // Take the range back, zero, as the failed call may have
+                // left it.
+                let e = farmem_sys::signal::errno();
+                let _ = r.recommit(a, len, libc::PROT_READ | libc::PROT_WRITE);
+                set_errno(e);
+            }
+            p
+        })
+    };
+    match res {
+        Ok(p) => p,
+        Err(rt::RuntimeError::InvalidRange { .. }) => die(&format!(
+            "mmap({addr:p}, {len}, MAP_FIXED) reaches over far memory the program did not \
+             allocate there; farmem cannot let the kernel replace its arena"
+        )),
+        Err(e) => die(&format!(
+            "mmap({addr:p}, {len}, MAP_FIXED) over far memory: {e}"
+        )),
+    }
 }
 
 /// `mmap(2)`.
@@ -39,9 +121,21 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    if far_mappable(addr, len, prot, flags) {
+    if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+        if let Some(r) = far(addr) {
+            return map_fixed_over_far(r, addr, len, prot, flags, fd, off);
+        }
+    } else if let Some(kind) = far_mappable(addr, len, prot, flags) {
         if let Some(p) = far_alloc(len) {
-            return p;
+            if kind == NewFar::Plain {
+                return p;
+            }
+            let r = rt::get().expect("far_alloc succeeded, so the runtime runs");
+            let _g = Guard::enter();
+            match r.protect(p as usize, len, libc::PROT_NONE) {
+                Ok(()) => return p,
+                Err(e) => die(&format!("reserving {len} bytes of far memory: {e}")),
+            }
         }
     }
     static SLOT: AtomicUsize = AtomicUsize::new(0);
@@ -157,7 +251,7 @@ pub(crate) type MprotectFn = unsafe extern "C" fn(*mut c_void, size_t, c_int) ->
 /// As `madvise(2)`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) -> c_int {
-    if let Some(r) = far(addr) {
+    if let Some(r) = far(addr).filter(|r| !r.is_lent(addr as usize, len)) {
         if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) {
             set_errno(libc::EINVAL);
             return -1;
@@ -188,27 +282,48 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
     unsafe { std::mem::transmute::<usize, MadviseFn>(f)(addr, len, advice) }
 }
 
-/// `mprotect(2)`. Far memory is always readable and writable: asking for
-/// that succeeds; anything else would break the fault path, so the program
-/// is stopped with a message instead of running on wrong assumptions.
+/// `mprotect(2)`. On far memory the protection is the kernel's, as for
+/// any mapping, and the content is kept (see `farmem_runtime::remap`);
+/// on a range lent to the kernel it is the kernel's call.
 ///
 /// # Safety
 /// As `mprotect(2)`.
 #[cfg_attr(not(test), no_mangle)]
 pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -> c_int {
-    if far(addr).is_some() {
-        if prot == libc::PROT_READ | libc::PROT_WRITE {
-            return 0;
+    if let Some(r) = far(addr) {
+        if !r.is_lent(addr as usize, len) {
+            let _g = Guard::enter();
+            return match r.protect(addr as usize, len, prot) {
+                Ok(()) => 0,
+                Err(rt::RuntimeError::Remap(_, e)) => {
+                    set_errno(e.raw_os_error().unwrap_or(libc::EINVAL));
+                    -1
+                }
+                Err(_) => {
+                    // Not inside one allocation: as for unmapped memory.
+                    set_errno(libc::ENOMEM);
+                    -1
+                }
+            };
         }
-        die(&format!(
-            "mprotect({addr:p}, {len}, {prot:#x}) on far memory is not supported; run with a \
-             FARMEM_THRESHOLD above this mapping's size to keep it local"
-        ));
     }
     static SLOT: AtomicUsize = AtomicUsize::new(0);
     let f = farmem::io::next_fn(&SLOT, c"mprotect");
     // SAFETY: f is the C library's mprotect.
     unsafe { std::mem::transmute::<usize, MprotectFn>(f)(addr, len, prot) }
+}
+
+/// The name ZGC gives the memfd that holds its heap.
+const ZGC_HEAP: &[u8] = b"java_heap";
+
+/// ZGC keeps the Java heap in a memfd named so, which it maps several
+/// times over (colored pointers). Far pages cannot be mapped twice, so the
+/// program is stopped before its heap exists, with the collectors that work.
+/// (The JVM makes the call through `syscall(2)`, which comes here.)
+fn check_memfd(name: &std::ffi::CStr) {
+    if name.to_bytes() == ZGC_HEAP && THRESHOLD.load(Ordering::Acquire) != usize::MAX {
+        die(rt::launch::ZGC_REFUSED);
+    }
 }
 
 /// Memory-map system calls made through `syscall(2)` (tcmalloc's own
@@ -226,10 +341,37 @@ pub(crate) fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long>
     // of the same names take them.
     unsafe {
         match nr {
+            libc::SYS_mmap
+                if int_arg(a[3]) & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0
+                    && is_far(ptr(a[0])) =>
+            {
+                Some(ret_ptr(mmap(
+                    ptr(a[0]),
+                    a[1],
+                    int_arg(a[2]),
+                    int_arg(a[3]),
+                    int_arg(a[4]),
+                    a[5] as off_t,
+                )))
+            }
+            libc::SYS_memfd_create => {
+                check_memfd(std::ffi::CStr::from_ptr(a[0] as *const libc::c_char));
+                None
+            }
             // Only the far case: the rest goes to the kernel as it is (an
             // allocator's own `mmap` may itself call `syscall(SYS_mmap)`).
-            libc::SYS_mmap if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])) => {
-                far_alloc(a[1]).map(|p| p as libc::c_long)
+            libc::SYS_mmap
+                if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])).is_some() =>
+            {
+                let p = mmap(
+                    ptr(a[0]),
+                    a[1],
+                    int_arg(a[2]),
+                    int_arg(a[3]),
+                    int_arg(a[4]),
+                    a[5] as off_t,
+                );
+                Some(ret_ptr(p))
             }
             libc::SYS_munmap if is_far(ptr(a[0])) => Some(munmap(ptr(a[0]), a[1]) as libc::c_long),
             libc::SYS_mremap if is_far(ptr(a[0])) => Some(ret_ptr(mremap(
@@ -241,6 +383,11 @@ pub(crate) fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long>
             ))),
             libc::SYS_madvise if is_far(ptr(a[0])) => {
                 Some(madvise(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)
+            }
+            libc::SYS_madvise | libc::SYS_mprotect
+                if is_far(ptr(a[0])) && rt::get().is_some_and(|r| r.is_lent(a[0], a[1])) =>
+            {
+                None
             }
             libc::SYS_mprotect if is_far(ptr(a[0])) => {
                 Some(mprotect(ptr(a[0]), a[1], int_arg(a[2])) as libc::c_long)

@@ -23,6 +23,8 @@ pub struct Prepared {
     /// The rendezvous's result, when the servers came from one.
     pub found: Option<farmem_rendezvous::Found>,
     server: Option<EmbeddedServer>,
+    /// The settings, resolved.
+    cfg: Config,
 }
 
 fn set(vars: &mut Vec<(String, String)>, k: &str, v: String) {
@@ -98,6 +100,7 @@ pub fn prepare(
         vars,
         found: rendezvous,
         server,
+        cfg,
     })
 }
 
@@ -114,6 +117,131 @@ pub enum LaunchError {
     Spawn { cmd: String, source: std::io::Error },
     #[error("waiting for the program: {0}")]
     Wait(std::io::Error),
+    #[error("{0} is statically linked: farmem reaches a program's memory through the dynamic loader (LD_PRELOAD), which a static binary never runs, so none of it would go far; build it dynamically linked (Go: CGO_ENABLED=1 and -ldflags=-linkmode=external), or run it without farmem run")]
+    Static(String),
+    #[error("{0}")]
+    Collector(&'static str),
+}
+
+/// What a JVM is told to use ZGC with: the collector keeps its heap in a
+/// memfd it maps several times over (colored pointers), and far pages
+/// cannot be mapped twice.
+pub const ZGC_REFUSED: &str = "this JVM is set to use ZGC (-XX:+UseZGC), which maps its heap several times through a memfd, and far pages cannot be mapped twice; run it with -XX:+UseParallelGC, -XX:+UseG1GC (the default), -XX:+UseSerialGC or -XX:+UseShenandoahGC";
+
+/// Whether a JVM started with `args` (its command line after the program)
+/// and `env_options` (the values of `JAVA_TOOL_OPTIONS`, `JDK_JAVA_OPTIONS`
+/// and `_JAVA_OPTIONS`) runs ZGC: the last `-XX:±UseZGC` wins, as in the
+/// JVM, and the command line comes after the environment.
+pub fn jvm_uses_zgc<'a>(
+    args: impl IntoIterator<Item = &'a str>,
+    env_options: &'a [String],
+) -> bool {
+    let mut zgc = false;
+    let words = env_options
+        .iter()
+        .flat_map(|o| o.split_whitespace())
+        .chain(args);
+    for w in words {
+        match w {
+            "-XX:+UseZGC" => zgc = true,
+            "-XX:-UseZGC" => zgc = false,
+            _ => {}
+        }
+    }
+    zgc
+}
+
+/// The JVM's option variables that are set, in the order it reads them.
+pub fn jvm_env_options() -> Vec<String> {
+    ["JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .collect()
+}
+
+/// Refuse a program `farmem run` cannot reach: an ELF executable with no
+/// program interpreter (statically linked, static-pie included). Scripts,
+/// dynamically linked programs and anything unreadable here pass (the
+/// exec reports what is wrong with those).
+pub fn check_reachable(program: &str) -> Result<(), LaunchError> {
+    let path = if program.contains('/') {
+        Some(std::path::PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(program))
+                .find(|p| p.is_file())
+        })
+    };
+    let Some(path) = path else { return Ok(()) };
+    let Ok(head) = read_head(&path) else {
+        return Ok(());
+    };
+    if elf_is_static(&head) == Some(true) {
+        return Err(LaunchError::Static(path.display().to_string()));
+    }
+    Ok(())
+}
+
+/// Refuse a JVM set to use a collector farmem cannot page (see
+/// [`ZGC_REFUSED`]). `cmd` is the program and its arguments.
+pub fn check_jvm(cmd: &[String]) -> Result<(), LaunchError> {
+    let is_java = cmd
+        .first()
+        .and_then(|c| Path::new(c).file_name())
+        .is_some_and(|n| n == "java");
+    if is_java && jvm_uses_zgc(cmd[1..].iter().map(String::as_str), &jvm_env_options()) {
+        return Err(LaunchError::Collector(ZGC_REFUSED));
+    }
+    Ok(())
+}
+
+/// The ELF header and program headers (the first 64 KiB hold them).
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(64 << 10);
+    std::fs::File::open(path)?
+        .take(64 << 10)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Whether a 64-bit little-endian ELF executable has no `PT_INTERP`;
+/// None when `head` is not one (a script, another format).
+pub fn elf_is_static(head: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    const ET_EXEC: u16 = 2;
+    const ET_DYN: u16 = 3;
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| head.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        head.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        head.get(o..o + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_le_bytes)
+    };
+    let kind = u16_at(16)?;
+    if kind != ET_EXEC && kind != ET_DYN {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(32)?).ok()?;
+    let phentsize = usize::from(u16_at(54)?);
+    let phnum = usize::from(u16_at(56)?);
+    if phentsize < 4 {
+        return None;
+    }
+    let mut has_interp = false;
+    for i in 0..phnum {
+        has_interp |= u32_at(phoff + i * phentsize)? == PT_INTERP;
+    }
+    // A shared library (ET_DYN with no interpreter and no entry) is not
+    // run directly; an ET_DYN without PT_INTERP that is run is static-pie.
+    Some(!has_interp)
 }
 
 impl Prepared {
@@ -160,7 +288,28 @@ impl Prepared {
         // supervisor) go to the program, which then exits and is reported.
         let forwarded = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
         farmem_sys::process::forward_signals(child.id() as libc::pid_t, &forwarded);
+        let watch = crate::outside::Watch::start(child.id(), self.cfg.local_bytes());
         let status = child.wait();
+        let peak = watch.finish();
+        if self.cfg.stats_at_exit() {
+            if let Some(p) = peak {
+                let name = p
+                    .command
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                farmem_sys::write_stderr(
+                    format!(
+                        "  local outside far memory (peak) {:>9}   pid {} {name}, sampled every {} s\n",
+                        crate::config::format_size(p.bytes),
+                        p.pid,
+                        crate::outside::INTERVAL.as_secs()
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
         // The program is gone: signals act on this process again.
         farmem_sys::process::stop_forwarding(&forwarded);
         farmem_sys::signal::set_default(libc::SIGINT);
@@ -217,6 +366,7 @@ mod tests {
             vars: vars(&[("FARMEM_LOCAL", "32M")]),
             found: None,
             server: None,
+            cfg: Config::from_vars([("FARMEM_LOCAL", "32M")]).unwrap(),
         };
         let cmd = ["sh", "-c", "test \"$FARMEM_LOCAL\" = 32M && exit 7"].map(String::from);
         // The shim's path is what the loader is told; a missing one it
@@ -227,9 +377,54 @@ mod tests {
             vars: Vec::new(),
             found: None,
             server: None,
+            cfg: Config::from_vars(std::iter::empty::<(&str, &str)>()).unwrap(),
         }
         .run(&["/no/such/program".to_string()], Path::new("/x.so"), None)
         .unwrap_err();
         assert!(e.to_string().contains("/no/such/program"), "{e}");
+    }
+
+    /// The ELF reader tells a static executable (no PT_INTERP) from a
+    /// dynamic one, and passes what is not an ELF executable.
+    #[test]
+    fn static_executables_are_told_from_dynamic_ones() {
+        let dynamic = read_head(Path::new("/bin/sh")).unwrap();
+        assert_eq!(elf_is_static(&dynamic), Some(false));
+        assert_eq!(elf_is_static(b"#!/bin/sh\necho hi\n"), None);
+        // A minimal static executable: the header, one PT_LOAD.
+        let mut h = vec![0u8; 64 + 56];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[5] = 1;
+        h[16] = 2; // ET_EXEC
+        h[32] = 64; // e_phoff
+        h[54] = 56; // e_phentsize
+        h[56] = 1; // e_phnum
+        h[64] = 1; // PT_LOAD
+        assert_eq!(elf_is_static(&h), Some(true));
+        h[64] = 3; // PT_INTERP
+        assert_eq!(elf_is_static(&h), Some(false));
+        // Program headers cut off: not read as static.
+        assert_eq!(elf_is_static(&h[..66]), None);
+        assert!(check_reachable("sh").is_ok());
+        assert!(check_reachable("/no/such/program").is_ok());
+    }
+
+    #[test]
+    fn zgc_is_found_where_the_jvm_reads_it_the_last_word_winning() {
+        let none: Vec<String> = Vec::new();
+        assert!(jvm_uses_zgc(["-XX:+UseZGC", "-jar", "x.jar"], &none));
+        assert!(!jvm_uses_zgc(["-XX:+UseZGC", "-XX:-UseZGC"], &none));
+        assert!(!jvm_uses_zgc(["-XX:+UseG1GC"], &none));
+        let env = vec!["-Xmx1g -XX:+UseZGC".to_string()];
+        assert!(jvm_uses_zgc(["-cp", "."], &env));
+        assert!(!jvm_uses_zgc(["-XX:-UseZGC"], &env));
+        let cmd = ["java", "-XX:+UseZGC", "Main"].map(String::from);
+        assert!(check_jvm(&cmd).unwrap_err().to_string().contains("UseParallelGC"));
+        let cmd = ["/opt/jdk/bin/java", "-XX:+UseZGC"].map(String::from);
+        assert!(check_jvm(&cmd).is_err());
+        // Not a JVM: its arguments are its own.
+        let cmd = ["echo", "-XX:+UseZGC"].map(String::from);
+        assert!(check_jvm(&cmd).is_ok());
     }
 }

@@ -30,6 +30,7 @@ mod eviction;
 mod fault;
 mod hold;
 pub mod launch;
+pub mod outside;
 pub mod page;
 mod peers;
 mod pins;
@@ -37,6 +38,7 @@ mod prefetch;
 pub mod publish;
 pub mod readahead;
 pub mod regions;
+pub mod remap;
 pub mod replacement;
 pub mod signals;
 pub mod sim;
@@ -106,6 +108,8 @@ pub enum RuntimeError {
     NotPinned,
     #[error("FARMEM_TRACE: cannot create {0}: {1} (name a writable file)")]
     Trace(std::path::PathBuf, io::Error),
+    #[error("cannot {0} far memory the program remapped: {1}")]
+    Remap(&'static str, io::Error),
     #[error("far memory is not available in a forked child process")]
     Forked,
 }
@@ -149,6 +153,10 @@ pub struct Runtime {
     /// write-back and checked at every fetch (when `cfg.checksum`).
     pub(crate) sums: Mapping,
     pub(crate) regions: Mutex<Regions>,
+    /// Ranges the program protected or mapped itself (see [`remap`]), and
+    /// whether there are any (so `free` checks without a lock).
+    pub(crate) altered: Mutex<remap::AlteredRanges>,
+    pub(crate) any_altered: AtomicBool,
     pub(crate) slots: Slots,
     /// What to prefetch: see [`readahead`].
     pub(crate) planner: SpinLock<Planner>,
@@ -411,6 +419,8 @@ impl Runtime {
             aux,
             sums,
             regions: Mutex::new(Regions::default()),
+            altered: Mutex::new(remap::AlteredRanges::default()),
+            any_altered: AtomicBool::new(false),
             slots,
             planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
             hold,

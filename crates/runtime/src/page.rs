@@ -48,6 +48,11 @@ pub const SECOND_CHANCE: u32 = 1 << 9;
 pub const IN_FLIGHT: u32 = 1 << 10;
 pub const HELD: u32 = 1 << 11;
 pub const HELD_DIRTY: u32 = 1 << 12;
+/// Under a protection the program set that forbids reading (`PROT_NONE`,
+/// see `remap`): never claimed or pinned, so never installed where neither
+/// the program nor eviction (which copies a page out by its address) could
+/// read it. Eviction and the hold go on as usual.
+pub const HIDDEN: u32 = 1 << 13;
 pub const ADVICE_MASK: u32 = ADV_SEQUENTIAL | ADV_RANDOM | ADV_READ_MOSTLY;
 pub const PIN_SHIFT: u32 = 16;
 pub const PIN_ONE: u32 = 1 << PIN_SHIFT;
@@ -167,6 +172,9 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
     if !w.has(ALLOCATED) {
         return bad;
     }
+    if w.has(HIDDEN) && matches!(event, Event::Claim { .. } | Event::ClaimAsync | Event::Pin) {
+        return bad;
+    }
     Ok(match (w.state(), event) {
         // A held page's content is only in the hold: a prefetch would fetch
         // the backend's (older, or no) copy over it.
@@ -277,6 +285,27 @@ mod tests {
         assert!(next(w, Event::EvictStart).is_err());
         let w = next(w, Event::Unpin).unwrap();
         assert!(next(w, Event::EvictStart).is_ok());
+    }
+
+    /// A hidden page (the program's PROT_NONE) is never brought in or
+    /// pinned, but a resident one still leaves, its content written back.
+    #[test]
+    fn hidden_pages_leave_but_never_come_in() {
+        let hidden = PageWord(ALLOCATED | HIDDEN);
+        for e in [
+            Event::Claim { prefetch: false },
+            Event::Claim { prefetch: true },
+            Event::ClaimAsync,
+            Event::Pin,
+        ] {
+            assert!(next(hidden, e).is_err(), "{e:?}");
+        }
+        let w = next(fresh(), Event::Claim { prefetch: false }).unwrap();
+        let w = next(w, Event::Installed { dirty: true }).unwrap();
+        let w = PageWord(w.0 | HIDDEN);
+        let w = next(w, Event::EvictStart).unwrap();
+        let w = next(w, Event::Evicted { written_back: true }).unwrap();
+        assert!(w.has(ON_SERVER) && w.has(HIDDEN) && w.state() == State::Absent);
     }
 
     #[test]

@@ -52,7 +52,8 @@ impl Runtime {
                 // Bring in at most half the budget; the rest would only evict it.
                 let n = (last - first + 1).min(self.budget / 2);
                 for p in first..first + n {
-                    if self.load(p).state() == State::Absent {
+                    let w = self.load(p);
+                    if w.state() == State::Absent && !w.has(page::HIDDEN) {
                         // SAFETY: p is an allocated far page; a read fault
                         // brings it in (with a prefetch window).
                         unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
@@ -119,8 +120,9 @@ impl Runtime {
         for p in first..=last {
             // A page another thread owns for the moment (being evicted or
             // fetched) refuses the pin; wait for it to settle. Only an
-            // unallocated page ends the range: the kernel reports EFAULT
-            // for it itself, as for any unmapped address.
+            // unallocated page (or one the program made inaccessible) ends
+            // the range: the kernel reports EFAULT for it itself, as for
+            // any unmapped address.
             // Hazard: giving up on a busy page instead would let the call
             // run on a page that is mid-eviction, and the kernel would see
             // it missing (a silent EFAULT, seen under a thread that evicted
@@ -129,7 +131,8 @@ impl Runtime {
             while !pinned {
                 pinned = self.transition(p, Event::Pin).is_ok();
                 if !pinned {
-                    if !self.load(p).has(crate::page::ALLOCATED) {
+                    let w = self.load(p);
+                    if !w.has(crate::page::ALLOCATED) || w.has(crate::page::HIDDEN) {
                         break;
                     }
                     // Touching it runs the fault path, which completes a

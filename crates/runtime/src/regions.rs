@@ -62,6 +62,16 @@ impl Regions {
         self.live.get(&start).copied()
     }
 
+    /// The live allocation holding page `p`, as (start, pages). A scan: it
+    /// serves a program's own `mmap(MAP_FIXED)` and `mprotect` calls, which
+    /// are few.
+    pub fn containing(&self, p: usize) -> Option<(usize, usize)> {
+        self.live
+            .iter()
+            .map(|(&s, &n)| (s, n))
+            .find(|&(s, n)| s <= p && p < s + n)
+    }
+
     /// End the live allocation at `start`, merging it with free neighbours
     /// and giving the top back. Returns its pages; None if nothing is live
     /// there (a double free loses the race here, not the free list).
@@ -166,11 +176,14 @@ impl Runtime {
     /// is dropped and any later access stops the program, as for unmapped
     /// memory. The allocation's address range is reclaimed when it is freed.
     pub fn discard(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
-        let (first, last) = self.range_of(addr, len)?;
+        let (first, last) = self.pages_within(addr, len)?;
         let lo = (addr - self.base).div_ceil(PAGE_SIZE).max(first);
         let hi = ((addr + len - self.base) / PAGE_SIZE).min(last + 1);
         if lo < hi && !is_forked_child() {
             self.release_pages(lo, hi - lo);
+            // What the program mapped there itself goes, as `munmap` would
+            // have it; the address range stays the arena's.
+            self.restore(lo, hi - lo)?;
         }
         Ok(())
     }
@@ -183,9 +196,25 @@ impl Runtime {
     pub fn zero(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
         let (first, last) = self.range_of(addr, len)?;
         if !is_forked_child() {
-            self.release_pages(first, last - first + 1);
-            for p in first..=last {
-                self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
+            // Pages under the program's PROT_NONE stay hidden (see
+            // `remap`): a chunk at a time, noted before it is released.
+            const CHUNK: usize = 4096;
+            let mut chunk = first;
+            while chunk <= last {
+                let end = (chunk + CHUNK - 1).min(last);
+                let mut hidden = [0u64; CHUNK / 64];
+                for p in chunk..=end {
+                    if self.load(p).has(page::HIDDEN) {
+                        hidden[(p - chunk) / 64] |= 1 << ((p - chunk) % 64);
+                    }
+                }
+                self.release_pages(chunk, end - chunk + 1);
+                for p in chunk..=end {
+                    let h = hidden[(p - chunk) / 64] & (1 << ((p - chunk) % 64)) != 0;
+                    let bits = page::ALLOCATED | if h { page::HIDDEN } else { 0 };
+                    self.word(p).fetch_or(bits, Ordering::AcqRel);
+                }
+                chunk = end + 1;
             }
         }
         Ok(())
@@ -205,6 +234,7 @@ impl Runtime {
         };
         if !is_forked_child() {
             self.release_pages(start, pages);
+            self.restore(start, pages)?;
         }
         // Two frees of one pointer at once both get here; the second finds
         // nothing live and is refused.
@@ -213,30 +243,38 @@ impl Runtime {
         Ok(())
     }
 
+    /// Page `p`'s word once no other thread owns it: a request in flight is
+    /// completed here, an eviction or fetch by another thread waited out.
+    /// The caller blocks signals (an in-flight reply may be ours to drain).
+    pub(crate) fn settle(&self, p: usize) -> PageWord {
+        let mut waits = 0u32;
+        loop {
+            let w = self.load(p);
+            if w.has(page::IN_FLIGHT) {
+                if !self.unpark(p) {
+                    if let Err(e) = self.backend.progress(p as u64) {
+                        self.fatal_backend("fetch", p, &e);
+                    }
+                }
+                continue;
+            }
+            if w.state().is_owned() {
+                wait(&mut waits);
+                continue;
+            }
+            return w;
+        }
+    }
+
     /// Return pages `[start, start+n)` to the never-allocated state: unmapped,
     /// page-table words zero, backend copies freed.
     pub(crate) fn release_pages(&self, start: usize, n: usize) {
         let _block = farmem_sys::signal::SignalBlock::new();
         let mut resident_freed = 0;
         let mut on_server = false;
-        let mut waits = 0u32;
         for p in start..start + n {
             loop {
-                let w = self.load(p);
-                // Owned by another thread (a prefetch or an eviction): let it
-                // finish; a request in flight we can complete ourselves.
-                if w.has(page::IN_FLIGHT) {
-                    if !self.unpark(p) {
-                        if let Err(e) = self.backend.progress(p as u64) {
-                            self.fatal_backend("fetch", p, &e);
-                        }
-                    }
-                    continue;
-                }
-                if w.state().is_owned() {
-                    wait(&mut waits);
-                    continue;
-                }
+                let w = self.settle(p);
                 if self.cas(p, w, PageWord(0)) {
                     if w.state().is_resident() {
                         resident_freed += 1;

@@ -220,6 +220,34 @@ pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: libc::c_int) -> io::Resu
     cvt_long(unsafe { crate::raw_syscall!(libc::SYS_mprotect, addr, len, prot) }).map(|_| ())
 }
 
+/// Replace `[addr, addr+len)` with fresh anonymous, private, read-write,
+/// zero-filled memory (`MAP_FIXED | MAP_NORESERVE`): what farmem's arena is
+/// made of, so a piece of it lent to the kernel can be taken back.
+///
+/// # Safety
+/// `[addr, addr+len)` must be address space the caller owns; whatever was
+/// mapped there is gone, so no live reference may point into it.
+pub unsafe fn remap_anonymous(addr: usize, len: usize) -> io::Result<()> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE;
+    // SAFETY: forwarded to the caller's contract. Raw: the shim's `mmap`
+    // must not see farmem's own mappings.
+    let p = unsafe {
+        crate::raw_syscall!(
+            libc::SYS_mmap,
+            addr,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            -1,
+            0usize,
+        )
+    } as *mut libc::c_void;
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Field `name` (in kB) of `/proc/meminfo`, in bytes.
 pub fn meminfo(name: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
