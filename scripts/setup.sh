@@ -27,6 +27,10 @@ command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 # `systemd-analyze verify` checks the service unit (contrib/systemd).
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)
+# Managed runtimes on far memory (crates/cli/tests/managed.rs): a JDK (javac
+# builds the test's program) and Node.js.
+command -v javac >/dev/null || need_apt+=(default-jdk-headless)
+command -v node >/dev/null || need_apt+=(nodejs)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
 # UCX: the one-sided page path (FARMEM_TRANSPORT=ucx), its headers for the
 # binding's ABI test, and ucx_info / ucx_perftest for the benchmarks.
