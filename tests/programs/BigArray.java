@@ -4,7 +4,8 @@
 // stdout; on stderr, the process's peak resident set (VmHWM) and the time
 // spent, so a test can bound the memory the JVM kept local.
 //
-// usage: java BigArray MIB OPS
+// usage: java BigArray MIB OPS [FULLGCS]: FULLGCS full collections
+// (System.gc()) at the end, each timed on stderr.
 import java.nio.file.Files;
 import java.nio.file.Paths;
 
@@ -31,6 +32,16 @@ public class BigArray {
         long all = 0;
         for (int i = 0; i < mib; i++) for (int j = 0; j < chunk; j += 61) all += c[i][j];
         System.out.println("sum " + sum + " all " + all);
+        int full = a.length > 2 ? Integer.parseInt(a[2]) : 0;
+        for (int g = 0; g < full; g++) {
+            long f0 = System.nanoTime();
+            System.gc();
+            System.err.printf("bigarray fullgc seconds %.3f%n", (System.nanoTime() - f0) / 1e9);
+        }
+        // The chunks stay live through the collections above.
+        long again = 0;
+        for (int i = 0; i < mib; i += 7) again += c[i][i % chunk];
+        System.err.println("bigarray after " + again);
         for (String l : Files.readAllLines(Paths.get("/proc/self/status"))) {
             if (l.startsWith("VmHWM:")) System.err.println("bigarray " + l.replaceAll("\\s+", " "));
         }
