@@ -420,7 +420,10 @@ mod tests {
         assert!(jvm_uses_zgc(["-cp", "."], &env));
         assert!(!jvm_uses_zgc(["-XX:-UseZGC"], &env));
         let cmd = ["java", "-XX:+UseZGC", "Main"].map(String::from);
-        assert!(check_jvm(&cmd).unwrap_err().to_string().contains("UseParallelGC"));
+        assert!(check_jvm(&cmd)
+            .unwrap_err()
+            .to_string()
+            .contains("UseParallelGC"));
         let cmd = ["/opt/jdk/bin/java", "-XX:+UseZGC"].map(String::from);
         assert!(check_jvm(&cmd).is_err());
         // Not a JVM: its arguments are its own.

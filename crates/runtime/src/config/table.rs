@@ -195,7 +195,7 @@ settings! {
         get embedded_capacity -> u64 = copy;
     /// Allocations at least this large go to far memory (used by `farmem run`).
     "THRESHOLD" => threshold: u64 = 1 << 20;
-        documented "`1M`", "Smallest allocation that goes to far memory under `farmem run`. Must not be 0.";
+        documented "`1M`", "Smallest allocation, or address-space reservation (`mmap(PROT_NONE, MAP_NORESERVE)`: a JVM's heap), that goes to far memory under `farmem run`. Must not be 0.";
         flag Some(RunFlag {
             long: "--threshold",
             help: "Allocations at least this large go far; default 1M",
