@@ -238,7 +238,7 @@ pub fn parse_smaps(text: &str) -> Vec<Mapping> {
 }
 
 /// The largest mappings outside far memory, as a phrase: "512M anonymous
-/// at 0x7f..., 40M [heap], 20M /usr/lib/libjvm.so".
+/// at 0x7f..., 40M `[heap]`, 20M /usr/lib/libjvm.so".
 pub fn largest_outside(maps: &[Mapping], n: usize) -> String {
     let mut local: Vec<&Mapping> = maps
         .iter()

@@ -17,7 +17,7 @@
 //! - [`Runtime::lend`]: anything farmem cannot page (a file, shared memory,
 //!   executable code) is lent to the kernel: its pages leave far memory and
 //!   the kernel maps the range as asked;
-//! - [`Runtime::restore`]: a freed, unmapped or recommitted range that had
+//! - `Runtime::restore`: a freed, unmapped or recommitted range that had
 //!   either is made arena memory again (read-write, registered).
 //!
 //! The kernel's protection is the program's: a `PROT_NONE` page faults with
@@ -164,7 +164,7 @@ impl Runtime {
     }
 
     /// `mprotect` inside a far allocation: content is kept. A protection
-    /// that forbids reading hides the pages first (see [`Runtime::hide`]).
+    /// that forbids reading hides the pages first (see `Runtime::hide`).
     ///
     /// Hazard: the pages are hidden before the kernel protects them, so a
     /// thread that touches one in between finds it HIDDEN and Absent, and
