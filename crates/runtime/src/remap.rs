@@ -222,7 +222,7 @@ impl Runtime {
 
     /// A `MAP_FIXED` mapping farmem cannot page (a file, shared memory,
     /// executable code) over part of a far allocation: its far pages are
-    /// dropped and the range is the kernel's until [`Runtime::restore`]
+    /// dropped and the range is the kernel's until `Runtime::restore`
     /// takes it back. The caller makes the mapping.
     pub fn lend(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
         self.check_not_forked()?;
