@@ -13,13 +13,16 @@
 //! `fread`/`fwrite` live in [`crate::io`], which also splits huge transfers
 //! into chunks the budget can hold.
 
-use crate::buffers::{self, Buf};
+use crate::buffers;
 use farmem_runtime::{self as rt, IoPin};
+use farmem_sys::msg::MsgBuf;
+use farmem_sys::units::Size;
 use libc::{
     c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, epoll_event, fd_set, iovec, mmsghdr,
     mode_t, msghdr, nfds_t, off_t, pid_t, pollfd, rusage, siginfo_t, sigset_t, size_t, sockaddr,
     socklen_t, ssize_t, timespec, timeval,
 };
+use std::fmt::Write as _;
 use std::sync::atomic::AtomicUsize;
 
 /// A C return value that can say "failed, see errno".
@@ -47,35 +50,88 @@ impl Ret for *mut c_char {
     }
 }
 
-/// The pins one call holds (released on drop); most calls need a few, so
-/// they start inline.
+/// The pins one call holds (released on drop). Most calls need a few, kept
+/// inline; the rest go in memory mapped for the call. Neither allocates:
+/// this runs in the SIGSYS handler, which can interrupt the program inside
+/// `malloc`, and `mmap` (a raw system call) is safe there.
 pub struct Pins {
     inline: [Option<IoPin>; 6],
     n: usize,
-    spill: Vec<IoPin>,
+    spill: Option<Spill>,
 }
 
 impl Pins {
-    fn new() -> Pins {
+    /// Room for `want` pins.
+    pub fn with_capacity(want: usize) -> Pins {
+        let spill = (want > 6).then(|| Spill::with_capacity(want - 6));
         Pins {
             inline: Default::default(),
             n: 0,
-            spill: Vec::new(),
+            spill,
         }
     }
-    fn push(&mut self, p: IoPin) {
+
+    /// Keep `p` until the call ends. Past the capacity asked for, the pin
+    /// is released at once (the caller counted the buffers it pins).
+    pub fn push(&mut self, p: IoPin) {
         if self.n < self.inline.len() {
             self.inline[self.n] = Some(p);
             self.n += 1;
-        } else {
-            self.spill.push(p);
+        } else if let Some(s) = &mut self.spill {
+            s.push(p);
+        }
+    }
+}
+
+/// Pins past the inline ones, in an anonymous mapping of their own.
+pub struct Spill {
+    map: farmem_sys::mem::Mapping,
+    len: usize,
+    cap: usize,
+}
+
+impl Spill {
+    fn with_capacity(cap: usize) -> Spill {
+        let bytes = (cap * std::mem::size_of::<IoPin>()).next_multiple_of(farmem_sys::PAGE_SIZE);
+        match farmem_sys::mem::Mapping::anonymous(bytes, false) {
+            Ok(map) => Spill { map, len: 0, cap },
+            Err(e) => {
+                let mut m = farmem_sys::msg::MsgBuf::new();
+                let _ = writeln!(
+                    m,
+                    "farmem: cannot map room for {cap} pins of one system call: {e}"
+                );
+                farmem_sys::fatal(m.as_bytes())
+            }
+        }
+    }
+
+    fn push(&mut self, p: IoPin) {
+        if self.len == self.cap {
+            drop(p);
+            return;
+        }
+        // SAFETY: the mapping holds `cap` IoPins (page-aligned, so aligned
+        // for IoPin); slot `len` is past the initialized ones.
+        unsafe { self.map.as_ptr().cast::<IoPin>().add(self.len).write(p) };
+        self.len += 1;
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        for i in 0..self.len {
+            // SAFETY: slots below `len` were written once and never moved;
+            // each is dropped once, here, before the mapping goes.
+            unsafe { std::ptr::drop_in_place(self.map.as_ptr().cast::<IoPin>().add(i)) };
         }
     }
 }
 
 /// Pin and fault in the far buffers of system call `nr` with arguments
 /// `a`. Returns the pins (released on drop) and the first far address, or
-/// None when the call touches no far memory.
+/// None when the call touches no far memory. Two passes over the call's
+/// buffers (count, then pin), so nothing is collected on the heap.
 ///
 /// # Safety
 /// `a` are the arguments the program passes to the kernel for `nr`.
@@ -84,25 +140,18 @@ unsafe fn pin_buffers(
     nr: c_long,
     a: &[usize; 6],
 ) -> Option<(Pins, usize)> {
-    let mut far: [Buf; 8] = [Buf {
-        addr: 0,
-        len: 0,
-        kernel_writes: false,
-    }; 8];
-    let mut n = 0;
-    let mut more: Vec<Buf> = Vec::new();
+    let mut n = 0usize;
+    let mut first = 0usize;
     let mut total = 0usize;
     // SAFETY: per the contract.
     unsafe {
         buffers::for_each(nr, a, &mut |b| {
             if r.overlaps(b.addr, b.len) {
                 total = total.saturating_add(b.len);
-                if n < far.len() {
-                    far[n] = b;
-                    n += 1;
-                } else {
-                    more.push(b);
+                if n == 0 {
+                    first = b.addr;
                 }
+                n += 1;
             }
         })
     };
@@ -110,24 +159,27 @@ unsafe fn pin_buffers(
         return None;
     }
     if total > r.pin_limit_bytes() {
-        fatal_call(
-            nr,
-            far[0].addr,
-            &format!(
+        fatal_call_with(nr, first, |m| {
+            let _ = write!(
+                m,
                 "hands the kernel {} of far memory in one call, more than the {} that may be pinned \
                  (3/4 of the local budget); raise FARMEM_LOCAL",
-                rt::config::format_size(total as u64),
-                rt::config::format_size(r.pin_limit_bytes() as u64)
-            ),
-        );
+                Size(total as u64),
+                Size(r.pin_limit_bytes() as u64)
+            );
+        });
     }
-    let first = far[0].addr;
-    let mut pins = Pins::new();
-    for b in far[..n].iter().chain(more.iter()) {
-        if let Some(p) = r.pin_for_io(b.addr, b.len, b.kernel_writes) {
-            pins.push(p);
-        }
-    }
+    let mut pins = Pins::with_capacity(n);
+    // SAFETY: per the contract; the same buffers as the first pass.
+    unsafe {
+        buffers::for_each(nr, a, &mut |b| {
+            if r.overlaps(b.addr, b.len) {
+                if let Some(p) = r.pin_for_io(b.addr, b.len, b.kernel_writes) {
+                    pins.push(p);
+                }
+            }
+        })
+    };
     Some((pins, first))
 }
 
@@ -197,13 +249,31 @@ fn errno() -> c_int {
 
 /// Stop the program: a system call on far memory cannot be made to work.
 pub fn fatal_call(nr: c_long, addr: usize, what: &str) -> ! {
-    let msg = format!(
-        "farmem: system call {} ({nr}) on far memory at {addr:#x} {what}. The program is stopped \
-         rather than given a wrong result. Please report this with the command line \
-         (docs/design.md, \"System calls on far memory\").\n",
-        syscall_name(nr),
+    fatal_call_with(nr, addr, |m| {
+        let _ = m.write_str(what);
+    })
+}
+
+/// [`fatal_call`], with what went wrong written by `what`.
+pub fn fatal_call_with(nr: c_long, addr: usize, what: impl FnOnce(&mut MsgBuf)) -> ! {
+    let mut m = MsgBuf::new();
+    fatal_message(&mut m, nr, addr, what);
+    farmem_sys::fatal(m.as_bytes())
+}
+
+/// The message [`fatal_call`] stops the program with, formatted into `m`
+/// without allocating (it is reached from the SIGSYS handler).
+pub fn fatal_message(m: &mut MsgBuf, nr: c_long, addr: usize, what: impl FnOnce(&mut MsgBuf)) {
+    let _ = write!(
+        m,
+        "farmem: system call {} ({nr}) on far memory at {addr:#x} ",
+        syscall_name(nr)
     );
-    farmem_sys::fatal(msg.as_bytes())
+    what(m);
+    let _ = m.write_str(
+        ". The program is stopped rather than given a wrong result. Please report this with \
+         the command line (docs/design.md, \"System calls on far memory\").\n",
+    );
 }
 
 /// A readable name for the system calls the table knows.

@@ -272,10 +272,12 @@ unsafe fn vectored(
         .map(|e| e.iov_len)
         .fold(0usize, usize::saturating_add);
     if total <= r.io_chunk() {
-        let pins: Vec<_> = v
-            .iter()
-            .filter_map(|e| r.pin_for_io(e.iov_base as usize, e.iov_len, kernel_writes))
-            .collect();
+        let mut pins = crate::calls::Pins::with_capacity(v.len());
+        for e in v {
+            if let Some(p) = r.pin_for_io(e.iov_base as usize, e.iov_len, kernel_writes) {
+                pins.push(p);
+            }
+        }
         // SAFETY: forwarded unchanged, with the far pages pinned.
         let res = unsafe { f(fd, iov, cnt) };
         drop(pins);

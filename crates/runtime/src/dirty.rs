@@ -21,8 +21,8 @@
 
 use crate::page::{self, next, Event, State};
 use crate::prefetch::{decode_stream, encode_stream};
-use crate::signals::MsgBuf;
 use crate::{Runtime, MAX_BATCH};
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

@@ -3,9 +3,9 @@
 
 use crate::page::{self, next, Event, PageWord, State};
 use crate::replacement::{page_u32, Aux as _, Take};
-use crate::signals::MsgBuf;
 use crate::trace;
 use crate::{runs, Runtime, MAX_BATCH};
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;

@@ -6,9 +6,9 @@
 
 use crate::page::{self, next, Event, State};
 use crate::replacement::{page_u32, Aux as _};
-use crate::signals::MsgBuf;
 use crate::trace::{self, Kind};
 use crate::{runs, wait, Runtime, MAX_BATCH};
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;

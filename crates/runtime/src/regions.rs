@@ -4,8 +4,8 @@
 use crate::page::{self, PageWord};
 use crate::replacement::{page_u32, Aux as _};
 use crate::signals::is_forked_child;
-use crate::signals::MsgBuf;
 use crate::{config, wait, Runtime, RuntimeError};
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;

@@ -3,6 +3,7 @@
 //! from reading far memory as zeros.
 
 use crate::get;
+use farmem_sys::msg::MsgBuf;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
@@ -120,32 +121,5 @@ fn chain_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         // SAFETY: the previous handler was installed as a plain handler.
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
         f(sig);
-    }
-}
-
-/// A message buffer for the signal handler: formatting without allocating.
-pub(crate) struct MsgBuf {
-    buf: [u8; 768],
-    len: usize,
-}
-
-impl MsgBuf {
-    pub(crate) fn new() -> MsgBuf {
-        MsgBuf {
-            buf: [0; 768],
-            len: 0,
-        }
-    }
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-impl std::fmt::Write for MsgBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
     }
 }

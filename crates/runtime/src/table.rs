@@ -4,8 +4,8 @@
 use crate::backend::BackendError;
 use crate::page::{self, next, Event, PageWord};
 use crate::replacement::Aux;
-use crate::signals::MsgBuf;
 use crate::Runtime;
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, Ordering};

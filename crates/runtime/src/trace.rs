@@ -193,7 +193,7 @@ impl Tracer {
         let bytes = unsafe { std::slice::from_raw_parts(b.records.as_ptr(), b.len * 8) };
         if let Err(e) = farmem_sys::write_all_fd(self.fd.as_raw_fd(), bytes) {
             b.failed = true;
-            let mut m = crate::signals::MsgBuf::new();
+            let mut m = farmem_sys::msg::MsgBuf::new();
             let _ = std::fmt::Write::write_fmt(
                 &mut m,
                 format_args!("farmem: FARMEM_TRACE: cannot write the trace ({e}); tracing stops, the program goes on\n"),

@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod dl;
 pub mod fs;
 pub mod mem;
+pub mod msg;
 pub mod net;
 pub mod numa;
 pub mod pagemap;

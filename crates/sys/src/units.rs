@@ -4,23 +4,36 @@
 /// Bytes as people read them (`64M`, `1.5G`), in a form [`parse_size`]
 /// reads back (rounded to a tenth of the unit when not exact).
 pub fn format_size(b: u64) -> String {
-    const U: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in U {
-        if b >= m {
-            let v = b as f64 / m as f64;
-            return if b.is_multiple_of(m) {
-                format!("{}{u}", b / m)
-            } else {
-                format!("{v:.1}{u}")
-            };
+    Size(b).to_string()
+}
+
+/// A byte count as people read it (`64K`, `1.5G`), formatted without
+/// allocating: usable in a signal handler's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl std::fmt::Display for Size {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const U: [(&str, u64); 4] = [
+            ("T", 1 << 40),
+            ("G", 1 << 30),
+            ("M", 1 << 20),
+            ("K", 1 << 10),
+        ];
+        let b = self.0;
+        for (u, m) in U {
+            if b >= m {
+                #[allow(clippy::cast_precision_loss)] // one decimal shown
+                let v = b as f64 / m as f64;
+                return if b.is_multiple_of(m) {
+                    write!(f, "{}{u}", b / m)
+                } else {
+                    write!(f, "{v:.1}{u}")
+                };
+            }
         }
+        write!(f, "{b}B")
     }
-    format!("{b}B")
 }
 
 /// Parse a size: `4096`, `64K`, `256M`, `2G`, `1T` (binary units; `KiB`,

@@ -449,7 +449,7 @@ impl Backend for RemoteBackend {
         // moment) would wait for ever.
         if self.mark_down(s) {
             use std::fmt::Write as _;
-            let mut m = crate::signals::MsgBuf::new();
+            let mut m = farmem_sys::msg::MsgBuf::new();
             let _ = writeln!(
                 m,
                 "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",

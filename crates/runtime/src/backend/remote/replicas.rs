@@ -17,7 +17,7 @@ impl RemoteBackend {
     pub(super) fn fail_over(&self, s: usize, e: &BackendError) -> Result<(), BackendError> {
         if self.mark_down(s) {
             use std::fmt::Write as _;
-            let mut m = crate::signals::MsgBuf::new();
+            let mut m = farmem_sys::msg::MsgBuf::new();
             let name = &self.servers[s].name;
             let _ = match e {
                 BackendError::Io { source, .. } => write!(
