@@ -7,6 +7,7 @@
  *
  * usage: reserve_commit MIB (the reservation; 3/4 of it is committed) */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -92,6 +93,13 @@ int main(int argc, char **argv) {
           "commit with mmap(MAP_FIXED)");
     size_t n = fill(heap, committed / 8, 1);
     CHECK(bad_words(heap, n, 1) == 0, "committed memory keeps its content");
+
+    /* A fixed mapping at an address not on a page boundary: refused. */
+    errno = 0;
+    CHECK(mmap((char *)heap + 1, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+                  MAP_FAILED &&
+              errno == EINVAL,
+          "unaligned MAP_FIXED is EINVAL");
 
     /* The guard page: implicit null checks fault there. */
     CHECK(mprotect(base, guard, PROT_NONE) == 0, "guard with mprotect(PROT_NONE)");

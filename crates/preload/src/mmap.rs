@@ -64,6 +64,10 @@ fn map_fixed_over_far(
     off: off_t,
 ) -> *mut c_void {
     let _g = Guard::enter();
+    if !(addr as usize).is_multiple_of(farmem_sys::PAGE_SIZE) || len == 0 {
+        set_errno(libc::EINVAL);
+        return libc::MAP_FAILED;
+    }
     if flags & libc::MAP_FIXED_NOREPLACE != 0 && flags & libc::MAP_FIXED == 0 {
         // The arena is mapped everywhere: nothing there is free.
         set_errno(libc::EEXIST);
