@@ -85,6 +85,7 @@ case "${1:-}" in
             ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
             ip netns del "$ns"
         done
+        rm -rf "/tmp/$2-tmp-$2-"* "/tmp/$2-rsh-agent"
         ;;
     addr)
         [ $# -eq 3 ] || die "usage: addr NAME HOST"
@@ -102,7 +103,12 @@ case "\$host" in
     10.77.0.*) ns=$2-s\$(( \${host##*.} - 10 )) ;;
     *) echo "rsh agent: unknown host \$host" >&2; exit 255 ;;
 esac
-exec ip netns exec "\$ns" /bin/sh -c "\$*"
+# Each host gets a /tmp of its own for what Open MPI keeps there (its
+# session directories), as a real node has: two orteds creating the same
+# session directory at once in a shared /tmp fail with "File exists".
+tmp=/tmp/$2-tmp-\$ns
+mkdir -p "\$tmp"
+exec ip netns exec "\$ns" env TMPDIR="\$tmp" /bin/sh -c "\$*"
 AGENT
         chmod 755 "$f"
         echo "$f"
