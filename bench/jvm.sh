@@ -22,15 +22,9 @@ OPS=${4:-1000000}
 FULLGCS=${5:-2}
 F=target/release/farmem
 T=$(mktemp -d /tmp/farmem-jvm.XXXXXX)
-CG=/sys/fs/cgroup/memory/farmem-jvm-$$
-SWAP=/var/tmp/farmem-jvm-$$.swap
-cleanup() {
-    swapoff "$SWAP" 2>/dev/null || true
-    rm -f "$SWAP"
-    rmdir "$CG" 2>/dev/null || true
-    rm -rf "$T"
-}
-trap cleanup EXIT
+R=$T/results.txt
+source bench/managed-common.sh
+trap managed_cleanup EXIT
 javac -d "$T" tests/programs/BigArray.java
 JAVA=(java -Xms1g -Xmx1g "-XX:+Use$GC" -cp "$T")
 
@@ -51,7 +45,7 @@ one() {
     full=$(awk '/^bigarray fullgc seconds/{s+=$4} END{printf "%.3f", s}' "$err")
     hwm=$(awk '/^bigarray VmHWM/{print $3}' "$err")
     # Pauses during the main method (the full collections are timed apart).
-    gc=$(grep -v "System.gc" "$log" | awk '/Pause/{v=$NF; sub(/ms$/, "", v); s+=v} END{printf "%.3f", s/1000}')
+    gc=$(GC_SKIP="System.gc" gc_seconds "$log")
     fetched=$(awk '/fetched from backend/{print $4}' "$err")
     written=$(awk '/written back/{print $3}' "$err")
     echo "$kind $name $(echo "$s1 - $s0" | bc) $main $gc $full $hwm ${fetched:--} ${written:--}"
@@ -59,41 +53,24 @@ one() {
 }
 
 echo "# bench/jvm.sh: BigArray $LIVE MiB live, $OPS ops, $FULLGCS full GCs, -Xmx1g, $GC; $(nproc) CPUs; $(date -u +%F)"
-R=$T/results.txt
 for i in $(seq "$RUNS"); do
     one native "native-$i" "${JAVA[@]:0:4}" >>"$R"
 done
 HWM=$(awk '$1=="native"{print $7}' "$R" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
 echo "native peak resident set (median): $((HWM / 1024)) MiB"
-swap_ok=0
-if [ "$(id -u)" = 0 ] && [ -d /sys/fs/cgroup/memory ]; then
-    if fallocate -l 2G "$SWAP" && chmod 600 "$SWAP" && mkswap -q "$SWAP" && swapon "$SWAP"; then
-        mkdir -p "$CG"
-        swap_ok=1
-    fi
-fi
+swap_start 2G
 for pct in 50 25; do
     budget=$((HWM * pct / 100 / 1024))
     for i in $(seq "$RUNS"); do
         one "farmem-$pct" "farmem-$pct-$i" "$F" run --local "${budget}M" --stats -- "${JAVA[@]:0:4}" >>"$R"
-        if [ $swap_ok = 1 ]; then
-            echo $(((budget + 64) * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
-            one "swap-$pct" "swap-$pct-$i" bash -c "echo \$\$ > $CG/tasks; exec \"\$0\" \"\$@\"" "${JAVA[@]:0:4}" >>"$R"
+        if [ $SWAP_OK = 1 ]; then
+            swap_limit $((budget + 64))
+            one "swap-$pct" "swap-$pct-$i" in_swap "${JAVA[@]:0:4}" >>"$R"
         fi
     done
     echo "$pct% local: budget ${budget}M"
 done
-[ $swap_ok = 1 ] || echo "(Linux swap baseline skipped: needs root, cgroup v1 memory controller and swapon)"
-grep -E "FAILED|DIFFERS" "$R" || true
-awk '
-function med(k, f,   n, i, j, t, a) {
-    n = 0
-    for (i = 1; i <= cnt[k]; i++) a[++n] = val[k, i, f]
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return a[int((n + 1) / 2)]
-}
-NF >= 7 && $3 != "FAILED" { k = $1; c = ++cnt[k]; for (f = 3; f <= NF; f++) val[k, c, f] = $f; if (!(k in seen)) { seen[k] = 1; order[++nk] = k } }
-END {
+median_table '
     printf "%-10s %8s %8s %8s %9s %9s %8s %9s %9s %8s\n", "kind", "wall s", "main s", "GC s", "mutator s", "fullGC s", "RSS MiB", "fetched", "written", "x native"
     base = med("native", 4)
     for (i = 1; i <= nk; i++) {
@@ -101,4 +78,4 @@ END {
         m = med(k, 4); g = med(k, 5)
         printf "%-10s %8.2f %8.2f %8.2f %9.2f %9.2f %8d %9s %9s %7.1fx\n", k, med(k, 3), m, g, m - g, med(k, 6), med(k, 7) / 1024, med(k, 8), med(k, 9), m / base
     }
-}' "$R"
+'

@@ -27,15 +27,9 @@ PY=$(dirname "$(dirname "$(dirname "$(dirname "$SPARK")")")")/bin/python
 export PYSPARK_PYTHON=$PY
 F=$PWD/target/release/farmem
 T=$(mktemp -d /tmp/farmem-spark.XXXXXX)
-CG=/sys/fs/cgroup/memory/farmem-spark-$$
-SWAP=/var/tmp/farmem-spark-$$.swap
-cleanup() {
-    swapoff "$SWAP" 2>/dev/null || true
-    rm -f "$SWAP"
-    rmdir "$CG" 2>/dev/null || true
-    [ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
+R=$T/results.txt
+source bench/managed-common.sh
+trap managed_cleanup EXIT
 
 one() {
     local kind=$1 name=$2
@@ -52,7 +46,7 @@ one() {
     # The Python driver's stderr reaches spark-submit's stdout.
     secs=$(awk '/^seconds/{print $2}' "$T/out-$name.txt" "$err" | head -1)
     hwm=$(awk '/^jvm VmHWM/{print $3}' "$T/out-$name.txt" "$err" | head -1)
-    gc=$(awk '/Pause/{v=$NF; sub(/ms$/, "", v); s+=v} END{printf "%.2f", s/1000}' "$T/gc-$name.log")
+    gc=$(gc_seconds "$T/gc-$name.log")
     # The driver JVM's table: the one with the most fetched.
     fetched=$(awk '/fetched from backend/{print $4}' "$err" | sort -h | tail -1)
     written=$(awk '/written back/{print $3}' "$err" | sort -h | tail -1)
@@ -68,41 +62,24 @@ one() {
 }
 
 echo "# bench/spark.sh: $ROWS rows, driver -Xmx${HEAP}m, ParallelGC, local[2]; $(nproc) CPUs; $(date -u +%F)"
-R=$T/results.txt
 for i in $(seq "$RUNS"); do one native "native-$i" env >>"$R"; done
-swap_ok=0
-if [ "$(id -u)" = 0 ] && [ -d /sys/fs/cgroup/memory ]; then
-    if fallocate -l 4G "$SWAP" && chmod 600 "$SWAP" && mkswap -q "$SWAP" && swapon "$SWAP"; then
-        mkdir -p "$CG"
-        swap_ok=1
-    fi
-fi
+swap_start 4G
 for pct in 75 50; do
     budget=$((HEAP * pct / 100))
     for i in $(seq "$RUNS"); do
         one "farmem-$pct" "farmem-$pct-$i" "$F" run --local "${budget}M" --stats -- >>"$R"
-        if [ $swap_ok = 1 ]; then
-            echo $(((budget + 192) * 1024 * 1024)) >"$CG/memory.limit_in_bytes"
-            one "swap-$pct" "swap-$pct-$i" bash -c "echo \$\$ > $CG/tasks; exec \"\$@\"" swap >>"$R"
+        if [ $SWAP_OK = 1 ]; then
+            swap_limit $((budget + 192))
+            one "swap-$pct" "swap-$pct-$i" in_swap >>"$R"
         fi
     done
     echo "$pct% of the heap local: budget ${budget}M"
 done
-[ $swap_ok = 1 ] || echo "(Linux swap baseline skipped: needs root, cgroup v1 memory controller and swapon)"
-grep -E "FAILED|DIFFERS" "$R" || true
-awk '
-function med(k, f,   n, i, j, t, a) {
-    n = 0
-    for (i = 1; i <= cnt[k]; i++) a[++n] = val[k, i, f]
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return a[int((n + 1) / 2)]
-}
-NF >= 5 && $3 != "FAILED" { k = $1; c = ++cnt[k]; for (f = 3; f <= NF; f++) val[k, c, f] = $f; if (!(k in seen)) { seen[k] = 1; order[++nk] = k } }
-END {
+median_table '
     printf "%-10s %8s %8s %10s %8s %9s %9s %9s\n", "kind", "job s", "GC s", "mutator s", "RSS MiB", "fetched", "written", "x native"
     base = med("native", 3)
     for (i = 1; i <= nk; i++) {
         k = order[i]; s = med(k, 3); g = med(k, 4)
         printf "%-10s %8.2f %8.2f %10.2f %8d %9s %9s %8.2fx\n", k, s, g, s - g, med(k, 5) / 1024, med(k, 6), med(k, 7), s / base
     }
-}' "$R"
+'

@@ -88,28 +88,51 @@ fn far(dir: &Path, name: &str, local: &str, cmd: &[&str], env: &[(&str, &str)]) 
     f
 }
 
+/// `cmd` natively, then under `farmem run` at `local` (with `env`): the
+/// same output, and far memory used. Both runs are returned.
+fn native_and_far(
+    dir: &Path,
+    name: &str,
+    local: &str,
+    cmd: &[&str],
+    env: &[(&str, &str)],
+) -> (Finished, Finished) {
+    let n = native(dir, &format!("native-{name}"), cmd);
+    let f = far(dir, &format!("far-{name}"), local, cmd, env);
+    assert_eq!(f.stdout, n.stdout, "{name}: output differs\n{}", f.report);
+    assert_far_memory_used(name, &f.stderr, &f.report);
+    (n, f)
+}
+
+/// A JDK, the heavy-test lock and BigArray compiled, or None (skipped).
+fn jvm_setup(
+    test: &str,
+    what: &str,
+) -> Option<(std::sync::MutexGuard<'static, ()>, TempDir, String)> {
+    if !have(test, "javac", "default-jdk-headless") {
+        return None;
+    }
+    let g = serial();
+    let dir = TempDir::new(what);
+    let classes = big_array(dir.path()).to_str().unwrap().to_string();
+    Some((g, dir, classes))
+}
+
 #[test]
 fn a_java_heap_goes_far_under_parallel_gc_and_g1_within_its_budget() {
     let test = "a_java_heap_goes_far_under_parallel_gc_and_g1_within_its_budget";
-    if !have(test, "javac", "default-jdk-headless") {
+    let Some((_g, dir, classes)) = jvm_setup(test, "jvm") else {
         return;
-    }
-    let _g = serial();
-    let dir = TempDir::new("jvm");
-    let classes = big_array(dir.path());
-    let classes = classes.to_str().unwrap();
+    };
     for gc in ["-XX:+UseParallelGC", "-XX:+UseG1GC"] {
-        let cmd = java_args(classes, &["-Xms1g", "-Xmx1g", gc], "400", "1000000");
-        let n = native(dir.path(), &format!("native{gc}"), &cmd);
-        let f = far(
+        let cmd = java_args(&classes, &["-Xms1g", "-Xmx1g", gc], "400", "1000000");
+        let (n, f) = native_and_far(
             dir.path(),
-            &format!("far{gc}"),
+            gc,
             "256M",
             &cmd,
             &[("FARMEM_TRANSPORT", "socket")],
         );
-        assert_eq!(f.stdout, n.stdout, "{gc}: output differs\n{}", f.report);
-        assert_far_memory_used(gc, &f.stderr, &f.report);
         assert_no_farmem_error(gc, &f.stderr, &f.report);
         let hwm = vm_hwm(&f.stderr);
         let allowed = (256 << 20) + farmem_runtime::outside::margin(256 << 20);
@@ -137,13 +160,9 @@ fn a_java_heap_goes_far_under_parallel_gc_and_g1_within_its_budget() {
 #[test]
 fn serial_gc_with_pretouch_and_huge_pages_and_shenandoah_run_far() {
     let test = "serial_gc_with_pretouch_and_huge_pages_and_shenandoah_run_far";
-    if !have(test, "javac", "default-jdk-headless") {
+    let Some((_g, dir, classes)) = jvm_setup(test, "jvm-flags") else {
         return;
-    }
-    let _g = serial();
-    let dir = TempDir::new("jvm-flags");
-    let classes = big_array(dir.path());
-    let classes = classes.to_str().unwrap();
+    };
     let runs: [&[&str]; 2] = [
         &[
             "-Xms512m",
@@ -155,11 +174,8 @@ fn serial_gc_with_pretouch_and_huge_pages_and_shenandoah_run_far() {
         &["-Xms512m", "-Xmx512m", "-XX:+UseShenandoahGC"],
     ];
     for (i, opts) in runs.into_iter().enumerate() {
-        let cmd = java_args(classes, opts, "200", "300000");
-        let n = native(dir.path(), &format!("native{i}"), &cmd);
-        let f = far(dir.path(), &format!("far{i}"), "128M", &cmd, &[]);
-        assert_eq!(f.stdout, n.stdout, "{opts:?}: output differs\n{}", f.report);
-        assert_far_memory_used(&format!("{opts:?}"), &f.stderr, &f.report);
+        let cmd = java_args(&classes, opts, "200", "300000");
+        let (_, f) = native_and_far(dir.path(), &format!("flags{i}"), "128M", &cmd, &[]);
         assert_no_farmem_error(&format!("{opts:?}"), &f.stderr, &f.report);
     }
 }
@@ -210,11 +226,8 @@ fn node_typed_array_of_512m_at_256m_is_right() {
         let bad = 0; for (let i = 0; i < n; i += 4099) bad += a[i] !== i * 0.5;\
         console.log(`sum ${s} bad ${bad}`);";
     let cmd = ["node", "-e", script];
-    let n = native(dir.path(), "native-node", &cmd);
-    let f = far(dir.path(), "far-node", "256M", &cmd, &[]);
-    assert_eq!(f.stdout, n.stdout, "{}", f.report);
+    let (_, f) = native_and_far(dir.path(), "node", "256M", &cmd, &[]);
     assert!(f.stdout.contains("bad 0"), "{}", f.report);
-    assert_far_memory_used("node", &f.stderr, &f.report);
 }
 
 #[test]

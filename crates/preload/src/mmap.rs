@@ -345,27 +345,18 @@ pub(crate) fn map_hook(nr: libc::c_long, a: &[usize; 6]) -> Option<libc::c_long>
     // of the same names take them.
     unsafe {
         match nr {
-            libc::SYS_mmap
-                if int_arg(a[3]) & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0
-                    && is_far(ptr(a[0])) =>
-            {
-                Some(ret_ptr(mmap(
-                    ptr(a[0]),
-                    a[1],
-                    int_arg(a[2]),
-                    int_arg(a[3]),
-                    int_arg(a[4]),
-                    a[5] as off_t,
-                )))
-            }
             libc::SYS_memfd_create => {
                 check_memfd(std::ffi::CStr::from_ptr(a[0] as *const libc::c_char));
                 None
             }
-            // Only the far case: the rest goes to the kernel as it is (an
-            // allocator's own `mmap` may itself call `syscall(SYS_mmap)`).
+            // Only the far cases (a new far mapping, or one at a fixed
+            // address over far memory): the rest goes to the kernel as it
+            // is (an allocator's own `mmap` may itself call
+            // `syscall(SYS_mmap)`).
             libc::SYS_mmap
-                if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])).is_some() =>
+                if far_mappable(ptr(a[0]), a[1], int_arg(a[2]), int_arg(a[3])).is_some()
+                    || (int_arg(a[3]) & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0
+                        && is_far(ptr(a[0]))) =>
             {
                 let p = mmap(
                     ptr(a[0]),

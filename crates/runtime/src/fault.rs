@@ -41,20 +41,22 @@ impl Runtime {
                 );
                 farmem_sys::fatal(m.as_bytes());
             }
-            if w.has(page::HIDDEN) && w.state() == State::Absent {
-                // Only farmem's own touch, or a thread racing the program's
-                // own mprotect(PROT_NONE), gets here: the kernel stops
-                // the program's accesses before userfaultfd sees them.
-                let mut m = MsgBuf::new();
-                let _ = writeln!(
-                    m,
-                    "farmem: access to far memory at {addr:#x} while the program makes it inaccessible (mprotect PROT_NONE)"
-                );
-                farmem_sys::fatal(m.as_bytes());
-            }
             match w.state() {
                 State::Absent => {
-                    if let Ok(n) = next(w, Event::Claim { prefetch: false }) {
+                    let claim = next(w, Event::Claim { prefetch: false });
+                    if claim.is_err() && w.has(page::HIDDEN) {
+                        // Only farmem's own touch, or a thread racing the
+                        // program's own mprotect(PROT_NONE), gets here: the
+                        // kernel stops the program's accesses before
+                        // userfaultfd sees them.
+                        let mut m = MsgBuf::new();
+                        let _ = writeln!(
+                            m,
+                            "farmem: access to far memory at {addr:#x} while the program makes it inaccessible (mprotect PROT_NONE)"
+                        );
+                        farmem_sys::fatal(m.as_bytes());
+                    }
+                    if let Ok(n) = claim {
                         if self.cas(p, w, n) {
                             let kind = if write {
                                 Kind::FaultWrite

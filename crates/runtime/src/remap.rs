@@ -148,19 +148,14 @@ impl Runtime {
         let n = last - first + 1;
         self.release_pages(first, n);
         self.restore(first, n)?;
-        let hidden = if prot & libc::PROT_READ == 0 {
-            page::HIDDEN
-        } else {
-            0
-        };
         for p in first..=last {
-            self.word(p)
-                .fetch_or(page::ALLOCATED | hidden, Ordering::AcqRel);
+            self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
-        if prot != RW {
-            self.kernel_protect(first, n, prot)?;
+        if prot == RW {
+            return Ok(());
         }
-        Ok(())
+        // Fresh pages, none resident: protecting them only marks them.
+        self.protect(addr, len, prot)
     }
 
     /// `mprotect` inside a far allocation: content is kept. A protection
@@ -284,18 +279,6 @@ impl Runtime {
                 .map_err(|e| RuntimeError::Remap("register again", e))?;
         }
         Ok(())
-    }
-
-    fn kernel_protect(&self, first: usize, n: usize, prot: i32) -> Result<(), RuntimeError> {
-        {
-            let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-            altered.insert(first, first + n, Altered::Protected);
-            self.any_altered.store(true, Ordering::Release);
-        }
-        // SAFETY: the pages are the program's own far allocation, just
-        // released: nothing of them is resident.
-        unsafe { farmem_sys::mem::mprotect(self.addr_of(first) as *mut u8, n * PAGE_SIZE, prot) }
-            .map_err(|e| RuntimeError::Remap("change the protection of", e))
     }
 }
 

@@ -150,10 +150,25 @@ impl Mapping {
 fn map_anonymous(len: usize, flags: libc::c_int) -> io::Result<*mut libc::c_void> {
     // SAFETY: a fresh anonymous mapping at a kernel-chosen address touches
     // no existing memory.
+    unsafe { map_anonymous_at(0, len, flags) }
+}
+
+/// Raw `mmap` of anonymous read-write memory at `addr` (0: anywhere).
+/// Raw: the shim's `mmap` must not see farmem's own mappings.
+///
+/// # Safety
+/// With `MAP_FIXED` in `flags`, whatever was mapped at `[addr, addr+len)`
+/// is gone: the caller must own it and no live reference may point into it.
+unsafe fn map_anonymous_at(
+    addr: usize,
+    len: usize,
+    flags: libc::c_int,
+) -> io::Result<*mut libc::c_void> {
+    // SAFETY: forwarded to the caller's contract.
     let p = unsafe {
         crate::raw_syscall!(
             libc::SYS_mmap,
-            0usize,
+            addr,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
             flags,
@@ -229,23 +244,8 @@ pub unsafe fn mprotect(addr: *mut u8, len: usize, prot: libc::c_int) -> io::Resu
 /// mapped there is gone, so no live reference may point into it.
 pub unsafe fn remap_anonymous(addr: usize, len: usize) -> io::Result<()> {
     let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE;
-    // SAFETY: forwarded to the caller's contract. Raw: the shim's `mmap`
-    // must not see farmem's own mappings.
-    let p = unsafe {
-        crate::raw_syscall!(
-            libc::SYS_mmap,
-            addr,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            -1,
-            0usize,
-        )
-    } as *mut libc::c_void;
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    // SAFETY: forwarded to the caller's contract.
+    unsafe { map_anonymous_at(addr, len, flags) }.map(|_| ())
 }
 
 /// Field `name` (in kB) of `/proc/meminfo`, in bytes.
