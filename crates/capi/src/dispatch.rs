@@ -1,6 +1,6 @@
 //! The safety net for system calls made without the C library.
 //!
-//! The wrappers in [`crate::calls`] and [`crate::io`] see every system call
+//! The wrappers in the call families ([`crate::io`], [`crate::net`], ...) see every system call
 //! a program makes through libc. A program can also execute the `syscall`
 //! instruction itself: liburing and libaio do, as do programs with inline
 //! assembly. For those, farmem turns on syscall user dispatch in each
@@ -19,27 +19,14 @@
 //! read by kernel threads long after any call returns, which pinning
 //! around a call cannot cover, and programs fall back to ordinary calls.
 
+use crate::selector;
 use farmem_runtime as rt;
-use farmem_sys::dispatch::{self, FILTER_ALLOW, FILTER_BLOCK};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-thread_local! {
-    /// The selector byte the kernel reads on each system call from outside
-    /// the allowed range; its address is stable for the thread's life.
-    static SELECTOR: Cell<u8> = const { Cell::new(FILTER_BLOCK) };
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The allowed range: the C library's executable segment (0..0 when the
-/// net is off).
-static LO: AtomicUsize = AtomicUsize::new(0);
-static HI: AtomicUsize = AtomicUsize::new(0);
+use farmem_sys::dispatch;
 
 /// Set up the net (once, when the runtime starts); off with
 /// `FARMEM_RAW_SYSCALLS=allow`.
 pub fn start() {
-    if LO.load(Ordering::Acquire) != 0 {
+    if selector::active() {
         return;
     }
     match rt::get() {
@@ -52,54 +39,7 @@ pub fn start() {
     if dispatch::install_sigsys(on_sigsys).is_err() {
         return;
     }
-    LO.store(lo, Ordering::Release);
-    HI.store(hi, Ordering::Release);
-    arm_this_thread();
-}
-
-/// Turn dispatch on for the calling thread (idempotent), or re-block after
-/// a call the handler let run natively.
-#[inline]
-pub fn arm_this_thread() {
-    let lo = LO.load(Ordering::Acquire);
-    if lo == 0 {
-        return;
-    }
-    SELECTOR.with(|s| s.set(FILTER_BLOCK));
-    if ARMED.with(|a| a.replace(true)) {
-        return;
-    }
-    let hi = HI.load(Ordering::Acquire);
-    let sel = SELECTOR.with(|s| s.as_ptr() as *const u8);
-    // SAFETY: the selector is this thread's thread-local, alive as long as
-    // the thread.
-    if unsafe { dispatch::enable(lo, hi - lo, sel) }.is_err() {
-        ARMED.with(|a| a.set(false));
-    }
-}
-
-/// The program's own SIGSYS disposition (a seccomp supervisor's handler),
-/// recorded by the `sigaction` wrapper while the net is on; leaked boxes,
-/// never freed, because a handler on another thread may read one.
-static PROGRAM_SIGSYS: std::sync::atomic::AtomicPtr<libc::sigaction> =
-    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-
-/// Whether the net is on (farmem's SIGSYS handler is installed).
-pub fn active() -> bool {
-    LO.load(Ordering::Acquire) != 0
-}
-
-/// Record the program's SIGSYS disposition; returns the previous one.
-pub fn set_program_sigsys(act: libc::sigaction) -> Option<libc::sigaction> {
-    let old = PROGRAM_SIGSYS.swap(Box::into_raw(Box::new(act)), Ordering::AcqRel);
-    // SAFETY: non-null values are leaked boxes that live forever.
-    unsafe { old.as_ref().copied() }
-}
-
-/// The program's SIGSYS disposition, if it set one while the net was on.
-pub fn program_sigsys() -> Option<libc::sigaction> {
-    // SAFETY: as above.
-    unsafe { PROGRAM_SIGSYS.load(Ordering::Acquire).as_ref().copied() }
+    selector::set_range(lo, hi);
 }
 
 extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -107,7 +47,7 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     let code = unsafe { (*info).si_code };
     if code != dispatch::SYS_USER_DISPATCH {
         // A seccomp SIGSYS or one sent by kill: the program's.
-        match program_sigsys() {
+        match crate::signals::program_sigsys() {
             Some(a) if a.sa_sigaction != libc::SIG_DFL && a.sa_sigaction != libc::SIG_IGN => {
                 if a.sa_flags & libc::SA_SIGINFO != 0 {
                     // SAFETY: installed by the program as an SA_SIGINFO handler.
@@ -136,7 +76,7 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
         | libc::SYS_fork
         | libc::SYS_vfork
         | libc::SYS_rt_sigreturn => {
-            SELECTOR.with(|s| s.set(FILTER_ALLOW));
+            selector::allow_once();
             // SAFETY: as above.
             unsafe { dispatch::rerun(ctx, nr) };
         }
@@ -148,7 +88,7 @@ extern "C" fn on_sigsys(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             let a = a.map(|x| x as libc::c_long);
             // SAFETY: the program's own call, made through farmem's
             // `syscall`, which pins far buffers and runs it from libc.
-            let r = unsafe { crate::calls::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
+            let r = unsafe { crate::router::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) };
             // SAFETY: errno is thread-local.
             let r = if r == -1 {
                 // SAFETY: errno is thread-local.
@@ -180,7 +120,7 @@ struct Start {
 extern "C" fn armed_start(p: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `p` is the Box leaked by pthread_create below.
     let s = unsafe { Box::from_raw(p.cast::<Start>()) };
-    arm_this_thread();
+    selector::arm_this_thread();
     (s.f)(s.arg)
 }
 
@@ -195,8 +135,8 @@ pub unsafe extern "C" fn pthread_create(
     f: StartFn,
     arg: *mut libc::c_void,
 ) -> libc::c_int {
-    let real = crate::io::real!(c"pthread_create", CreateFn);
-    if LO.load(Ordering::Acquire) == 0 {
+    let real = crate::forward::real!(c"pthread_create", CreateFn);
+    if !selector::active() {
         // SAFETY: forwarded unchanged.
         return unsafe { real(t, attr, f, arg) };
     }

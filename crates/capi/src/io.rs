@@ -1,7 +1,9 @@
-//! System calls on far buffers.
+//! Reads and writes on far buffers: `read`/`write` and their positional,
+//! vectored, fortified and stdio forms, and the other transfer calls
+//! (`preadv2`, `splice`, `sendfile`, `getrandom`, ...).
 //!
-//! Each wrapper forwards to the next definition of its symbol (`dlsym(RTLD_NEXT)`,
-//! normally glibc's) unchanged when the buffer holds no far memory: one
+//! Each wrapper forwards to the next definition of its symbol
+//! ([`crate::forward`], normally glibc's) unchanged when the buffer holds no far memory: one
 //! atomic load and a range check. Otherwise it works in chunks of at most a
 //! quarter of the local budget: pin the chunk's far pages, fault them in from
 //! user mode (as writes when the kernel will write into the buffer), make the
@@ -10,127 +12,16 @@
 //! Reads from pipes and sockets stop after the first chunk (a short read, as
 //! POSIX allows), so a wrapper never blocks where the plain call would not.
 
-use crate::Reg as _;
+use crate::forward::{c_name, real};
+use crate::pin::{chunked, far, is_regular};
 use farmem_runtime as rt;
-use libc::{c_int, c_void, iovec, size_t, sockaddr, socklen_t, ssize_t, FILE};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Resolve and cache the next definition of a symbol (normally the C
-/// library's). Also used by the `farmem run` shim.
-pub fn next_fn(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    let f = slot.load(Ordering::Relaxed);
-    if f != 0 {
-        return f;
-    }
-    // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-    if f == 0 {
-        farmem_sys::fatal(
-            b"farmem: cannot find the C library function to forward to (dlsym RTLD_NEXT failed)\n",
-        );
-    }
-    slot.store(f, Ordering::Relaxed);
-    f
-}
-
-/// The next definition of the C function named `$name` (a `&CStr`), as
-/// function type `$ty`, resolved once per call site.
-macro_rules! real {
-    ($name:expr, $ty:ty) => {{
-        static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let f = $crate::io::next_fn(&SLOT, $name);
-        // The expansion may sit inside an unsafe block of its caller.
-        #[allow(unused_unsafe)]
-        // SAFETY: `f` is the address of the C library's function of this name,
-        // whose prototype is `$ty`.
-        let g = unsafe { std::mem::transmute::<usize, $ty>(f) };
-        g
-    }};
-}
-pub(crate) use real;
-
-/// The C name of Rust identifier `$name`, as a `&'static CStr`.
-macro_rules! c_name {
-    ($name:ident) => {{
-        const NAME: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
-            concat!(stringify!($name), "\0").as_bytes(),
-        ) {
-            Ok(c) => c,
-            Err(_) => panic!("bad symbol name"),
-        };
-        NAME
-    }};
-}
-pub(crate) use c_name;
-
-/// The runtime, if `[buf, buf+n)` overlaps far memory.
-fn far(buf: *const c_void, n: usize) -> Option<&'static rt::Runtime> {
-    let r = rt::get()?;
-    r.overlaps(buf as usize, n).then_some(r)
-}
-
-fn is_regular(fd: c_int) -> bool {
-    // SAFETY: fstat into a zeroed stat buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: st is a live, writable stat.
-    let r = unsafe { libc::fstat(fd, &mut st) };
-    r == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFREG
-}
-
-/// Run `op(ptr, len)` over the buffer in pinned chunks. `kernel_writes`: the
-/// call writes into the buffer. `more`: go on after a full chunk.
-fn chunked(
-    r: &'static rt::Runtime,
-    buf: *mut u8,
-    n: usize,
-    kernel_writes: bool,
-    more: bool,
-    mut op: impl FnMut(*mut u8, usize, usize) -> ssize_t,
-) -> ssize_t {
-    let chunk = r.io_chunk();
-    let mut done = 0usize;
-    while done < n {
-        let len = chunk.min(n - done);
-        // SAFETY: done < n, so the pointer stays inside the caller's buffer.
-        let p = unsafe { buf.add(done) };
-        let pin = r.pin_for_io(p as usize, len, kernel_writes);
-        let got = op(p, len, done);
-        drop(pin);
-        // Negative: an error.
-        let Ok(got) = usize::try_from(got) else {
-            return if done > 0 { done as ssize_t } else { got };
-        };
-        done += got;
-        if got < len || !more {
-            break;
-        }
-    }
-    done as ssize_t
-}
+use libc::{c_int, c_uint, c_void, iovec, off_t, size_t, ssize_t, FILE};
 
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t) -> ssize_t;
 type WriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t) -> ssize_t;
 type PreadFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t) -> ssize_t;
 type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, size_t, libc::off_t) -> ssize_t;
 type IovFn = unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t;
-type RecvFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int) -> ssize_t;
-type SendFn = unsafe extern "C" fn(c_int, *const c_void, size_t, c_int) -> ssize_t;
-type RecvFromFn = unsafe extern "C" fn(
-    c_int,
-    *mut c_void,
-    size_t,
-    c_int,
-    *mut sockaddr,
-    *mut socklen_t,
-) -> ssize_t;
-type SendToFn = unsafe extern "C" fn(
-    c_int,
-    *const c_void,
-    size_t,
-    c_int,
-    *const sockaddr,
-    socklen_t,
-) -> ssize_t;
 type FreadFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, *mut FILE) -> size_t;
 type FwriteFn = unsafe extern "C" fn(*const c_void, size_t, size_t, *mut FILE) -> size_t;
 
@@ -145,7 +36,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf.cast(), n, true, is_regular(fd), |p, l, _| unsafe {
+        Some(r) => chunked(r, buf as usize, n, true, is_regular(fd), |p, l, _| unsafe {
             f(fd, p.cast(), l)
         }),
     }
@@ -162,7 +53,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe {
+        Some(r) => chunked(r, buf as usize, n, false, true, |p, l, _| unsafe {
             f(fd, p.cast(), l)
         }),
     }
@@ -184,7 +75,7 @@ pub unsafe extern "C" fn pread(
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, off) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf.cast(), n, true, true, |p, l, d| unsafe {
+        Some(r) => chunked(r, buf as usize, n, true, true, |p, l, d| unsafe {
             f(fd, p.cast(), l, off + d as libc::off_t)
         }),
     }
@@ -221,7 +112,7 @@ pub unsafe extern "C" fn pwrite(
         // SAFETY: forwarded unchanged.
         None => unsafe { f(fd, buf, n, off) },
         // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, d| unsafe {
+        Some(r) => chunked(r, buf as usize, n, false, true, |p, l, d| unsafe {
             f(fd, p.cast(), l, off + d as libc::off_t)
         }),
     }
@@ -272,7 +163,7 @@ unsafe fn vectored(
         .map(|e| e.iov_len)
         .fold(0usize, usize::saturating_add);
     if total <= r.io_chunk() {
-        let mut pins = crate::calls::Pins::with_capacity(v.len());
+        let mut pins = crate::pin::Pins::with_capacity(v.len());
         for e in v {
             if let Some(p) = r.pin_for_io(e.iov_base as usize, e.iov_len, kernel_writes) {
                 pins.push(p);
@@ -327,103 +218,6 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
     unsafe { vectored(fd, iov, cnt, false, f) }
 }
 
-/// `recv(2)`.
-///
-/// # Safety
-/// As `recv(2)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_int) -> ssize_t {
-    let f = real!(c"recv", RecvFn);
-    match far(buf, n) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(fd, buf, n, flags) },
-        // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(
-            r,
-            buf.cast(),
-            n,
-            true,
-            flags & libc::MSG_WAITALL != 0,
-            |p, l, _| unsafe { f(fd, p.cast(), l, flags) },
-        ),
-    }
-}
-
-/// `send(2)`.
-///
-/// # Safety
-/// As `send(2)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c_int) -> ssize_t {
-    let f = real!(c"send", SendFn);
-    match far(buf, n) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(fd, buf, n, flags) },
-        // SAFETY: each chunk lies inside the caller's buffer.
-        Some(r) => chunked(r, buf as *mut u8, n, false, true, |p, l, _| unsafe {
-            f(fd, p.cast(), l, flags)
-        }),
-    }
-}
-
-/// `recvfrom(2)`.
-///
-/// # Safety
-/// As `recvfrom(2)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn recvfrom(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    flags: c_int,
-    addr: *mut sockaddr,
-    alen: *mut socklen_t,
-) -> ssize_t {
-    let f = real!(c"recvfrom", RecvFromFn);
-    // The address and its length are kernel-written too.
-    let a = [fd.reg(), 0, 0, flags.reg(), addr as usize, alen as usize];
-    // SAFETY: the caller's address arguments, as the kernel reads them.
-    let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_recvfrom, &a) };
-    match far(buf, n) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(fd, buf, n, flags, addr, alen) },
-        // Datagrams must arrive whole: pin the entire buffer for one call.
-        Some(r) => {
-            let _pin = r.pin_for_io(buf as usize, n.min(r.io_chunk()), true);
-            // SAFETY: forwarded with the (first chunk of the) buffer pinned.
-            unsafe { f(fd, buf, n.min(r.io_chunk()), flags, addr, alen) }
-        }
-    }
-}
-
-/// `sendto(2)`.
-///
-/// # Safety
-/// As `sendto(2)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn sendto(
-    fd: c_int,
-    buf: *const c_void,
-    n: size_t,
-    flags: c_int,
-    addr: *const sockaddr,
-    alen: socklen_t,
-) -> ssize_t {
-    let f = real!(c"sendto", SendToFn);
-    let a = [fd.reg(), 0, 0, flags.reg(), addr as usize, alen as usize];
-    // SAFETY: the caller's address arguments, as the kernel reads them.
-    let _addr_pins = unsafe { crate::calls::pin_args(libc::SYS_sendto, &a) };
-    match far(buf, n) {
-        // SAFETY: forwarded unchanged.
-        None => unsafe { f(fd, buf, n, flags, addr, alen) },
-        Some(r) => {
-            let _pin = r.pin_for_io(buf as usize, n, false);
-            // SAFETY: forwarded with the buffer pinned.
-            unsafe { f(fd, buf, n, flags, addr, alen) }
-        }
-    }
-}
-
 /// Shared body of fread/fwrite: whole items of `size` bytes, in pinned
 /// chunks when the buffer is far. `op(ptr, size, nmemb)` is the C library's
 /// function.
@@ -441,7 +235,7 @@ fn stdio(
     match far(ptr.cast(), total) {
         None => op(ptr, size, nmemb),
         Some(r) => {
-            let bytes = chunked(r, ptr, total, kernel_writes, true, |p, l, _| {
+            let bytes = chunked(r, ptr as usize, total, kernel_writes, true, |p, l, _| {
                 op(p, 1, l) as ssize_t
             });
             usize::try_from(bytes).unwrap_or(0) / size.max(1)
@@ -638,29 +432,6 @@ pub unsafe extern "C" fn __pread64_chk(
     unsafe { __pread_chk(fd, buf, n, off, buflen) }
 }
 
-type RecvChkFn = unsafe extern "C" fn(c_int, *mut c_void, size_t, size_t, c_int) -> ssize_t;
-
-/// `__recv_chk`.
-///
-/// # Safety
-/// As `recv(2)`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn __recv_chk(
-    fd: c_int,
-    buf: *mut c_void,
-    n: size_t,
-    buflen: size_t,
-    flags: c_int,
-) -> ssize_t {
-    if n > buflen {
-        let f = real!(c"__recv_chk", RecvChkFn);
-        // SAFETY: glibc's check reports the overflow and aborts.
-        return unsafe { f(fd, buf, n, buflen, flags) };
-    }
-    // SAFETY: same contract as recv.
-    unsafe { recv(fd, buf, n, flags) }
-}
-
 type FreadChkFn = unsafe extern "C" fn(*mut c_void, size_t, size_t, size_t, *mut FILE) -> size_t;
 
 /// `__fread_chk`.
@@ -682,4 +453,32 @@ pub unsafe extern "C" fn __fread_chk(
     }
     // SAFETY: same contract as fread.
     unsafe { fread(ptr, size, nmemb, stream) }
+}
+
+crate::pin::wrap! {
+    preadv(fd: c_int, v: *const iovec, n: c_int, off: off_t) -> ssize_t = SYS_preadv(fd, v, n, off);
+    preadv64(fd: c_int, v: *const iovec, n: c_int, off: off_t) -> ssize_t = SYS_preadv(fd, v, n, off);
+    pwritev(fd: c_int, v: *const iovec, n: c_int, off: off_t) -> ssize_t = SYS_pwritev(fd, v, n, off);
+    pwritev64(fd: c_int, v: *const iovec, n: c_int, off: off_t) -> ssize_t
+        = SYS_pwritev(fd, v, n, off);
+    preadv2(fd: c_int, v: *const iovec, n: c_int, off: off_t, fl: c_int) -> ssize_t
+        = SYS_preadv2(fd, v, n, off);
+    preadv64v2(fd: c_int, v: *const iovec, n: c_int, off: off_t, fl: c_int) -> ssize_t
+        = SYS_preadv2(fd, v, n, off);
+    pwritev2(fd: c_int, v: *const iovec, n: c_int, off: off_t, fl: c_int) -> ssize_t
+        = SYS_pwritev2(fd, v, n, off);
+    pwritev64v2(fd: c_int, v: *const iovec, n: c_int, off: off_t, fl: c_int) -> ssize_t
+        = SYS_pwritev2(fd, v, n, off);
+    vmsplice(fd: c_int, v: *const iovec, n: size_t, fl: c_uint) -> ssize_t
+        = SYS_vmsplice(fd, v, n, fl);
+    splice(fi: c_int, oi: *mut off_t, fo: c_int, oo: *mut off_t, n: size_t, fl: c_uint) -> ssize_t
+        = SYS_splice(fi, oi, fo, oo, n, fl);
+    getrandom(buf: *mut c_void, n: size_t, fl: c_uint) -> ssize_t = SYS_getrandom(buf, n, fl);
+    getentropy(buf: *mut c_void, n: size_t) -> c_int = SYS_getrandom(buf, n);
+    getdents64(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t = SYS_getdents64(fd, buf, n);
+    sendfile(o: c_int, i: c_int, off: *mut off_t, n: size_t) -> ssize_t = SYS_sendfile(o, i, off, n);
+    sendfile64(o: c_int, i: c_int, off: *mut off_t, n: size_t) -> ssize_t
+        = SYS_sendfile(o, i, off, n);
+    copy_file_range(fi: c_int, oi: *mut off_t, fo: c_int, oo: *mut off_t, n: size_t, fl: c_uint)
+        -> ssize_t = SYS_copy_file_range(fi, oi, fo, oo, n, fl);
 }

@@ -2,355 +2,51 @@
 //! kernel access to far memory.
 //!
 //! In SIGBUS mode a fault the kernel takes on a user's behalf cannot be
-//! served: the system call fails with EFAULT. So besides `fm_*` the library
-//! exports wrappers that pin and fault in the far pages a call hands the
-//! kernel, from one table of system-call buffers ([`buffers`]): the I/O
-//! calls with chunking ([`io`]), every other libc entry point that takes a
-//! buffer ([`calls`], also `syscall(2)`), waiting pthread calls ([`sync`]),
-//! AIO ([`aio`]), other processes' `process_vm_*` ([`remote`]), signal masks
-//! and handlers ([`signals`]), and a syscall-user-dispatch net for system
-//! calls made without libc ([`dispatch`]). A program linked with `-lfarmem`
-//! gets them by ordinary symbol interposition, as does one run under
-//! `farmem run`. Design and gaps: docs/design.md, "System calls on far
-//! memory". Exports are compiled out of test builds
-//! (`cfg_attr(not(test), no_mangle)`).
+//! served: the system call fails with EFAULT. So besides `fm_*` ([`api`])
+//! the library exports wrappers that pin and fault in the far pages a call
+//! hands the kernel. A program linked with `-lfarmem` gets them by ordinary
+//! symbol interposition, as does one run under `farmem run`. Design and
+//! gaps: docs/design.md, "System calls on far memory". Exports are compiled
+//! out of test builds (`cfg_attr(not(test), no_mangle)`).
+//!
+//! The modules are layers; each uses only those above it in this list
+//! (tests/layers.rs checks it), as mio's `sys` layer sits under its API:
+//! 1. [`reg`], [`forward`], [`table`], [`selector`]: a C argument's
+//!    register image, the one symbol resolver, the table of which user
+//!    memory each system call hands the kernel, the raw-call net's per-thread
+//!    state;
+//! 2. [`pin`]: pin-and-call, chunked calls, the wrapper generator;
+//! 3. the call families, which never use each other: [`io`], [`net`],
+//!    [`files`], [`process`], [`sync`] (waiting pthread calls), [`aio`],
+//!    [`remote`] (`process_vm_*`), [`signals`] (masks and handlers);
+//! 4. [`router`], `syscall(2)`;
+//! 5. [`dispatch`]: the syscall-user-dispatch net for system calls made
+//!    without libc, whose SIGSYS handler runs the router;
+//! 6. [`api`], `fm_*`.
+//!
+//! Nothing a signal handler reaches (the router and everything under it)
+//! allocates: tests/handler_alloc.rs counts.
+
+pub mod forward;
+pub mod reg;
+pub mod selector;
+pub mod table;
+
+pub mod pin;
 
 pub mod aio;
-pub mod buffers;
-pub mod calls;
-pub mod dispatch;
+pub mod files;
 pub mod io;
+pub mod net;
+pub mod process;
 pub mod remote;
 pub mod signals;
 pub mod sync;
 
-use farmem_runtime::{self as rt, Advice, Config, RuntimeError};
-use libc::{c_char, c_int, c_void, size_t};
-use std::cell::RefCell;
-use std::ffi::{CStr, CString};
+pub mod router;
 
-/// The register image of a C argument: the 64-bit word the x86-64 ABI
-/// passes it in (signed values sign-extended), as a system call's
-/// `[usize; 6]` arguments hold it. The same bits `x as usize` gives, with
-/// no cast that could hide a truncation; cannot panic. The way back, a C
-/// `int` from its register, is [`farmem_sys::int_arg`].
-pub(crate) trait Reg: Copy {
-    fn reg(self) -> usize;
-}
+pub mod dispatch;
 
-impl Reg for i64 {
-    #[inline]
-    fn reg(self) -> usize {
-        usize::from_ne_bytes(self.to_ne_bytes())
-    }
-}
+pub mod api;
 
-impl Reg for isize {
-    #[inline]
-    fn reg(self) -> usize {
-        usize::from_ne_bytes(self.to_ne_bytes())
-    }
-}
-
-impl Reg for i32 {
-    #[inline]
-    fn reg(self) -> usize {
-        i64::from(self).reg()
-    }
-}
-
-impl Reg for u32 {
-    #[inline]
-    fn reg(self) -> usize {
-        self as usize
-    }
-}
-
-impl Reg for u64 {
-    #[inline]
-    fn reg(self) -> usize {
-        farmem_sys::usize_from(self)
-    }
-}
-
-impl Reg for usize {
-    #[inline]
-    fn reg(self) -> usize {
-        self
-    }
-}
-
-impl<T> Reg for *const T {
-    #[inline]
-    fn reg(self) -> usize {
-        self as usize
-    }
-}
-
-impl<T> Reg for *mut T {
-    #[inline]
-    fn reg(self) -> usize {
-        self as usize
-    }
-}
-
-pub const FM_OK: c_int = 0;
-pub const FM_ECONFIG: c_int = 1;
-pub const FM_EBACKEND: c_int = 2;
-pub const FM_ENOSYS: c_int = 3;
-pub const FM_EALREADY: c_int = 4;
-pub const FM_ENOMEM: c_int = 5;
-pub const FM_EINVAL: c_int = 6;
-pub const FM_EBUDGET: c_int = 7;
-pub const FM_EFORK: c_int = 8;
-
-pub const FM_ADV_NORMAL: c_int = 0;
-pub const FM_ADV_SEQUENTIAL: c_int = 1;
-pub const FM_ADV_RANDOM: c_int = 2;
-pub const FM_ADV_WILLNEED: c_int = 3;
-pub const FM_ADV_DONTNEED: c_int = 4;
-pub const FM_ADV_PIN: c_int = 5;
-pub const FM_ADV_UNPIN: c_int = 6;
-pub const FM_ADV_READ_MOSTLY: c_int = 7;
-
-/// `struct fm_stats`; layout checked against the C header by a test.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FmStats {
-    pub faults: u64,
-    pub wp_faults: u64,
-    pub bytes_fetched: u64,
-    pub bytes_written_back: u64,
-    pub evictions: u64,
-    pub prefetched: u64,
-    pub prefetch_used: u64,
-    pub prefetch_wasted: u64,
-    pub zero_filled_pages: u64,
-    pub io_pins: u64,
-    pub resident_bytes: u64,
-    pub budget_bytes: u64,
-    pub fault_p50_ns: u64,
-    pub fault_p90_ns: u64,
-    pub fault_p99_ns: u64,
-    pub fault_max_ns: u64,
-}
-
-thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-fn code_of(e: &RuntimeError) -> c_int {
-    match e {
-        RuntimeError::Config(_) | RuntimeError::Trace(..) => FM_ECONFIG,
-        RuntimeError::Backend(_) | RuntimeError::Server(_) => FM_EBACKEND,
-        RuntimeError::Uffd(_) | RuntimeError::Signal(_) => FM_ENOSYS,
-        RuntimeError::AlreadyInitialized => FM_EALREADY,
-        RuntimeError::Map { .. } | RuntimeError::OutOfSpace { .. } | RuntimeError::Remap(..) => {
-            FM_ENOMEM
-        }
-        RuntimeError::PinBudget { .. } => FM_EBUDGET,
-        RuntimeError::Forked => FM_EFORK,
-        RuntimeError::NotInitialized
-        | RuntimeError::InvalidPointer(_)
-        | RuntimeError::InvalidRange { .. }
-        | RuntimeError::ZeroSize
-        | RuntimeError::NotPinned => FM_EINVAL,
-    }
-}
-
-/// Record `e` as this thread's last error and return its (negative) code.
-fn fail(e: RuntimeError) -> c_int {
-    let msg = CString::new(format!("farmem: {e}")).unwrap_or_default();
-    LAST_ERROR.with(|l| *l.borrow_mut() = msg);
-    -code_of(&e)
-}
-
-fn runtime_or_init() -> Result<&'static rt::Runtime, RuntimeError> {
-    if let Some(r) = rt::get() {
-        return Ok(r);
-    }
-    match rt::init(Config::from_env()?) {
-        Ok(r) => {
-            dispatch::start();
-            Ok(r)
-        }
-        // Another thread won the race.
-        Err(RuntimeError::AlreadyInitialized) => rt::get().ok_or(RuntimeError::NotInitialized),
-        Err(e) => Err(e),
-    }
-}
-
-/// `int fm_init(const char *config)`.
-///
-/// # Safety
-/// `config` is NULL or a NUL-terminated string.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fm_init(config: *const c_char) -> c_int {
-    let cfg = if config.is_null() {
-        Config::from_env()
-    } else {
-        // SAFETY: the caller passes a NUL-terminated string.
-        let s = unsafe { CStr::from_ptr(config) }.to_string_lossy();
-        Config::from_str_config(&s)
-    };
-    match cfg.map_err(RuntimeError::from).and_then(rt::init) {
-        Ok(_) => {
-            dispatch::start();
-            FM_OK
-        }
-        Err(e) => fail(e),
-    }
-}
-
-/// `void *fm_alloc(size_t size)`: NULL on failure (see `fm_last_error`).
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_alloc(size: size_t) -> *mut c_void {
-    match runtime_or_init().and_then(|r| r.alloc(size)) {
-        Ok(p) => p.cast(),
-        Err(e) => {
-            fail(e);
-            std::ptr::null_mut()
-        }
-    }
-}
-
-/// `void fm_free(void *p)`: NULL is ignored; a pointer not from `fm_alloc`
-/// is reported on stderr and otherwise ignored.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_free(p: *mut c_void) {
-    if p.is_null() {
-        return;
-    }
-    match rt::get() {
-        Some(r) => {
-            if let Err(e) = r.free(p.cast()) {
-                eprintln!("farmem: fm_free: {e}");
-                fail(e);
-            }
-        }
-        None => eprintln!("farmem: fm_free({p:p}) before any fm_alloc"),
-    }
-}
-
-/// `int fm_advise(void *p, size_t len, int advice)`.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_advise(p: *mut c_void, len: size_t, advice: c_int) -> c_int {
-    let adv = match advice {
-        FM_ADV_NORMAL => Advice::Normal,
-        FM_ADV_SEQUENTIAL => Advice::Sequential,
-        FM_ADV_RANDOM => Advice::Random,
-        FM_ADV_WILLNEED => Advice::WillNeed,
-        FM_ADV_DONTNEED => Advice::DontNeed,
-        FM_ADV_PIN => Advice::Pin,
-        FM_ADV_UNPIN => Advice::Unpin,
-        FM_ADV_READ_MOSTLY => Advice::ReadMostly,
-        _ => {
-            let msg = CString::new(format!(
-                "farmem: unknown advice {advice} (use an FM_ADV_* constant)"
-            ))
-            .unwrap_or_default();
-            LAST_ERROR.with(|l| *l.borrow_mut() = msg);
-            return -FM_EINVAL;
-        }
-    };
-    let Some(r) = rt::get() else {
-        return fail(RuntimeError::NotInitialized);
-    };
-    match r.advise(p as usize, len, adv) {
-        Ok(()) => FM_OK,
-        Err(e) => fail(e),
-    }
-}
-
-/// `int fm_stats(struct fm_stats *out)`.
-///
-/// # Safety
-/// `out` is NULL or points to a writable `struct fm_stats`.
-#[cfg_attr(not(test), no_mangle)]
-pub unsafe extern "C" fn fm_stats(out: *mut FmStats) -> c_int {
-    if out.is_null() {
-        let msg = CString::new("farmem: fm_stats: NULL output pointer").unwrap_or_default();
-        LAST_ERROR.with(|l| *l.borrow_mut() = msg);
-        return -FM_EINVAL;
-    }
-    let Some(r) = rt::get() else {
-        return fail(RuntimeError::NotInitialized);
-    };
-    let s = r.snapshot();
-    let v = FmStats {
-        faults: s.faults,
-        wp_faults: s.wp_faults,
-        bytes_fetched: s.bytes_fetched,
-        bytes_written_back: s.bytes_written_back,
-        evictions: s.evictions,
-        prefetched: s.prefetched,
-        prefetch_used: s.prefetch_used,
-        prefetch_wasted: s.prefetch_wasted,
-        zero_filled_pages: s.pages_zero_filled,
-        io_pins: s.io_pins,
-        resident_bytes: s.resident_bytes,
-        budget_bytes: s.budget_bytes,
-        fault_p50_ns: s.fault_p50_ns,
-        fault_p90_ns: s.fault_p90_ns,
-        fault_p99_ns: s.fault_p99_ns,
-        fault_max_ns: s.fault_max_ns,
-    };
-    // SAFETY: the caller passes a writable fm_stats.
-    unsafe { out.write(v) };
-    FM_OK
-}
-
-/// `void fm_stats_reset_latency(void)`: start a new latency measurement.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_stats_reset_latency() {
-    if let Some(r) = rt::get() {
-        r.reset_latency();
-    }
-}
-
-/// `void fm_stats_print(void)`: the human table on stderr.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_stats_print() {
-    if let Some(r) = rt::get() {
-        eprint!("{}", r.stats_text());
-    }
-}
-
-/// `int fm_is_far(const void *p)`.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_is_far(p: *const c_void) -> c_int {
-    rt::get().is_some_and(|r| r.contains(p as usize)) as c_int
-}
-
-/// `const char *fm_strerror(int code)`: static text for a code (either sign).
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_strerror(code: c_int) -> *const c_char {
-    let s: &'static CStr = match code.saturating_abs() {
-        FM_OK => c"success",
-        FM_ECONFIG => {
-            c"invalid configuration (see the FARMEM_* reference in docs/configuration.md)"
-        }
-        FM_EBACKEND => c"the far-memory backend (memory server or file) failed or is unreachable",
-        FM_ENOSYS => c"userfaultfd is not available on this system",
-        FM_EALREADY => c"farmem is already initialised",
-        FM_ENOMEM => c"out of far memory or address space",
-        FM_EINVAL => c"invalid argument",
-        FM_EBUDGET => c"the request does not fit the local-memory budget",
-        FM_EFORK => c"far memory is not available in a forked child",
-        _ => c"unknown farmem error code",
-    };
-    s.as_ptr()
-}
-
-/// `const char *fm_last_error(void)`: this thread's last detailed message
-/// (valid until the thread's next failing farmem call).
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_last_error() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
-}
-
-/// `const char *fm_version(void)`.
-#[cfg_attr(not(test), no_mangle)]
-pub extern "C" fn fm_version() -> *const c_char {
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
-}
+pub use api::*;

@@ -8,8 +8,8 @@
 //! copy it. A target that runs no service is not a farmem process: its
 //! EFAULT is real and is returned as it is.
 
-use crate::calls::pinned_with;
-use crate::Reg as _;
+use crate::pin::pinned_with;
+use crate::reg::Reg as _;
 use farmem_runtime::PeerPins;
 use libc::{c_long, c_ulong, iovec, pid_t, ssize_t};
 
@@ -18,9 +18,9 @@ type VmFn =
 
 fn real(write: bool) -> VmFn {
     if write {
-        crate::io::real!(c"process_vm_writev", VmFn)
+        crate::forward::real!(c"process_vm_writev", VmFn)
     } else {
-        crate::io::real!(c"process_vm_readv", VmFn)
+        crate::forward::real!(c"process_vm_readv", VmFn)
     }
 }
 
@@ -29,27 +29,54 @@ fn set_errno(e: libc::c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// The iovecs of `v` after skipping `skip` bytes, at most `max` bytes long.
-fn tail(v: &[iovec], mut skip: usize, mut max: usize) -> Vec<iovec> {
-    let mut out = Vec::new();
-    for e in v {
-        if max == 0 {
-            break;
+/// At most this many iovecs per side of one piece of a chunked copy.
+const PIECE_IOVS: usize = 16;
+
+/// Up to [`PIECE_IOVS`] iovecs of a vector after skipping some bytes, at
+/// most so many bytes long: on the stack, as the SIGSYS path must not
+/// allocate.
+struct Tail {
+    v: [iovec; PIECE_IOVS],
+    n: usize,
+}
+
+impl Tail {
+    fn of(v: &[iovec], mut skip: usize, mut max: usize) -> Tail {
+        let mut t = Tail {
+            v: [iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            }; PIECE_IOVS],
+            n: 0,
+        };
+        for e in v {
+            if max == 0 || t.n == PIECE_IOVS {
+                break;
+            }
+            if skip >= e.iov_len {
+                skip -= e.iov_len;
+                continue;
+            }
+            let n = (e.iov_len - skip).min(max);
+            t.v[t.n] = iovec {
+                // SAFETY: skip < iov_len, so the pointer stays in the element.
+                iov_base: unsafe { e.iov_base.cast::<u8>().add(skip) }.cast(),
+                iov_len: n,
+            };
+            t.n += 1;
+            max -= n;
+            skip = 0;
         }
-        if skip >= e.iov_len {
-            skip -= e.iov_len;
-            continue;
-        }
-        let n = (e.iov_len - skip).min(max);
-        out.push(iovec {
-            // SAFETY: skip < iov_len, so the pointer stays in the element.
-            iov_base: unsafe { e.iov_base.cast::<u8>().add(skip) }.cast(),
-            iov_len: n,
-        });
-        max -= n;
-        skip = 0;
+        t
     }
-    out
+
+    fn as_slice(&self) -> &[iovec] {
+        &self.v[..self.n]
+    }
+
+    fn bytes(&self) -> usize {
+        self.as_slice().iter().map(|e| e.iov_len).sum()
+    }
 }
 
 /// Shared body of the two calls.
@@ -117,7 +144,9 @@ pub unsafe fn vm_copy(
     let mut last = 0 as ssize_t;
     while done < total {
         let n = chunk.min(total - done);
-        let (l, r) = (tail(lv, done, n), tail(rv, done, n));
+        let (l, r) = (Tail::of(lv, done, n), Tail::of(rv, done, n));
+        let want = l.bytes().min(r.bytes());
+        let (l, r) = (l.as_slice(), r.as_slice());
         let got = call(
             l.as_ptr(),
             l.len() as c_ulong,
@@ -127,7 +156,7 @@ pub unsafe fn vm_copy(
         last = got;
         if got > 0 {
             done += got.unsigned_abs();
-            if got.unsigned_abs() == n {
+            if got.unsigned_abs() == want {
                 continue;
             }
         } else if got < 0 && errno() != libc::EFAULT {
@@ -139,7 +168,7 @@ pub unsafe fn vm_copy(
             peer = PeerPins::connect(pid);
         }
         let Some(p) = peer.as_mut() else { break };
-        let Some(seg) = tail(rv, done, n).first().copied() else {
+        let Some(seg) = Tail::of(rv, done, n).as_slice().first().copied() else {
             break;
         };
         let granted: usize = p
@@ -152,7 +181,8 @@ pub unsafe fn vm_copy(
             iov_base: seg.iov_base,
             iov_len: granted,
         }];
-        let l = tail(lv, done, granted);
+        let l = Tail::of(lv, done, granted);
+        let l = l.as_slice();
         let got = call(l.as_ptr(), l.len() as c_ulong, r.as_ptr(), 1);
         last = got;
         if got <= 0 {
@@ -194,6 +224,41 @@ pub fn intercept(nr: c_long, a: &[usize; 6]) -> Option<c_long> {
     Some(r as c_long)
 }
 
+/// `process_vm_readv(2)`: the local side is pinned here; a far remote side
+/// (another farmem process) is brought in here.
+///
+/// # Safety
+/// As `process_vm_readv(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn process_vm_readv(
+    pid: pid_t,
+    local: *const iovec,
+    ln: c_ulong,
+    remote: *const iovec,
+    rn: c_ulong,
+    flags: c_ulong,
+) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { vm_copy(false, pid, local, ln, remote, rn, flags) }
+}
+
+/// `process_vm_writev(2)`.
+///
+/// # Safety
+/// As `process_vm_writev(2)`.
+#[cfg_attr(not(test), no_mangle)]
+pub unsafe extern "C" fn process_vm_writev(
+    pid: pid_t,
+    local: *const iovec,
+    ln: c_ulong,
+    remote: *const iovec,
+    rn: c_ulong,
+    flags: c_ulong,
+) -> ssize_t {
+    // SAFETY: same contract.
+    unsafe { vm_copy(true, pid, local, ln, remote, rn, flags) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,14 +277,20 @@ mod tests {
                 iov_len: 20,
             },
         ];
-        let t = tail(&v, 4, 12);
+        let t = Tail::of(&v, 4, 12);
+        let t = t.as_slice();
         assert_eq!(t.len(), 2);
         assert_eq!(t[0].iov_base as usize, a.as_ptr() as usize + 4);
         assert_eq!(t[0].iov_len, 6);
         assert_eq!(t[1].iov_base as usize, b.as_ptr() as usize);
         assert_eq!(t[1].iov_len, 6);
-        let t = tail(&v, 15, usize::MAX);
-        assert_eq!(t.len(), 1);
-        assert_eq!(t[0].iov_len, 15);
+        let t = Tail::of(&v, 15, usize::MAX);
+        assert_eq!(t.as_slice().len(), 1);
+        assert_eq!(t.as_slice()[0].iov_len, 15);
+        // At most PIECE_IOVS elements, however many the vector has.
+        let many = vec![v[0]; 40];
+        let t = Tail::of(&many, 3, usize::MAX);
+        assert_eq!(t.as_slice().len(), PIECE_IOVS);
+        assert_eq!(t.bytes(), 7 + 10 * (PIECE_IOVS - 1));
     }
 }

@@ -18,7 +18,22 @@
 //!   every SIGSYS that is not the net's.
 
 use farmem_runtime as rt;
+use farmem_sys::signal::SavedAction;
 use libc::{c_int, sigset_t};
+
+/// The program's own SIGSYS disposition (a seccomp supervisor's handler),
+/// recorded by the `sigaction` wrapper while the raw-call net is on; the
+/// net's handler ([`crate::dispatch`]) chains to it.
+static PROGRAM_SIGSYS: SavedAction = SavedAction::new();
+
+/// The program's SIGSYS disposition, if it set one while the net was on.
+pub fn program_sigsys() -> Option<libc::sigaction> {
+    PROGRAM_SIGSYS.get()
+}
+
+fn set_program_sigsys(act: libc::sigaction) -> Option<libc::sigaction> {
+    PROGRAM_SIGSYS.set(act)
+}
 
 /// `set` without SIGBUS, when it would block SIGBUS.
 fn strip(how: c_int, set: *const sigset_t) -> Option<sigset_t> {
@@ -48,7 +63,7 @@ pub unsafe extern "C" fn pthread_sigmask(
     set: *const sigset_t,
     old: *mut sigset_t,
 ) -> c_int {
-    let f = crate::io::real!(c"pthread_sigmask", MaskFn);
+    let f = crate::forward::real!(c"pthread_sigmask", MaskFn);
     let copy = strip(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const sigset_t);
     // SAFETY: forwarded, with SIGBUS left out of the new mask.
@@ -65,7 +80,7 @@ pub unsafe extern "C" fn sigprocmask(
     set: *const sigset_t,
     old: *mut sigset_t,
 ) -> c_int {
-    let f = crate::io::real!(c"sigprocmask", MaskFn);
+    let f = crate::forward::real!(c"sigprocmask", MaskFn);
     let copy = strip(how, set);
     let set = copy.as_ref().map_or(set, |c| c as *const sigset_t);
     // SAFETY: forwarded, with SIGBUS left out of the new mask.
@@ -85,7 +100,7 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    let f = crate::io::real!(c"sigaction", ActionFn);
+    let f = crate::forward::real!(c"sigaction", ActionFn);
     if sig == libc::SIGBUS && rt::get().is_some() {
         let prev = if act.is_null() {
             rt::signals::program_sigbus()
@@ -109,14 +124,14 @@ pub unsafe extern "C" fn sigaction(
         }
         return 0;
     }
-    if sig == libc::SIGSYS && crate::dispatch::active() {
+    if sig == libc::SIGSYS && crate::selector::active() {
         // The raw-call net's handler stays; the program's is chained to for
         // SIGSYSes that are not the net's (seccomp's, kill's).
         let prev = if act.is_null() {
-            crate::dispatch::program_sigsys()
+            program_sigsys()
         } else {
             // SAFETY: the caller passes a valid sigaction.
-            crate::dispatch::set_program_sigsys(unsafe { *act })
+            set_program_sigsys(unsafe { *act })
         };
         if !old.is_null() {
             // SAFETY: the caller passes a writable sigaction.

@@ -16,7 +16,7 @@
 //! ordinary one), they need no pin; only a call that may sleep pins. An
 //! object in ordinary memory costs one range check.
 
-use crate::io::real;
+use crate::forward::real;
 use farmem_runtime as rt;
 use libc::{
     c_int, c_void, clockid_t, pthread_cond_t, pthread_mutex_t, pthread_rwlock_t, sem_t, timespec,
@@ -45,7 +45,7 @@ macro_rules! sync_wrap {
         #[cfg_attr(not(test), no_mangle)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
             type F = unsafe extern "C" fn($($ty),*) -> $ret;
-            let f = crate::io::real!(crate::io::c_name!($name), F);
+            let f = crate::forward::real!(crate::forward::c_name!($name), F);
             let objs = [$(($obj as *const c_void, std::mem::size_of::<$oty>())),*];
             let Some(r) = any_far(&objs) else {
                 // SAFETY: forwarded unchanged.

@@ -70,8 +70,8 @@ pub extern "C" fn calloc(n: size_t, m: size_t) -> *mut c_void {
 
 pub(crate) fn real_usable_size(p: *mut c_void) -> usize {
     type F = unsafe extern "C" fn(*mut c_void) -> size_t;
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"malloc_usable_size");
+    static NEXT: Next = Next::new(c"malloc_usable_size");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's malloc_usable_size.
     unsafe { std::mem::transmute::<usize, F>(f)(p) }
 }

@@ -28,6 +28,7 @@
 //! `malloc` of a multi-threaded program is not safe.
 
 use farmem_runtime::{self as rt, Config};
+use farmem_sys::dl::Next;
 use farmem_sys::int_arg;
 use libc::{c_int, c_void, off_t, size_t};
 use std::alloc::{GlobalAlloc, Layout};
@@ -47,7 +48,7 @@ use libc_alloc::*;
 pub use mmap::*;
 
 // Keep the system-call wrappers and the C API in this library's exports.
-pub use farmem::{calls, dispatch, io, remote, signals, sync};
+pub use farmem::{dispatch, files, io, net, process, remote, router, signals, sync};
 pub use farmem::{fm_advise, fm_alloc, fm_free, fm_stats, fm_stats_print};
 
 /// Allocations at least this large go far; usize::MAX until configured.
@@ -117,8 +118,8 @@ extern "C" fn constructor() {
     if cfg.transport() != rt::config::Transport::Socket && foreign().is_none() {
         let _ = farmem_sys::ucx::available();
     }
-    farmem::calls::MAP_HOOK.store(
-        map_hook as farmem::calls::MapHook as usize,
+    farmem::router::MAP_HOOK.store(
+        map_hook as farmem::router::MapHook as usize,
         Ordering::Release,
     );
     if cfg.servers().is_empty() && cfg.file().is_none() {

@@ -84,8 +84,8 @@ fn map_fixed_over_far(
         r.recommit(a, len, prot).map(|()| addr)
     } else {
         r.lend(a, len).map(|()| {
-            static SLOT: AtomicUsize = AtomicUsize::new(0);
-            let f = farmem::io::next_fn(&SLOT, c"mmap");
+            static NEXT: Next = Next::new(c"mmap");
+            let f = NEXT.or_die();
             // SAFETY: the range is lent to the kernel (farmem no longer
             // pages it); the call is the program's, forwarded unchanged.
             let p =
@@ -142,8 +142,8 @@ pub unsafe extern "C" fn mmap(
             }
         }
     }
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"mmap");
+    static NEXT: Next = Next::new(c"mmap");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's mmap; arguments forwarded unchanged.
     unsafe { std::mem::transmute::<usize, MmapFn>(f)(addr, len, prot, flags, fd, off) }
 }
@@ -191,8 +191,8 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             }
         };
     }
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"munmap");
+    static NEXT: Next = Next::new(c"munmap");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's munmap.
     unsafe { std::mem::transmute::<usize, MunmapFn>(f)(addr, len) }
 }
@@ -236,8 +236,8 @@ pub unsafe extern "C" fn mremap(
         let _ = r.free(old.cast());
         return q;
     }
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"mremap");
+    static NEXT: Next = Next::new(c"mremap");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's mremap; arguments forwarded unchanged.
     unsafe { std::mem::transmute::<usize, MremapFn>(f)(old, old_len, new_len, flags, new_addr) }
 }
@@ -280,8 +280,8 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
             }
         };
     }
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"madvise");
+    static NEXT: Next = Next::new(c"madvise");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's madvise.
     unsafe { std::mem::transmute::<usize, MadviseFn>(f)(addr, len, advice) }
 }
@@ -311,8 +311,8 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
             };
         }
     }
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let f = farmem::io::next_fn(&SLOT, c"mprotect");
+    static NEXT: Next = Next::new(c"mprotect");
+    let f = NEXT.or_die();
     // SAFETY: f is the C library's mprotect.
     unsafe { std::mem::transmute::<usize, MprotectFn>(f)(addr, len, prot) }
 }

@@ -17,18 +17,24 @@
 //! connection. Only peers with the same user id are served.
 
 use crate::{IoPin, Runtime};
+use farmem_sys::msg::MsgBuf;
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::time::Duration;
 
-fn name(pid: i32) -> String {
-    format!("farmem-peer-{pid}")
+/// The service's abstract socket name, formatted without allocating
+/// (`connect` runs on the SIGSYS path of `process_vm_*`).
+fn name(pid: i32) -> MsgBuf {
+    let mut m = MsgBuf::new();
+    let _ = write!(m, "farmem-peer-{pid}");
+    m
 }
 
 /// Start the pin service for this process (once, from `init`).
 pub(crate) fn start(rt: &'static Runtime) -> std::io::Result<()> {
-    let addr = SocketAddr::from_abstract_name(name(std::process::id() as i32))?;
+    let addr = SocketAddr::from_abstract_name(name(std::process::id() as i32).as_bytes())?;
     let listener = UnixListener::bind_addr(&addr)?;
     std::thread::Builder::new()
         .name("farmem-peers".into())
@@ -96,7 +102,7 @@ impl PeerPins {
     /// Connect to process `pid`'s service; None if it runs none (it is not
     /// a farmem process, or has no far memory).
     pub fn connect(pid: i32) -> Option<PeerPins> {
-        let addr = SocketAddr::from_abstract_name(name(pid)).ok()?;
+        let addr = SocketAddr::from_abstract_name(name(pid).as_bytes()).ok()?;
         let conn = UnixStream::connect_addr(&addr).ok()?;
         // A peer that stops answering must not hang the caller forever.
         conn.set_read_timeout(Some(Duration::from_secs(60))).ok()?;

@@ -5,27 +5,23 @@
 use crate::get;
 use farmem_sys::msg::MsgBuf;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The program's own SIGBUS disposition: the one installed before farmem
 /// started, or one it asked for later through the `sigaction` wrapper.
-/// SIGBUSes outside far memory go to it. Each value is a leaked box, never
-/// freed, because a handler running on another thread may still read it.
-static PROGRAM_SIGBUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+/// SIGBUSes outside far memory go to it.
+static PROGRAM_SIGBUS: farmem_sys::signal::SavedAction = farmem_sys::signal::SavedAction::new();
 
 /// Record the program's SIGBUS disposition (farmem's handler stays the one
-/// the kernel calls); returns the previous one.
+/// the kernel calls); returns the previous one. Allocation-free: the
+/// program's `sigaction` may run in a signal handler.
 pub fn set_program_sigbus(act: libc::sigaction) -> Option<libc::sigaction> {
-    let new = Box::into_raw(Box::new(act));
-    let old = PROGRAM_SIGBUS.swap(new, Ordering::AcqRel);
-    // SAFETY: non-null values are leaked boxes that live forever.
-    unsafe { old.as_ref().copied() }
+    PROGRAM_SIGBUS.set(act)
 }
 
 /// The program's SIGBUS disposition, if farmem runs.
 pub fn program_sigbus() -> Option<libc::sigaction> {
-    // SAFETY: as above.
-    unsafe { PROGRAM_SIGBUS.load(Ordering::Acquire).as_ref().copied() }
+    PROGRAM_SIGBUS.get()
 }
 static FORKED: AtomicBool = AtomicBool::new(false);
 

@@ -20,6 +20,7 @@ pub mod child;
 pub mod dispatch;
 pub mod dl;
 pub mod fs;
+pub mod mapvec;
 pub mod mem;
 pub mod msg;
 pub mod net;
@@ -184,17 +185,8 @@ pub fn gettid() -> i32 {
 /// `dlsym(RTLD_NEXT)` from the object this crate is linked into skips that
 /// object's own definitions.
 pub fn raw_syscall_fn() -> RawSyscall {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let mut f = SLOT.load(Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
-        if f == 0 {
-            f = libc::syscall as *const () as usize;
-        }
-        SLOT.store(f, Ordering::Relaxed);
-    }
+    static NEXT: dl::Next = dl::Next::new(c"syscall");
+    let f = NEXT.get_or(libc::syscall as *const () as usize);
     // SAFETY: `f` is the address of a function with the C prototype of
     // `syscall(3)`.
     unsafe { std::mem::transmute::<usize, RawSyscall>(f) }

@@ -196,7 +196,7 @@ pub enum Pages {
 ///
 /// # Safety
 /// `[start, start+len)` must be a mapped range nothing else uses.
-unsafe fn unmap(start: usize, len: usize) {
+pub(crate) unsafe fn unmap(start: usize, len: usize) {
     // SAFETY: per the caller's contract.
     let r = unsafe { crate::raw_syscall!(libc::SYS_munmap, start, len) };
     if r != 0 {

@@ -185,17 +185,99 @@ type SigactionFn =
 /// The C library's `sigaction`, past farmem's own wrapper (which keeps
 /// SIGBUS for farmem once it runs, and would swallow farmem's own calls).
 fn real_sigaction() -> SigactionFn {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static SLOT: AtomicUsize = AtomicUsize::new(0);
-    let mut f = SLOT.load(Ordering::Relaxed);
-    if f == 0 {
-        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
-        if f == 0 {
-            f = libc::sigaction as *const () as usize;
-        }
-        SLOT.store(f, Ordering::Relaxed);
-    }
+    static NEXT: crate::dl::Next = crate::dl::Next::new(c"sigaction");
+    let f = NEXT.get_or(libc::sigaction as *const () as usize);
     // SAFETY: `f` is a function with sigaction's C prototype.
     unsafe { std::mem::transmute::<usize, SigactionFn>(f) }
+}
+
+/// How many dispositions a [`SavedAction`] keeps before it reuses a slot.
+const SAVED_SLOTS: usize = 32;
+
+/// A signal disposition the program asked for, kept for the handler farmem
+/// keeps installed to chain to (the program's SIGBUS crash reporter, a
+/// seccomp supervisor's SIGSYS handler). It is set from `sigaction`, which
+/// POSIX lets a signal handler call, and read from farmem's handler, so
+/// neither side allocates or takes a lock: each set writes the next slot of
+/// a ring, then publishes its index.
+///
+/// HAZARD: a reader copies the published slot while writers go on. Slot i
+/// is written again only after `SAVED_SLOTS` more sets:
+///   reader: loads index 5, starts copying slot 5, is preempted;
+///   writers: 32 `sigaction` calls for this signal, the last one rewriting
+///   slot 5;
+///   reader: finishes the copy, torn.
+/// Programs set a signal's disposition a handful of times, so the ring is
+/// never lapped in practice.
+pub struct SavedAction {
+    slots: [std::cell::UnsafeCell<std::mem::MaybeUninit<libc::sigaction>>; SAVED_SLOTS],
+    next: std::sync::atomic::AtomicUsize,
+    /// Published slot + 1; 0 while none was set.
+    current: std::sync::atomic::AtomicUsize,
+}
+
+// SAFETY: slots are written only before their index is published (Release)
+// and read after it is loaded (Acquire); see the hazard above.
+unsafe impl Sync for SavedAction {}
+
+impl SavedAction {
+    pub const fn new() -> SavedAction {
+        SavedAction {
+            slots: [const { std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit()) };
+                SAVED_SLOTS],
+            next: std::sync::atomic::AtomicUsize::new(0),
+            current: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Keep `act`; returns the one it replaces.
+    pub fn set(&self, act: libc::sigaction) -> Option<libc::sigaction> {
+        use std::sync::atomic::Ordering;
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % SAVED_SLOTS;
+        // SAFETY: slot i is not published (see the hazard for a lapped ring).
+        unsafe { (*self.slots[i].get()).write(act) };
+        let old = self.current.swap(i + 1, Ordering::AcqRel);
+        self.read(old)
+    }
+
+    /// The disposition kept, if one was set.
+    pub fn get(&self) -> Option<libc::sigaction> {
+        self.read(self.current.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    fn read(&self, published: usize) -> Option<libc::sigaction> {
+        let i = published.checked_sub(1)?;
+        // SAFETY: a published slot was written before its index was stored.
+        Some(unsafe { (*self.slots[i].get()).assume_init_read() })
+    }
+}
+
+impl Default for SavedAction {
+    fn default() -> SavedAction {
+        SavedAction::new()
+    }
+}
+
+#[cfg(test)]
+mod saved_tests {
+    use super::*;
+
+    fn with_handler(h: usize) -> libc::sigaction {
+        // SAFETY: a zeroed sigaction is valid.
+        let mut a: libc::sigaction = unsafe { std::mem::zeroed() };
+        a.sa_sigaction = h;
+        a
+    }
+
+    #[test]
+    fn it_keeps_the_last_and_hands_back_the_one_before_across_the_ring() {
+        let s = SavedAction::new();
+        assert!(s.get().is_none());
+        assert!(s.set(with_handler(100)).is_none());
+        for h in 101..(101 + 3 * SAVED_SLOTS) {
+            let old = s.set(with_handler(h)).expect("a previous one");
+            assert_eq!(old.sa_sigaction, h - 1);
+            assert_eq!(s.get().unwrap().sa_sigaction, h);
+        }
+    }
 }

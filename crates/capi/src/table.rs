@@ -5,7 +5,7 @@
 //! may touch far memory, farmem pins every far page the call will read or
 //! write and faults it in from user mode. This table says, per system-call
 //! number, which ranges those are. Every path into the kernel uses it: the
-//! generated libc wrappers ([`crate::calls`]), `syscall(2)`, and the
+//! generated libc wrappers (the call families), `syscall(2)`, and the
 //! syscall-user-dispatch safety net for raw system calls.
 //!
 //! Reading the argument structures here (iovec arrays, `msghdr`s, strings)
@@ -524,6 +524,59 @@ unsafe fn iocb(cb: usize, out: &mut Out) {
         // SAFETY: as above.
         PWRITEV => unsafe { iov(buf, n, false, out) },
         _ => {}
+    }
+}
+
+/// A readable name for the system calls the table knows.
+#[allow(non_upper_case_globals)] // libc's SYS_* names
+pub fn syscall_name(nr: c_long) -> &'static str {
+    use libc::*;
+    match nr {
+        SYS_read => "read",
+        SYS_write => "write",
+        SYS_pread64 => "pread64",
+        SYS_pwrite64 => "pwrite64",
+        SYS_readv => "readv",
+        SYS_writev => "writev",
+        SYS_preadv => "preadv",
+        SYS_pwritev => "pwritev",
+        SYS_preadv2 => "preadv2",
+        SYS_pwritev2 => "pwritev2",
+        SYS_recvfrom => "recvfrom",
+        SYS_sendto => "sendto",
+        SYS_recvmsg => "recvmsg",
+        SYS_sendmsg => "sendmsg",
+        SYS_recvmmsg => "recvmmsg",
+        SYS_sendmmsg => "sendmmsg",
+        SYS_getrandom => "getrandom",
+        SYS_getdents64 => "getdents64",
+        SYS_process_vm_readv => "process_vm_readv",
+        SYS_process_vm_writev => "process_vm_writev",
+        SYS_vmsplice => "vmsplice",
+        SYS_splice => "splice",
+        SYS_futex => "futex",
+        SYS_futex_waitv => "futex_waitv",
+        SYS_epoll_wait => "epoll_wait",
+        SYS_epoll_pwait => "epoll_pwait",
+        SYS_poll => "poll",
+        SYS_ppoll => "ppoll",
+        SYS_select => "select",
+        SYS_getsockopt => "getsockopt",
+        SYS_setsockopt => "setsockopt",
+        SYS_accept4 => "accept4",
+        SYS_connect => "connect",
+        SYS_fstat => "fstat",
+        SYS_newfstatat => "newfstatat",
+        SYS_statx => "statx",
+        SYS_openat => "openat",
+        SYS_execve => "execve",
+        SYS_io_submit => "io_submit",
+        SYS_io_uring_enter => "io_uring_enter",
+        SYS_msgsnd => "msgsnd",
+        SYS_msgrcv => "msgrcv",
+        SYS_sendfile => "sendfile",
+        SYS_getxattr => "getxattr",
+        _ => "(number)",
     }
 }
 
