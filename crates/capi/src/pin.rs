@@ -2,7 +2,7 @@
 //! pinned and faulted in from user mode around the call; a call that still
 //! fails with EFAULT on far memory stops the program with a message. Also
 //! the chunked form for transfers larger than the pin limit, and the
-//! generator of the plain wrappers ([`wrap!`]).
+//! generator of the plain wrappers (`wrap!`).
 //!
 //! Everything here runs on the SIGSYS path too, so none of it allocates.
 

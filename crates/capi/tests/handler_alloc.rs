@@ -76,7 +76,10 @@ fn process_vm_readv_of_far_memory_that_is_not_resident_allocates_nothing() {
         "{}",
         std::io::Error::last_os_error()
     );
-    assert!(local.iter().enumerate().all(|(i, &b)| b == u8::try_from(i % 251).unwrap()));
+    assert!(local
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == u8::try_from(i % 251).unwrap()));
     assert_eq!(allocs, 0, "process_vm_readv allocated {allocs} times");
     rt.free(far).unwrap();
 }
