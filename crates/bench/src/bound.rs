@@ -4,12 +4,12 @@
 
 use crate::workload::{Options, Workload};
 use crate::{field, BenchError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The far tier's bandwidth ceiling: `farmem probe far`'s throughput with
 /// 4 MiB transfers (pipelined) against the embedded server, which is where
 /// `farmem run` keeps pages in this harness.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Ceiling {
     pub read_mbps: f64,
     pub write_mbps: f64,

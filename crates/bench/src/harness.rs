@@ -7,7 +7,7 @@ use crate::workload::{self, Options, Workload, VARIANTS};
 use crate::{field, BenchError};
 use farmem_runtime::config::format_size;
 use farmem_sys::child::{self, Cut};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -80,21 +80,35 @@ pub trait Progress {
 }
 
 /// One (system, expansion) cell.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct RunResult {
     pub system: String,
     pub expansion: f64,
+    #[serde(default)]
     pub local_budget_bytes: u64,
     /// Median seconds (the workload's own timing of its kernel).
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub seconds: f64,
     /// The fastest and slowest of the runs: the spread around the median.
+    #[serde(
+        default = "farmem_probe::json::nan",
+        deserialize_with = "farmem_probe::json::nan_if_null"
+    )]
     pub seconds_min: f64,
+    #[serde(
+        default = "farmem_probe::json::nan",
+        deserialize_with = "farmem_probe::json::nan_if_null"
+    )]
     pub seconds_max: f64,
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub metric: f64,
     pub unit: String,
     /// seconds / local seconds (1.0 = as fast as all-local).
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub relative_runtime: f64,
+    #[serde(default)]
     pub check: String,
+    #[serde(default)]
     pub runs: Vec<f64>,
     /// Why a system could not run, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,7 +135,43 @@ pub struct RunResult {
     /// ceiling (see [`Ceiling`]): no policy finishes the cell faster.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_seconds: Option<f64>,
+    #[serde(default)]
     pub result_line: String,
+}
+
+/// A run's parameters as `farmem bench --json` records them, and
+/// `farmem report` reads them back. Fields added after the first results
+/// were written default when absent.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Recorded {
+    pub workload: String,
+    /// Data size, or a program's measured footprint.
+    pub size_bytes: u64,
+    pub expansion: Vec<f64>,
+    pub threads: usize,
+    pub runs: u32,
+    /// How each cell's runs are summed up.
+    #[serde(default)]
+    pub statistic: String,
+    /// stencil7's variant.
+    #[serde(default)]
+    pub variant: String,
+    #[serde(default)]
+    pub hints: bool,
+    #[serde(default)]
+    pub classic: bool,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub cgroup_allowance_bytes: u64,
+    #[serde(default)]
+    pub swap_device_bytes: u64,
+    #[serde(default)]
+    pub footprint_measured: bool,
+    #[serde(default)]
+    pub metric_regex: Option<String>,
+    #[serde(default)]
+    pub far_ceiling: Option<Ceiling>,
 }
 
 /// Everything one `farmem bench` measured.
@@ -141,7 +191,7 @@ pub struct Report {
     pub footprint_measured: bool,
     pub ceiling: Option<Ceiling>,
     /// The parameters as the JSON output records them.
-    pub params: serde_json::Value,
+    pub params: Recorded,
     pub results: Vec<RunResult>,
 }
 
@@ -538,14 +588,23 @@ pub fn run(
         }
     }
     let wname = p.workload.map_or("custom", Workload::name).to_string();
-    let params = serde_json::json!({
-        "workload": wname, "size_bytes": size, "expansion": exps, "threads": threads, "runs": p.runs,
-        "statistic": "median", "variant": p.options.variant(), "hints": p.options.hints,
-        "classic": p.options.classic, "command": cmd,
-        "cgroup_allowance_bytes": CGROUP_ALLOWANCE, "swap_device_bytes": size * 3,
-        "footprint_measured": custom, "metric_regex": p.metric_regex,
-        "far_ceiling": ceiling,
-    });
+    let params = Recorded {
+        workload: wname.clone(),
+        size_bytes: size,
+        expansion: exps.clone(),
+        threads,
+        runs: p.runs,
+        statistic: "median".to_string(),
+        variant: p.options.variant().to_string(),
+        hints: p.options.hints,
+        classic: p.options.classic,
+        command: cmd.clone(),
+        cgroup_allowance_bytes: CGROUP_ALLOWANCE,
+        swap_device_bytes: size * 3,
+        footprint_measured: custom,
+        metric_regex: p.metric_regex.clone(),
+        far_ceiling: ceiling,
+    };
     Ok(Report {
         workload: wname,
         size,

@@ -20,7 +20,7 @@ pub mod systems;
 pub mod workload;
 pub mod worst;
 
-pub use harness::{run, Params, Progress, Report, RunResult};
+pub use harness::{run, Params, Progress, Recorded, Report, RunResult};
 pub use systems::System;
 pub use workload::Workload;
 

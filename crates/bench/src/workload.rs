@@ -2,10 +2,10 @@
 //! command line each runs with at a data size.
 
 use crate::BenchError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
     Memwrite,
@@ -59,7 +59,7 @@ impl std::str::FromStr for Workload {
 pub const VARIANTS: [&str; 4] = ["naive", "spatial", "temporal", "wavefront"];
 
 /// A built-in workload's own options.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Options {
     /// stencil7's variant (temporal when None).
     pub variant: Option<String>,

@@ -7,6 +7,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use farmem_bench::workload::Options;
 use farmem_bench::{System, Workload};
 use farmem_probe::machine::Machine;
+use farmem_report::bench;
 use farmem_runtime::config::parse_size;
 
 fn workload_parser() -> impl TypedValueParser<Value = Workload> {
@@ -108,13 +109,9 @@ pub fn run(a: Args) -> Result<()> {
 pub fn report(p: &farmem_bench::Params, out: &Output) -> Result<()> {
     let stop = farmem_sys::signal::interrupt_flag();
     let r = farmem_bench::run(p, &mut crate::progress::Bars::default(), stop)?;
-    out.figure(|p| farmem_report::plot::write_bench(p, &r))?;
-    let machine = Machine::detect();
-    out.print(
-        &farmem_report::text::bench_json(&r, &machine),
-        || farmem_report::text::bench_csv(&r),
-        || farmem_report::text::bench(&r, &machine),
-    )
+    let d = bench::BenchDoc::new(&r, &Machine::detect());
+    out.figure(|p| bench::figure::write(p, &d))?;
+    out.print(&bench::json(&d), || bench::csv(&d), || bench::text(&d))
 }
 
 #[cfg(test)]

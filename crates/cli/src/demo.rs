@@ -71,7 +71,7 @@ pub fn run(a: Args) -> Result<()> {
         );
     };
     let w = farmem_bench::worst::run(Config::from_env()?, a.size, a.expansion, a.updates, started)?;
-    print!("{}", farmem_report::text::worst_case(&w));
+    print!("{}", farmem_report::bench::worst_case(&w));
     if w.local.errors + w.far.errors > 0 {
         bail!(
             "result check FAILED: {} wrong words on far memory, {} on local",

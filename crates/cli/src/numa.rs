@@ -11,7 +11,7 @@ use farmem_numa::topology::Topology;
 use farmem_numa::verify;
 use farmem_numa::xy::XyWorkload;
 use farmem_probe::machine::Machine;
-use farmem_report::{plot, text};
+use farmem_report::{matrix, policies, xy};
 use farmem_runtime::config::format_size;
 use std::path::PathBuf;
 
@@ -153,7 +153,7 @@ fn matrix(a: MatrixArgs) -> Result<()> {
             format_size(mp.latency_bytes as u64),
             format_size(mp.bandwidth_bytes_per_array as u64)
         );
-        print!("{}", text::plan(&cells));
+        print!("{}", xy::plan(&cells));
         return Ok(());
     }
     a.plan.only_this_machine()?;
@@ -161,12 +161,11 @@ fn matrix(a: MatrixArgs) -> Result<()> {
     let r = farmem_numa::matrix::report(machine, t.nodes.clone(), &cells, mp, || b.inc(1));
     b.finish_and_clear();
     let r = r?;
-    for w in text::matrix_warnings(&r) {
+    for w in matrix::warnings(&r) {
         eprintln!("farmem numa matrix: {w}");
     }
-    a.out.figure(|p| plot::write_matrix(p, &r))?;
-    a.out
-        .print(&r, || text::matrix_csv(&r), || text::matrix(&r))
+    a.out.figure(|p| matrix::write_figure(p, &r))?;
+    a.out.print(&r, || matrix::csv(&r), || matrix::text(&r))
 }
 
 #[derive(clap::Args)]
@@ -240,7 +239,7 @@ fn xy(a: XyArgs) -> Result<()> {
     let t = a.plan.topology()?;
     let cells = xy_plan(&t)?;
     if a.plan.dry_run {
-        print!("{}", text::plan(&cells));
+        print!("{}", xy::plan(&cells));
         return Ok(());
     }
     a.plan.only_this_machine()?;
@@ -253,8 +252,8 @@ fn xy(a: XyArgs) -> Result<()> {
     let r = farmem_numa::xy::report(t, &cells, &w, a.runs, || b.inc(1));
     b.finish_and_clear();
     let r = r?;
-    a.out.figure(|p| plot::write_xy(p, &r))?;
-    a.out.print(&r, || text::xy_csv(&r), || text::xy(&r))
+    a.out.figure(|p| xy::write_figure(p, &r))?;
+    a.out.print(&r, || xy::csv(&r), || xy::text(&r))
 }
 
 fn policies(a: PolicyArgs) -> Result<()> {
@@ -278,7 +277,6 @@ fn policies(a: PolicyArgs) -> Result<()> {
     let r = farmem_numa::policies::report(t, &plan, &a.cmd, a.duration, re.as_ref(), || b.inc(1));
     b.finish_and_clear();
     let r = r?;
-    a.out.figure(|p| plot::write_policies(p, &r))?;
-    a.out
-        .print(&r, || text::policies_csv(&r), || text::policies(&r))
+    a.out.figure(|p| policies::write_figure(p, &r))?;
+    a.out.print(&r, || policies::csv(&r), || policies::text(&r))
 }

@@ -1,7 +1,7 @@
 //! The output options every measuring subcommand shares (`--json`, `--csv`,
 //! `--plot FILE`) and the one way they are printed: JSON or CSV on stdout
-//! when asked for, else the text tables (`farmem_report::text`); the figure
-//! beside any of them.
+//! when asked for, else the text tables (each result kind's module in
+//! `farmem_report`); the figure beside any of them.
 
 use anyhow::Result;
 use farmem_report::table::{self, Table};

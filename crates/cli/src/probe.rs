@@ -67,15 +67,17 @@ pub fn run(a: Args) -> Result<()> {
         mixes: a.mix.clone(),
     };
     let r = suite::run(&p, &machine, &mut Bars::default())?;
-    a.out.figure(|p| farmem_report::plot::write_probe(p, &r))?;
+    a.out
+        .figure(|p| farmem_report::probe::figure::write(p, &r))?;
     if let Some(path) = &a.report {
-        let v = serde_json::to_value(&r)?;
-        farmem_report::html::write_html(&[(PathBuf::from("farmem probe"), v)], path)?;
+        // Through the JSON, as `farmem report` reads it.
+        let d = farmem_report::Doc::from_value(serde_json::to_value(&r)?)?;
+        farmem_report::html::write_html(&[(PathBuf::from("farmem probe"), d)], path)?;
         eprintln!("farmem report: wrote {}", path.display());
     }
     a.out.print(
         &r,
-        || farmem_report::text::probe_csv(&r),
-        || farmem_report::text::probe(&r),
+        || farmem_report::probe::csv(&r),
+        || farmem_report::probe::text(&r),
     )
 }

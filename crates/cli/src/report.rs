@@ -1,10 +1,10 @@
-//! `farmem report`: probe, numa and bench results (their `--json` output)
-//! in one self-contained HTML page with inline SVG plots
-//! (`farmem_report::html`), or bench results as text tables.
+//! `farmem report`: probe, numa and bench results (their `--json` output),
+//! each read back into its own type, in one self-contained HTML page with
+//! inline SVG figures (`farmem_report::html`), or bench results as text
+//! tables.
 
 use anyhow::{Context, Result};
-use farmem_report::html::{bench_table, read_result, write_html, Kind};
-use serde_json::Value;
+use farmem_report::{bench, html::write_html, read_result, Doc};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -23,13 +23,12 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let mut docs = Vec::new();
     for p in &a.results {
-        let (k, v) = read_result(p)?;
-        docs.push((p.clone(), k, v));
+        docs.push((p.clone(), read_result(p)?));
     }
     if a.text {
-        for (p, k, v) in &docs {
-            if *k == Kind::Bench {
-                print!("{}", bench_table(v));
+        for (p, d) in &docs {
+            if let Doc::Bench(b) = d {
+                print!("{}", bench::table(b));
             } else {
                 eprintln!(
                     "farmem report --text: {} is not a bench result; skipped",
@@ -42,7 +41,6 @@ pub fn run(a: Args) -> Result<()> {
     let out = a
         .output
         .context("-o FILE is required for the HTML report")?;
-    let docs: Vec<(PathBuf, Value)> = docs.into_iter().map(|(p, _, v)| (p, v)).collect();
     write_html(&docs, &out)?;
     eprintln!("farmem report: wrote {}", out.display());
     Ok(())

@@ -21,8 +21,10 @@ pub struct MatrixCell {
     pub cpu_node: usize,
     pub numactl: String,
     /// Idle pointer-chase latency, ns per load (median of repeats).
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub latency_ns: f64,
     /// Read bandwidth with every CPU of the CPU node, GB/s (best run).
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub read_gbps: f64,
     pub threads: usize,
     /// Sampled pages of the chased buffer, by the node they landed on.
@@ -42,7 +44,7 @@ impl MatrixCell {
 }
 
 /// How the matrix measures each cell.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct MatrixParams {
     /// The chase's working set, bytes.
     pub latency_bytes: usize,
@@ -51,7 +53,7 @@ pub struct MatrixParams {
     pub latency: chase::Params,
     /// Bandwidth runs per cell; the best counts.
     pub bandwidth_repeats: u32,
-    pub bandwidth_statistic: &'static str,
+    pub bandwidth_statistic: String,
 }
 
 impl MatrixParams {
@@ -67,7 +69,7 @@ impl MatrixParams {
             bandwidth_bytes_per_array: size / 2,
             latency,
             bandwidth_repeats: if quick { 2 } else { 5 },
-            bandwidth_statistic: "best",
+            bandwidth_statistic: "best".to_string(),
         }
     }
 
@@ -102,7 +104,7 @@ impl MatrixParams {
 }
 
 /// A whole matrix run, as `farmem numa matrix --json` writes it.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct MatrixReport {
     pub machine: Machine,
     pub nodes: Vec<Node>,

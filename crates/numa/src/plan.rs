@@ -2,10 +2,10 @@
 
 use crate::topology::{format_list, parse_list, Topology};
 use crate::NumaError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where memory goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", content = "nodes", rename_all = "lowercase")]
 pub enum MemPolicy {
     /// The kernel's default (first touch: the node of the CPU that faults).
@@ -21,7 +21,7 @@ pub enum MemPolicy {
 }
 
 /// A memory policy and an optional CPU set, applied to a child before exec.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub name: String,
     pub mem: MemPolicy,
@@ -154,7 +154,7 @@ impl Placement {
 }
 
 /// One cell of the X×Y matrix: memory on node `x`, threads on node `y`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
     pub mem_node: usize,
     pub cpu_node: usize,

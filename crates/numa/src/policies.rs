@@ -8,17 +8,19 @@ use crate::run::run_for;
 use crate::topology::Topology;
 use crate::NumaError;
 use farmem_probe::machine::Machine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The command under one policy.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct PolicyResult {
     pub policy: String,
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub seconds: f64,
     /// Mean of the rate samples, when a rate expression is given.
     pub mean_rate: Option<f64>,
     /// Against the default policy: positive is better (higher rate, or less time).
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub change_pct: f64,
     /// (seconds since start, rate) for every output line the expression matched.
     pub series: Vec<(f64, f64)>,
@@ -27,7 +29,7 @@ pub struct PolicyResult {
 }
 
 /// A whole policy comparison, as `farmem numa policies --json` writes it.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct PolicyReport {
     pub machine: Machine,
     pub topology: Topology,
@@ -37,7 +39,7 @@ pub struct PolicyReport {
     pub note: Option<String>,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct PolicyParams {
     pub cmd: Vec<String>,
     pub duration: Option<f64>,

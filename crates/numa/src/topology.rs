@@ -1,10 +1,10 @@
 //! NUMA topology from sysfs (`ROOT/devices/system/node`), like `numactl -H`.
 
 use crate::NumaError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Node {
     pub id: usize,
     pub cpus: Vec<usize>,
@@ -12,7 +12,7 @@ pub struct Node {
     pub mem_free: u64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Topology {
     pub nodes: Vec<Node>,
     /// `distances[i][j]`: the kernel's relative distance from node i to j.

@@ -11,7 +11,7 @@ use crate::run::run_for;
 use crate::topology::Topology;
 use crate::{verify, NumaError};
 use farmem_probe::machine::Machine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -76,16 +76,18 @@ impl XyWorkload {
 }
 
 /// One cell, over its runs.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct XyCell {
     pub mem_node: usize,
     pub cpu_node: usize,
     pub numactl: String,
     /// The headline time: pass 1 for memwrite, else the workload's own time.
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub seconds: f64,
     /// memwrite: median of passes 2..P.
     pub later_pass_seconds: Option<f64>,
     /// Against (Y, Y): local memory for the same CPUs.
+    #[serde(deserialize_with = "farmem_probe::json::nan_if_null")]
     pub slowdown_pct: f64,
     pub later_slowdown_pct: Option<f64>,
     /// Where the memory was seen (bytes by node), in the last run.
@@ -95,7 +97,7 @@ pub struct XyCell {
 }
 
 /// A whole X×Y run, as `farmem numa xy --json` writes it.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct XyReport {
     pub machine: Machine,
     pub topology: Topology,
@@ -106,7 +108,7 @@ pub struct XyReport {
 }
 
 /// The run's parameters in the report.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct XyParams {
     pub workload: String,
     pub runs: u32,
@@ -114,7 +116,7 @@ pub struct XyParams {
     pub passes: Option<u32>,
     pub size_bytes: Option<usize>,
     /// How each cell's runs are summed up.
-    pub statistic: &'static str,
+    pub statistic: String,
 }
 
 /// [`run`] on `topology`'s machine, with what the report needs beside.
@@ -139,7 +141,7 @@ pub fn report(
             runs,
             passes,
             size_bytes,
-            statistic: "median",
+            statistic: "median".to_string(),
         },
         cells,
     })

@@ -6,13 +6,13 @@
 
 use crate::chase::{Buffer, PageMode};
 use crate::ProbeError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Barrier;
 use std::time::Instant;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Result {
-    pub kernel: &'static str,
+    pub kernel: String,
     pub threads: usize,
     pub bytes_per_array: u64,
     pub gbps: f64,
@@ -128,7 +128,7 @@ pub fn measure(
                 best = best.min((end - start).as_secs_f64());
             }
             out.push(Result {
-                kernel: k,
+                kernel: k.to_string(),
                 threads: t,
                 bytes_per_array: (n * 8) as u64,
                 gbps: n as f64 * bytes_per_elem(k) / best / 1e9,

@@ -14,12 +14,12 @@
 
 use crate::levels::Point;
 use crate::ProbeError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 pub const LINE: usize = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PageMode {
     /// 4 KiB pages (transparent huge pages refused with MADV_NOHUGEPAGE).
@@ -155,7 +155,7 @@ pub fn chase(start: *const usize, loads: u64) -> *const usize {
 }
 
 /// Parameters of a latency sweep.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Params {
     pub min_bytes: u64,
     pub max_bytes: u64,
@@ -163,7 +163,7 @@ pub struct Params {
     pub repeats: u32,
     pub target_ms: u64,
     pub stride_bytes: u64,
-    pub timer: &'static str,
+    pub timer: String,
 }
 
 impl Params {
@@ -175,7 +175,7 @@ impl Params {
             repeats: 5,
             target_ms: 20,
             stride_bytes: LINE as u64,
-            timer: "clock_gettime(CLOCK_MONOTONIC)",
+            timer: "clock_gettime(CLOCK_MONOTONIC)".to_string(),
         }
     }
 

@@ -4,10 +4,10 @@
 use crate::chase::{Buffer, PageMode};
 use crate::{quantile, ProbeError};
 use farmem_runtime::{Advice, Runtime};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FaultCost {
     pub kind: String,
     pub samples: usize,

@@ -15,6 +15,7 @@ pub mod bandwidth;
 pub mod chase;
 pub mod far;
 pub mod faults;
+pub mod json;
 pub mod levels;
 pub mod loaded;
 pub mod machine;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 const LINE: usize = 64;
 
 /// A traffic mix: `reads` lines read for every `writes` lines written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mix {
     pub reads: u32,
     pub writes: u32,
@@ -235,7 +235,7 @@ pub struct Curve {
 }
 
 /// Parameters of a loaded-latency sweep.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Params {
     /// The chased buffer (larger than the last-level cache).
     pub chase_bytes: usize,

@@ -1,9 +1,9 @@
 //! The machine a result was measured on, read from /proc and sysfs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Cache {
     pub level: u32,
     /// "Data", "Instruction" or "Unified".
@@ -13,7 +13,9 @@ pub struct Cache {
     pub shared_cpus: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Fields a result file lacks (an older farmem's) read back as defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Machine {
     pub cpu_model: String,
     pub cpus: usize,

@@ -115,8 +115,29 @@ pub struct LoadedReport {
     pub curves: Vec<crate::loaded::Curve>,
 }
 
+/// What a probe run was asked, as `--json` records it, with each part's
+/// own settings beside (read by people, not by farmem).
+#[derive(Serialize, Deserialize, Debug, Default)]
+pub struct Recorded {
+    /// `latency`, `bandwidth`, `faults`, `far`, `loaded`, `all`, ...
+    pub what: String,
+    /// `4k`, `2m` or `thp`.
+    pub pages: String,
+    #[serde(default)]
+    pub quick: bool,
+    /// Each part's settings by part name.
+    #[serde(flatten)]
+    pub parts: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Recorded {
+    fn set(&mut self, part: &str, v: serde_json::Value) {
+        self.parts.insert(part.to_string(), v);
+    }
+}
+
 /// One tier of the ladder.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug)]
 pub struct Rung {
     pub tier: String,
     pub bytes: u64,
@@ -126,12 +147,12 @@ pub struct Rung {
 }
 
 /// Everything a probe run measured, as `--json` writes it.
-#[derive(Serialize, Default, Debug)]
+#[derive(Serialize, Deserialize, Default, Debug)]
 pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub params: Option<serde_json::Value>,
+    pub params: Option<Recorded>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub curve: Option<Vec<Point>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -175,7 +196,12 @@ pub fn run(
     };
     let want = |w: What| a.what == What::All || a.what == w;
     let max = if a.quick { a.max.min(256 << 20) } else { a.max };
-    let mut params = serde_json::json!({ "what": a.what.name(), "pages": a.pages.to_string(), "quick": a.quick });
+    let mut params = Recorded {
+        what: a.what.name().to_string(),
+        pages: a.pages.to_string(),
+        quick: a.quick,
+        parts: serde_json::Map::new(),
+    };
 
     if want(What::Latency) {
         let mut p = chase::Params::new(max, a.pages);
@@ -188,7 +214,7 @@ pub fn run(
         progress.end();
         r.levels = Some(levels::detect(&curve, &machine.known()));
         r.curve = Some(curve);
-        params["latency"] = json(&p);
+        params.set("latency", json(&p));
     }
     if want(What::Bandwidth) {
         let threads = if a.threads.is_empty() {
@@ -217,7 +243,7 @@ pub fn run(
             || progress.step(),
         )?);
         progress.end();
-        params["bandwidth"] = serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" });
+        params.set("bandwidth", serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" }));
     }
 
     // Far memory: the runtime (for fault costs) and the backends.
@@ -245,7 +271,7 @@ pub fn run(
         let rt = farmem_runtime::init(cfg.clone())?;
         costs.extend(faults::far(rt, samples)?);
         r.faults = Some(costs);
-        params["faults"] = serde_json::json!({ "samples": samples, "far_backend": rt.backend_description(), "prefetch": "off (FM_ADV_RANDOM)" });
+        params.set("faults", serde_json::json!({ "samples": samples, "far_backend": rt.backend_description(), "prefetch": "off (FM_ADV_RANDOM)" }));
     }
     if want(What::Far) {
         let set = if a.quick { 16 << 20 } else { 64 << 20 };
@@ -306,7 +332,7 @@ pub fn run(
         }
         progress.end();
         r.far = Some(tiers);
-        params["far"] = serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::config::MAX_BATCH * 4096 });
+        params.set("far", serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::config::MAX_BATCH * 4096 }));
     }
     if want(What::Loaded) {
         loaded(a, machine, &cfg, &mut r, &mut params, progress)?;
@@ -324,7 +350,7 @@ fn loaded(
     machine: &Machine,
     cfg: &Config,
     r: &mut Report,
-    params: &mut serde_json::Value,
+    params: &mut Recorded,
     progress: &mut dyn Progress,
 ) -> Result<(), ProbeError> {
     use crate::loaded::{self as ld, Mix};
@@ -369,7 +395,7 @@ fn loaded(
         calibration_ns: cal,
         curves,
     });
-    params["loaded"] = json(&p);
+    params.set("loaded", json(&p));
 
     // The far tier: the first --servers set, else the embedded server.
     let streams = machine.cpus.saturating_sub(1).max(1);
@@ -397,7 +423,7 @@ fn loaded(
         || progress.step(),
     )?);
     progress.end();
-    params["far_loaded"] = serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": u64::try_from(window.as_millis()).unwrap_or(u64::MAX), "set_bytes": set });
+    params.set("far_loaded", serde_json::json!({ "servers": remote.describe(), "streams": streams, "transfer_bytes": 256 << 10, "gaps_us": gaps, "window_ms": u64::try_from(window.as_millis()).unwrap_or(u64::MAX), "set_bytes": set }));
     Ok(())
 }
 

@@ -1,14 +1,23 @@
-//! What farmem draws and writes for people: every figure (`plot`: one
-//! [`plot::Figure`] per picture, SVG or PNG, text in a bundled DejaVu Sans
-//! so that a plot needs no fonts on the machine) and the HTML report of
-//! probe, numa and bench results (`html`), which inlines those figures as
-//! SVG. Text and CSV come from the same place: `text` renders each kind of
-//! result through one [`table::Table`].
+//! What farmem shows people: each kind of result in a module of its own
+//! that holds its text tables, CSV, figure and HTML section ([`probe`],
+//! [`bench`](mod@bench), [`xy`], [`policies`], [`matrix`], as ripgrep's printer keeps
+//! one printer per output kind); a result read back into its type
+//! ([`doc`]); the chart kit the figures share ([`plot`]: SVG or PNG, text
+//! in a bundled DejaVu Sans so a figure needs no fonts on the machine);
+//! text and CSV tables ([`table`]); and the page that puts sections
+//! together ([`html`]).
 
+pub mod bench;
+pub mod doc;
 pub mod html;
+pub mod matrix;
 pub mod plot;
+pub mod policies;
+pub mod probe;
 pub mod table;
-pub mod text;
+pub mod xy;
+
+pub use doc::{read_result, Doc, Kind};
 
 use thiserror::Error;
 

@@ -2,7 +2,7 @@
 //! of cells, printed either with columns as wide as their widest cell or as
 //! CSV.
 
-use std::fmt::Display;
+use std::fmt::{Display, Write as _};
 
 /// A header and rows of cells, all strings already formatted.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -92,6 +92,32 @@ pub fn dash<T: Display>(v: Option<T>) -> String {
     v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
+/// A grid of `ids` × `ids`: rows `row_name(y)`, columns `col_name(x)`, the
+/// cell of (x, y) from `cell`.
+pub fn grid(
+    ids: &[usize],
+    corner: &str,
+    name: impl Fn(&str, usize) -> String,
+    cell: impl Fn(usize, usize) -> Option<String>,
+) -> Table {
+    let mut header = vec![corner.to_string()];
+    header.extend(ids.iter().map(|x| name("col", *x)));
+    let mut t = Table::new(&header);
+    for y in ids {
+        let mut row = vec![name("row", *y)];
+        row.extend(ids.iter().map(|x| dash(cell(*x, *y))));
+        t.row(&row);
+    }
+    t
+}
+
+/// A result's note, when it has one, after a blank line.
+pub fn note(s: &mut String, note: Option<&str>) {
+    if let Some(n) = note {
+        let _ = write!(s, "\n{n}\n");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +145,20 @@ mod tests {
         assert_eq!(
             t.text("  "),
             "  tier           latency\n  L1              1.2 ns\n  DRAM (node 0)  95.0 ns\n"
+        );
+    }
+
+    #[test]
+    fn a_grid_has_a_row_and_a_column_per_node() {
+        let t = grid(
+            &[0, 1],
+            "X \\ Y",
+            |k, n| format!("{k}{n}"),
+            |x, y| (x != y).then(|| format!("{x}{y}")),
+        );
+        assert_eq!(
+            t.text(""),
+            "X \\ Y  col0  col1\nrow0      -    10\nrow1     01     -\n"
         );
     }
 }

@@ -1,4 +1,5 @@
-//! Heatmaps: the X x Y placement matrix and the node-pair matrix.
+//! Heat maps of a node × node matrix: the chart kit's grid figure (numa X×Y
+//! placements, the idle latency and bandwidth matrix).
 
 use super::*;
 
@@ -104,68 +105,6 @@ impl Figure for HeatmapPair<'_> {
     }
 }
 
-/// The matrix as heat-map cells: latency, then bandwidth, each shaded by
-/// how much worse it is than the CPU node's own memory.
+/// Heat-map cells: (memory node, CPU node, label, how much worse than
+/// local).
 pub type HeatCells = Vec<(usize, usize, String, f64)>;
-
-fn matrix_cells(results: &[MatrixCell]) -> (HeatCells, HeatCells) {
-    let local = |y: usize, f: fn(&MatrixCell) -> f64| {
-        results
-            .iter()
-            .find(|r| r.mem_node == y && r.cpu_node == y)
-            .map_or(f64::NAN, f)
-    };
-    let lat = results
-        .iter()
-        .map(|r| {
-            let l = local(r.cpu_node, |c| c.latency_ns);
-            (
-                r.mem_node,
-                r.cpu_node,
-                format!("{:.1} ns", r.latency_ns),
-                (r.latency_ns / l - 1.0) * 100.0,
-            )
-        })
-        .collect();
-    let bw = results
-        .iter()
-        .map(|r| {
-            let l = local(r.cpu_node, |c| c.read_gbps);
-            (
-                r.mem_node,
-                r.cpu_node,
-                format!("{:.2} GB/s", r.read_gbps),
-                (l / r.read_gbps - 1.0) * 100.0,
-            )
-        })
-        .collect();
-    (lat, bw)
-}
-
-/// The matrix's two heat maps (latency, bandwidth), handed to `f`.
-pub fn matrix_figure<R>(
-    ids: &[usize],
-    results: &[MatrixCell],
-    f: impl FnOnce(&HeatmapPair) -> Result<R>,
-) -> Result<R> {
-    let (lat, bw) = matrix_cells(results);
-    f(&HeatmapPair(
-        Heatmap {
-            ids,
-            cells: &lat,
-            title: "idle latency (ns per dependent load)",
-        },
-        Heatmap {
-            ids,
-            cells: &bw,
-            title: "read bandwidth, all CPUs of node Y (GB/s)",
-        },
-    ))
-}
-
-/// `farmem numa matrix --plot FILE`: latency and bandwidth heat maps side
-/// by side.
-pub fn write_matrix(path: &Path, r: &MatrixReport) -> Result<()> {
-    let ids: Vec<usize> = r.nodes.iter().map(|n| n.id).collect();
-    matrix_figure(&ids, &r.matrix, |f| write(path, f))
-}

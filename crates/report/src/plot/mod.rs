@@ -10,35 +10,37 @@
 //! points); a run that failed is a cross at the top edge with its reason
 //! beside it; legends sit in their own column, never over the data.
 
-mod bench;
 mod heatmap;
-mod probe;
 mod series;
 
-pub use bench::{write_bench, Bench, BenchCell};
-pub use heatmap::{
-    matrix_figure, time_and_slowdown, write_matrix, HeatCells, Heatmap, HeatmapPair,
-};
-pub use probe::{write_probe, Probe};
-pub use series::{write_policies, write_xy, Loaded, Series};
+pub use heatmap::{time_and_slowdown, HeatCells, Heatmap, HeatmapPair};
+pub(crate) use series::xy_panel;
+pub use series::Series;
+
+/// What a figure of one kind of result (in that kind's module) draws with.
+pub(crate) mod kit {
+    pub(crate) use super::{
+        beside_legend, bytes, chart_and_legend, chart_on, color, err, legend, log_ticks, mesh,
+        ratios, systems, times, wants_log, xy_panel, Chart, Figure, Frame, Swatch, GREY, PANEL,
+    };
+    pub(crate) use crate::ReportError;
+    pub(crate) use plotters::coord::combinators::{LogCoord, WithKeyPoints};
+    pub(crate) use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+    pub(crate) use plotters::coord::Shift;
+    pub(crate) use plotters::prelude::*;
+    pub(crate) use plotters::style::text_anchor::{HPos, Pos, VPos};
+    pub(crate) use std::ops::Range;
+    pub(crate) use std::path::Path;
+    pub(crate) type Result<T> = std::result::Result<T, ReportError>;
+}
 
 use crate::ReportError;
-use farmem_bench::Report as BenchReport;
-use farmem_numa::matrix::{MatrixCell, MatrixReport};
-use farmem_numa::policies::PolicyReport;
-use farmem_numa::xy::XyReport;
-use farmem_probe::far::Tier;
-use farmem_probe::levels::{Level, Point};
-use farmem_probe::suite::Report as ProbeReport;
 use farmem_sys::format_size;
 use plotters::chart::MeshStyle;
 use plotters::coord::cartesian::Cartesian2d;
-use plotters::coord::combinators::{LogCoord, WithKeyPoints};
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Once;
 
@@ -48,7 +50,7 @@ static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
 /// Width of the legend column at the right of a chart, in pixels.
 const LEGEND_W: u32 = 290;
-const GREY: RGBColor = RGBColor(120, 120, 120);
+pub(crate) const GREY: RGBColor = RGBColor(120, 120, 120);
 
 /// A plot's file format, from its extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +83,7 @@ pub trait Figure {
         DB::ErrorType: 'static;
 }
 
-fn fonts() {
+pub(crate) fn fonts() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The bundled file is a valid TrueType font; a failure here is a
@@ -90,7 +92,7 @@ fn fonts() {
     });
 }
 
-fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
+pub(crate) fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
     ReportError::Draw(e.to_string())
 }
 
@@ -140,13 +142,13 @@ const PALETTE: [RGBColor; 7] = [
     RGBColor(140, 86, 75),
 ];
 
-fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
 /// How a legend entry is drawn.
 #[derive(Clone, Copy)]
-enum Swatch {
+pub(crate) enum Swatch {
     /// A filled square: a series of points.
     Square,
     /// A line: a reference line or a level.
@@ -156,7 +158,7 @@ enum Swatch {
 }
 
 /// A legend in its own area (never over data), one entry per line.
-fn legend<DB: DrawingBackend>(
+pub(crate) fn legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     top: i32,
     entries: &[(String, RGBColor, Swatch)],
@@ -187,12 +189,12 @@ where
 }
 
 /// A log scale when the values span more than a decade, else linear from 0.
-fn wants_log(lo: f64, hi: f64) -> bool {
+pub(crate) fn wants_log(lo: f64, hi: f64) -> bool {
     lo > 0.0 && hi / lo > 10.0
 }
 
 /// Tick labels for a ratio axis: 1.5×, 10×.
-fn times(v: &f64) -> String {
+pub(crate) fn times(v: &f64) -> String {
     if *v >= 10.0 || (*v - v.round()).abs() < 1e-9 {
         format!("{v:.0}×")
     } else {
@@ -202,7 +204,7 @@ fn times(v: &f64) -> String {
 
 /// Tick labels for a plain axis: no decimals a tick does not have (`2000`,
 /// `450`, `2.5`, `0.25`), as many as a value below 1 needs.
-fn number(v: &f64) -> String {
+pub(crate) fn number(v: &f64) -> String {
     let a = v.abs();
     let decimals = if a >= 10.0 || a == 0.0 {
         0
@@ -221,7 +223,7 @@ fn number(v: &f64) -> String {
 }
 
 /// Tick labels for an axis of sizes in bytes: 4K, 1M.
-fn bytes(v: &f64) -> String {
+pub(crate) fn bytes(v: &f64) -> String {
     // A tick of a log axis of sizes: positive, and far below 2^64 (`as`
     // saturates, and drops only the fraction of a byte).
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
@@ -233,16 +235,16 @@ fn bytes(v: &f64) -> String {
 /// the margin, and the room for the tick labels below (x) and at the left
 /// (y), in pixels.
 #[derive(Clone, Copy)]
-struct Frame {
-    caption: u32,
-    margin: u32,
-    x_area: u32,
-    y_area: u32,
-    ticks: u32,
+pub(crate) struct Frame {
+    pub(crate) caption: u32,
+    pub(crate) margin: u32,
+    pub(crate) x_area: u32,
+    pub(crate) y_area: u32,
+    pub(crate) ticks: u32,
 }
 
 /// The frame of each panel of a probe figure.
-const PANEL: Frame = Frame {
+pub(crate) const PANEL: Frame = Frame {
     caption: 15,
     margin: 12,
     x_area: 44,
@@ -251,11 +253,11 @@ const PANEL: Frame = Frame {
 };
 
 /// A chart with an x and a y axis, as plotters types it.
-type Chart<'a, DB, X, Y> = ChartContext<'a, DB, Cartesian2d<X, Y>>;
+pub(crate) type Chart<'a, DB, X, Y> = ChartContext<'a, DB, Cartesian2d<X, Y>>;
 
 /// A chart on `area` with its caption and frame, over the axes `x` and `y`
 /// (ranges, or log scales of them); its mesh comes from [`mesh`].
-fn chart_on<'a, DB, X, Y>(
+pub(crate) fn chart_on<'a, DB, X, Y>(
     area: &'a DrawingArea<DB, Shift>,
     caption: impl AsRef<str>,
     f: Frame,
@@ -279,7 +281,7 @@ where
 
 /// The mesh of a chart in every figure's style, its axes described; the
 /// caller adds what is its own (tick count and labels) and draws it.
-fn mesh<'a, 'b, DB, X, Y>(
+pub(crate) fn mesh<'a, 'b, DB, X, Y>(
     ch: &'b mut Chart<'a, DB, X, Y>,
     f: Frame,
     x_desc: &str,
@@ -326,7 +328,7 @@ pub fn systems<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 }
 
 /// A white figure split into the chart and, at its right, the legend column.
-fn chart_and_legend<DB: DrawingBackend>(
+pub(crate) fn chart_and_legend<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
 ) -> Result<(DrawingArea<DB, Shift>, DrawingArea<DB, Shift>)>
 where
@@ -337,7 +339,7 @@ where
 }
 
 /// An area split into the chart and, at its right, the legend column.
-fn beside_legend<DB: DrawingBackend>(
+pub(crate) fn beside_legend<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
 ) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
     area.split_horizontally(area.dim_in_pixel().0 - LEGEND_W)
@@ -347,7 +349,7 @@ fn beside_legend<DB: DrawingBackend>(
 /// only the powers of ten when that would crowd it. Plotters alone labels
 /// only powers of ten, which leaves a range inside one decade with one
 /// label or none.
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (lo, hi) = (lo.max(1e-9), hi.max(lo * 1.0001));
     // The log10 of an f64 lies within ±324 (an infinity saturates), far
     // inside i32.

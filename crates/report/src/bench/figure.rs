@@ -1,6 +1,8 @@
-//! `farmem bench`: time against expansion, one line per system.
+//! A bench result's figure: runtime relative to all-local against
+//! expansion, one line per system.
 
-use super::*;
+use super::{failure, relative, BenchDoc};
+use crate::plot::kit::*;
 
 /// One cell of a bench result: a system at an expansion ratio.
 #[derive(Debug, Clone)]
@@ -178,31 +180,137 @@ impl Figure for Bench<'_> {
     }
 }
 
-// ---------------------------------------------------------------- probe
-
 /// `farmem bench --plot FILE`: runtime relative to all-local against
 /// expansion, one line per system, failures marked.
-pub fn write_bench(path: &Path, r: &BenchReport) -> Result<()> {
-    let cells: Vec<BenchCell> = r
-        .results
+pub fn write(path: &Path, d: &BenchDoc) -> Result<()> {
+    let title = format!("{}: runtime relative to all-local", d.title());
+    crate::plot::write(
+        path,
+        &Bench {
+            title: &title,
+            cells: &cells(d),
+        },
+    )
+}
+
+/// The figure's cells from the result's.
+pub fn cells(d: &BenchDoc) -> Vec<BenchCell> {
+    d.results
         .iter()
         .map(|c| BenchCell {
             system: c.system.clone(),
             expansion: c.expansion,
-            relative: Some(c.relative_runtime).filter(|r| r.is_finite()),
-            failure: c.unavailable.as_deref().map(farmem_bench::failure_words),
+            relative: relative(c),
+            failure: failure(c),
         })
-        .collect();
-    let title = format!(
-        "{} {}: runtime relative to all-local",
-        r.workload,
-        format_size(r.size)
-    );
-    write(
-        path,
-        &Bench {
-            title: &title,
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plot::svg_string;
+
+    fn cell(s: &str, e: f64, r: Option<f64>, f: Option<&str>) -> BenchCell {
+        BenchCell {
+            system: s.into(),
+            expansion: e,
+            relative: r,
+            failure: f.map(str::to_string),
+        }
+    }
+
+    /// The defects of issue 16: a one-point system drew nothing, the x axis
+    /// said "seconds", failures were absent, and there was no 1.0 line.
+    #[test]
+    fn bench_svg_has_a_marker_per_point_axis_titles_and_failures() {
+        let cells = [
+            cell("local", 1.0, Some(1.0), None),
+            cell("farmem", 1.67, Some(1.9), None),
+            cell("farmem", 6.0, Some(3.1), None),
+            cell("swap", 1.67, Some(2.48), None),
+            cell("swap", 6.0, None, Some("OOM-killed")),
+        ];
+        let s = svg_string(&Bench {
+            title: "qsort 1G",
             cells: &cells,
-        },
-    )
+        })
+        .unwrap();
+        assert_eq!(s.matches("<circle").count(), 3, "one marker per point");
+        assert!(s.contains("memory expansion: footprint / local memory (×)"));
+        assert!(s.contains("runtime relative to all-local (×, lower is better)"));
+        assert!(!s.contains("seconds"));
+        assert!(s.contains("swap: OOM-killed"));
+        assert!(s.contains("all-local = 1.0×"));
+        assert!(s.contains("run failed"));
+    }
+
+    #[test]
+    fn bench_y_axis_goes_logarithmic_past_a_decade() {
+        let lin = [cell("farmem", 2.0, Some(3.0), None)];
+        let b = Bench {
+            title: "",
+            cells: &lin,
+        };
+        let (r, log, fail) = b.y_axis();
+        assert!(!log);
+        assert_eq!(r.start, 0.0);
+        assert!(fail < r.end && fail > 3.0);
+        let wide = [
+            cell("farmem", 2.0, Some(1.1), None),
+            cell("swap", 4.0, Some(60.0), None),
+        ];
+        let (r, log, fail) = Bench {
+            title: "",
+            cells: &wide,
+        }
+        .y_axis();
+        assert!(log);
+        assert!(r.start < 1.0 && r.end > 60.0 && fail > 60.0 && fail < r.end);
+    }
+
+    #[test]
+    fn the_x_axis_has_one_slot_per_expansion() {
+        let cells = [
+            cell("local", 1.0, Some(1.0), None),
+            cell("farmem", 6.0, Some(2.0), None),
+            cell("swap", 1.67, None, Some("OOM-killed")),
+            cell("zram", 6.0, Some(3.0), None),
+        ];
+        let b = Bench {
+            title: "",
+            cells: &cells,
+        };
+        assert_eq!(b.expansions(), vec![1.67, 6.0]);
+        let s = svg_string(&b).unwrap();
+        let labels: Vec<&str> = s
+            .split("</text>")
+            .filter_map(|t| t.rsplit('>').next())
+            .map(str::trim)
+            .collect();
+        assert!(
+            labels.contains(&"1.7×") && labels.contains(&"6×"),
+            "ticks name the ratios: {labels:?}"
+        );
+    }
+
+    #[test]
+    fn png_plots_render_text_with_the_bundled_font() {
+        let dir = std::env::temp_dir().join(format!("farmem-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("b.png");
+        let cells = [cell("farmem", 2.0, Some(1.5), None)];
+        crate::plot::write(
+            &p,
+            &Bench {
+                title: "t",
+                cells: &cells,
+            },
+        )
+        .unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        assert!(bytes.len() > 5000, "a chart with text, not a blank image");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1,6 +1,11 @@
-//! `farmem probe`: the latency ladder with its levels, and the far tiers.
+//! A probe result's figures: the latency ladder with its levels and the far
+//! tiers, or latency under load.
 
-use super::*;
+use crate::plot::kit::*;
+use farmem_probe::far::Tier;
+use farmem_probe::levels::{Level, Point};
+use farmem_probe::suite::Report as ProbeReport;
+use farmem_sys::format_size;
 
 /// Latency against working set (log-log) with the detected levels marked,
 /// and far throughput against transfer size; whichever are present.
@@ -188,12 +193,81 @@ impl Figure for Probe<'_> {
 
 // ---------------------------------------------------------------- numa
 
+/// Loaded latency (`farmem probe loaded`): latency against the bandwidth
+/// other threads draw, one curve per traffic mix; and the far tier's
+/// single-page latency against the bandwidth streamed from its servers.
+pub struct Loaded<'a> {
+    pub curves: Option<&'a [farmem_probe::loaded::Curve]>,
+    pub far: Option<&'a [farmem_probe::loaded::FarPoint]>,
+    pub title: &'a str,
+}
+
+impl Figure for Loaded<'_> {
+    fn size(&self) -> (u32, u32) {
+        let panels = self.curves.is_some() as u32 + self.far.is_some() as u32;
+        (1000, 520 * panels.max(1))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let panels = self.curves.is_some() as usize + self.far.is_some() as usize;
+        let areas = root.split_evenly((panels.max(1), 1));
+        let mut at = areas.iter();
+        if let Some(curves) = self.curves {
+            // Drawn in order of bandwidth: near full load, a shorter delay
+            // does not always draw more (the tables keep the order measured).
+            let lines: Vec<_> = curves
+                .iter()
+                .map(|c| {
+                    let mut pts: Vec<_> = c
+                        .points
+                        .iter()
+                        .map(|p| (p.bandwidth_mbps, p.latency_ns))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (format!("mix {}", c.mix), pts)
+                })
+                .collect();
+            xy_panel(
+                at.next()
+                    .ok_or_else(|| ReportError::Draw("a panel too few".into()))?,
+                self.title,
+                "bandwidth drawn by the other threads (MB/s)",
+                "latency (ns per dependent load)",
+                &lines,
+            )?;
+        }
+        if let Some(far) = self.far {
+            // Joined in order of bandwidth, as the mixes are.
+            let pts = |f: fn(&farmem_probe::loaded::FarPoint) -> f64| {
+                let mut v: Vec<_> = far.iter().map(|p| (p.bandwidth_mbps, f(p))).collect();
+                v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                v
+            };
+            xy_panel(
+                at.next()
+                    .ok_or_else(|| ReportError::Draw("a panel too few".into()))?,
+                "far tier under load: one-page reads while others stream",
+                "bandwidth streamed from the servers (MB/s)",
+                "one-page read latency (µs)",
+                &[
+                    ("p50".to_string(), pts(|p| p.p50_us)),
+                    ("p99".to_string(), pts(|p| p.p99_us)),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// `farmem probe --plot FILE`: for `loaded`, latency against bandwidth
 /// drawn (and the far tier under load); else latency against working set
 /// and far throughput against transfer size.
-pub fn write_probe(path: &Path, r: &ProbeReport) -> Result<()> {
-    if r.params.as_ref().and_then(|p| p["what"].as_str()) == Some("loaded") {
-        return write(
+pub fn write(path: &Path, r: &ProbeReport) -> Result<()> {
+    if r.params.as_ref().is_some_and(|p| p.what == "loaded") {
+        return crate::plot::write(
             path,
             &Loaded {
                 curves: r.loaded.as_ref().map(|l| &l.curves[..]),
@@ -203,7 +277,7 @@ pub fn write_probe(path: &Path, r: &ProbeReport) -> Result<()> {
         );
     }
     let title = r.machine.as_ref().map(|m| m.summary()).unwrap_or_default();
-    write(
+    crate::plot::write(
         path,
         &Probe {
             curve: r.curve.as_deref(),
