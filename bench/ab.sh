@@ -7,17 +7,20 @@
 #   OLD_TREE: a checkout of the baseline commit, built with `cargo build
 #   --release`; this script builds its workloads from THIS tree's sources
 #   (so both sides run identical programs) and links them to its libfarmem.
-# Writes bench/results/ab-{old,new}-NAME.json and prints a summary table.
-# SIDES="new" reruns only the new side of the `farmem bench` workloads (the
-# old side's files are kept); pagerank and faultlat always run both sides.
+# Writes bench/results/DATE-ab/ab-{old,new}-NAME.json (with RUN.md: the
+# command, the commit, the machine) and prints a summary table.
+# SIDES="new" RESULTS_DIR=bench/results/DATE-ab reruns only the new side of
+# the `farmem bench` workloads in that run's folder (the old side's files
+# are kept); pagerank and faultlat always run both sides.
 set -euo pipefail
+BENCH_COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
+. bench/results-dir.sh
 OLD=$(cd "$1" && pwd)
 RUNS=${2:-3}
 SIDES=${SIDES:-old new}
 NEW=$PWD
-R=bench/results
-mkdir -p "$R"
+results_dir ab
 cargo build --release --quiet
 make -C workloads >/dev/null
 cp workloads/*.c workloads/*.h workloads/Makefile "$OLD/workloads/"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The issue-6 benchmark set, as run for docs/benchmarks.md (root; about 30-60
 # minutes on a 2-vCPU machine, most of it in the kernel baselines).
-# Each run writes a table (.txt) and the JSON (.json) under bench/results/.
+# Each run writes a table (.txt) and the JSON (.json) in one folder,
+# bench/results/DATE-bench-all/, with RUN.md (command, commit, machine).
 set -uo pipefail
+BENCH_COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
+. bench/results-dir.sh
 F=target/release/farmem
-R=bench/results
+results_dir bench-all
 run() {
     local name=$1; shift
     echo "== $name: farmem bench $*"

@@ -4,7 +4,8 @@
 # syscall-heavy server) and with a quarter of their footprint. One run,
 # side by side. Prints one table; the raw logs stay in $OUT.
 #
-#   bench/real-programs.sh [OUT_DIR]
+#   bench/real-programs.sh [OUT_DIR]   (default bench/results/DATE-real-programs,
+#   with RUN.md: the command, the commit, the machine)
 #
 # memcached: 1 GiB of 64-128 KiB items stored and read back by
 # tests/clients/memcache_check.py (every byte checked), then memcslap
@@ -12,9 +13,11 @@
 # (tests/clients/redis_check.py), then redis-benchmark GET/SET with
 # 64-byte values (syscall-bound).
 set -euo pipefail
+BENCH_COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
-OUT=${1:-bench/results/real-programs-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT"
+. bench/results-dir.sh
+RESULTS_DIR=${1:-${RESULTS_DIR:-}} results_dir real-programs
+OUT=$R
 F=$PWD/target/release/farmem
 PY=/usr/bin/python3
 [ -x "$F" ] || { echo "build first: cargo build --release" >&2; exit 1; }

@@ -13,14 +13,18 @@
 # Hosts are network namespaces (scripts/netns-hosts.sh), rate-limited with
 # tc tbf on both ends of each link. Open MPI starts the servers through a
 # hostfile, as on a cluster; the client finds them with @DIR. Output goes to
-# bench/results/scaleout-*. Needs root, iproute2 and openmpi-bin.
+# bench/results/DATE-scaleout/ (with RUN.md: command, commit, machine).
+# Needs root, iproute2 and openmpi-bin.
 set -euo pipefail
+BENCH_COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
+. bench/results-dir.sh
 ROOT=$PWD
 F=$ROOT/target/release/farmem
 W=$ROOT/target/release/workloads
 H=$ROOT/scripts/netns-hosts.sh
-OUT=$ROOT/bench/results
+results_dir scaleout
+OUT=$ROOT/$R
 NAME=fmb
 SECRET=/tmp/fmb-secret
 mkdir -p "$OUT"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The seed table of docs/benchmarks.md from bench/results/seed-*.json
+"""The seed table of docs/benchmarks.md from bench/results/*seed-*/seed-*.json
 (written by bench/seed-table.sh): one row per workload and expansion."""
 import glob
 import json
@@ -28,7 +28,7 @@ def gb(b):
 
 
 rows = []
-for f in sorted(glob.glob(sys.argv[1] if len(sys.argv) > 1 else "bench/results/seed-*.json")):
+for f in sorted(glob.glob(sys.argv[1] if len(sys.argv) > 1 else "bench/results/*seed-*/seed-*.json")):
     try:
         r = json.load(open(f))
     except ValueError:

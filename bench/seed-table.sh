@@ -3,16 +3,18 @@
 # local, farmem, swap, zram and ssd-mmap, three runs a cell (median, min,
 # max), with farmem's timed-region traffic against the least any policy
 # must move and the far ceiling. Root; about 30-50 minutes on a 2-vCPU
-# machine. Each run writes bench/results/seed-NAME.{json,txt}.
+# machine. Each run writes seed-NAME.{json,txt} in one folder,
+# bench/results/DATE-seed-table/, with RUN.md (command, commit, machine).
 # `bench/seed-table.sh stencil-1t`: the stencil again, at 512M on one
 # thread: on 2 vCPUs two compute threads leave no CPU to the memory server
 # (or to kswapd); one thread is a client whose server runs on another node.
 # `bench/seed-table.sh graph`: only the graph rows (pagerank and bfs).
 set -uo pipefail
+BENCH_COMMAND="$0 $*"
 cd "$(dirname "$0")/.."
+. bench/results-dir.sh
 F=target/release/farmem
-R=bench/results
-mkdir -p "$R"
+results_dir "seed-table${1:+-$1}"
 run() {
     local name=$1
     shift
