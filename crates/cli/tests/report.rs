@@ -249,13 +249,21 @@ impl Shot {
 fn chromium_shows_every_point_where_the_svg_puts_it() {
     let dir = scratch("browser");
     let h = report(&dir);
+    on_screen(&dir, &h);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The page `h` (written to DIR/r.html) in headless Chromium: not blank,
+/// each plot drawn, and each data point on screen in its colour where the
+/// SVG puts it.
+fn on_screen(dir: &Path, h: &str) {
     let page = dir.join("r.html");
     // A copy that writes the page height and each plot's box into its title:
     // the layout the screenshot of the unchanged page will have.
     let probe = dir.join("layout.html");
     let js = "<script>var b=[].map.call(document.querySelectorAll('svg'),function(s){var r=s.getBoundingClientRect();return [r.left,r.top+window.scrollY,r.width,r.height];});document.title=JSON.stringify([document.documentElement.scrollHeight,b]);</script></body>";
     std::fs::write(&probe, h.replace("</body>", js)).unwrap();
-    let dom = headless(&dir, 1000, &["--dump-dom"], &probe);
+    let dom = headless(dir, 1000, &["--dump-dom"], &probe);
     let dom = String::from_utf8_lossy(&dom.stdout);
     let title = &dom[dom.find("<title>").expect("a title") + 7..dom.find("</title>").unwrap()];
     let layout: serde_json::Value =
@@ -273,12 +281,12 @@ fn chromium_shows_every_point_where_the_svg_puts_it() {
                 .collect()
         })
         .collect();
-    let svgs = svgs(&h);
+    let svgs = svgs(h);
     assert_eq!(boxes.len(), svgs.len());
 
     let shot = dir.join("r.png");
     headless(
-        &dir,
+        dir,
         height,
         &[&format!("--screenshot={}", shot.display())],
         &page,
@@ -304,11 +312,20 @@ fn chromium_shows_every_point_where_the_svg_puts_it() {
             img.non_white(x, y, x + w, y + hgt) as f64 > 0.02 * w * hgt,
             "plot {i} is blank on screen"
         );
-        for (cx, cy, fill) in circles(svg) {
+        let points = circles(svg);
+        for (k, &(cx, cy, fill)) in points.iter().enumerate() {
             assert!(
                 fill.iter().any(|&c| c < 200),
                 "a point drawn in {fill:?} could hide on white"
             );
+            // A point may be covered only by one drawn later at the same
+            // place (two mixes measuring the same bandwidth and latency).
+            if points[k + 1..]
+                .iter()
+                .any(|&(x2, y2, _)| (x2 - cx).abs() < 5.0 && (y2 - cy).abs() < 5.0)
+            {
+                continue;
+            }
             let (px, py) = (x + cx * scale, y + cy * scale);
             assert!(
                 img.near(px, py, 2, fill),
@@ -316,6 +333,54 @@ fn chromium_shows_every_point_where_the_svg_puts_it() {
             );
         }
     }
+}
+
+/// The loaded-latency figure (issue 27): each mix's line runs left to
+/// right (joined in order of the bandwidth reached, never zig-zagging back),
+/// its ticks carry no false decimals ("2000.0"), and Chromium shows every
+/// point. From the committed run of `farmem probe loaded`.
+#[test]
+fn the_loaded_latency_figure_reads_at_a_glance() {
+    let dir = scratch("loaded");
+    let html = dir.join("r.html");
+    let o = farmem()
+        .arg("report")
+        .arg(fixture("probe-loaded.json"))
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let h = std::fs::read_to_string(&html).unwrap();
+    let s = svgs(&h);
+    assert_eq!(s.len(), 1, "one figure: the mixes and the far tier");
+    let lines = regex::Regex::new(r#"<polyline[^>]*points="([^"]*)""#).unwrap();
+    let mut joined = 0;
+    for l in lines.captures_iter(s[0]) {
+        let xs: Vec<f64> = l[1]
+            .split_whitespace()
+            .filter_map(|p| p.split(',').next()?.parse().ok())
+            .collect();
+        if xs.len() > 2 {
+            joined += 1;
+            assert!(
+                xs.windows(2).all(|w| w[0] <= w[1] + 0.5),
+                "a line goes back left: {xs:?}"
+            );
+        }
+    }
+    assert!(joined >= 4, "the mixes' and the far tier's lines: {joined}");
+    let false_decimal = regex::Regex::new(r"^\d+\.0$").unwrap();
+    let ticks = texts(s[0]);
+    assert!(
+        !ticks.iter().any(|t| false_decimal.is_match(t)),
+        "ticks with a false decimal: {ticks:?}"
+    );
+    assert!(
+        ticks.iter().any(|t| t == "2000" || t == "4000"),
+        "{ticks:?}"
+    );
+    on_screen(&dir, &h);
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -21,7 +21,8 @@ pub use series::Series;
 pub(crate) mod kit {
     pub(crate) use super::{
         beside_legend, bytes, chart_and_legend, chart_on, color, err, legend, log_ticks, mesh,
-        ratios, systems, times, wants_log, xy_panel, Chart, Figure, Frame, Swatch, GREY, PANEL,
+        number, ratios, systems, times, wants_log, xy_panel, Chart, Figure, Frame, Swatch, GREY,
+        PANEL,
     };
     pub(crate) use crate::ReportError;
     pub(crate) use plotters::coord::combinators::{LogCoord, WithKeyPoints};

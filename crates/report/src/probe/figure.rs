@@ -216,27 +216,11 @@ impl Figure for Loaded<'_> {
         let areas = root.split_evenly((panels.max(1), 1));
         let mut at = areas.iter();
         if let Some(curves) = self.curves {
-            // Drawn in order of bandwidth: near full load, a shorter delay
-            // does not always draw more (the tables keep the order measured).
-            let lines: Vec<_> = curves
-                .iter()
-                .map(|c| {
-                    let mut pts: Vec<_> = c
-                        .points
-                        .iter()
-                        .map(|p| (p.bandwidth_mbps, p.latency_ns))
-                        .collect();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    (format!("mix {}", c.mix), pts)
-                })
-                .collect();
-            xy_panel(
+            loaded_panel(
                 at.next()
                     .ok_or_else(|| ReportError::Draw("a panel too few".into()))?,
                 self.title,
-                "bandwidth drawn by the other threads (MB/s)",
-                "latency (ns per dependent load)",
-                &lines,
+                curves,
             )?;
         }
         if let Some(far) = self.far {
@@ -260,6 +244,104 @@ impl Figure for Loaded<'_> {
         }
         Ok(())
     }
+}
+
+/// Latency against the bandwidth the other threads draw, one line per mix,
+/// as MLC draws it but readable at a glance:
+/// - each mix joined in order of the bandwidth it reached (near full load a
+///   shorter delay does not always draw more; the tables keep the order
+///   measured), so no line doubles back;
+/// - bandwidth on a log axis: each halving of the delay doubles the load,
+///   so the points spread evenly instead of half of them piling up within
+///   the first twentieth of a linear axis;
+/// - the idle latency (no load), one measurement every mix starts from, as
+///   one grey reference line instead of a marker per mix drawn on top of
+///   each other.
+fn loaded_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    curves: &[farmem_probe::loaded::Curve],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let lines: Vec<(String, Vec<(f64, f64)>)> = curves
+        .iter()
+        .map(|c| {
+            let mut pts: Vec<_> = c
+                .points
+                .iter()
+                .filter(|p| p.delay.is_some() && p.bandwidth_mbps > 0.0)
+                .map(|p| (p.bandwidth_mbps, p.latency_ns))
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (format!("mix {}", c.mix), pts)
+        })
+        .collect();
+    let idle = curves
+        .iter()
+        .flat_map(|c| c.points.iter())
+        .find(|p| p.delay.is_none())
+        .map(|p| p.latency_ns);
+    let all = || lines.iter().flat_map(|l| l.1.iter());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, 0f64, idle.unwrap_or(0.0));
+    for &(x, y) in all() {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() || x1 <= 0.0 {
+        // No point under load: the shared panel draws what there is.
+        return xy_panel(
+            area,
+            title,
+            "bandwidth drawn by the other threads (MB/s)",
+            "latency (ns per dependent load)",
+            &lines,
+        );
+    }
+    let (x0, x1) = (x0 / 1.4, x1 * 1.4);
+    let (chart, side) = chart_and_legend(area)?;
+    let frame = Frame {
+        caption: 16,
+        y_area: 72,
+        ..PANEL
+    };
+    let mut ch = chart_on(
+        &chart,
+        title,
+        frame,
+        (x0..x1).log_scale().with_key_points(log_ticks(x0, x1)),
+        0f64..y1 * 1.1,
+    )?;
+    mesh(
+        &mut ch,
+        frame,
+        "bandwidth drawn by the other threads (MB/s, log scale)",
+        "latency (ns per dependent load)",
+    )
+    .x_label_formatter(&number)
+    .y_label_formatter(&number)
+    .draw()
+    .map_err(err)?;
+    let mut entries = Vec::new();
+    if let Some(ns) = idle {
+        ch.draw_series(std::iter::once(PathElement::new(
+            [(x0, ns), (x1, ns)],
+            GREY.stroke_width(2),
+        )))
+        .map_err(err)?;
+        entries.push((format!("idle, no load: {ns:.0} ns"), GREY, Swatch::Line));
+    }
+    for (k, (name, pts)) in lines.iter().enumerate() {
+        let col = color(k);
+        ch.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+            .map_err(err)?;
+        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
+            .map_err(err)?;
+        entries.push((name.clone(), col, Swatch::Square));
+    }
+    legend(&side, 60, &entries)
 }
 
 /// `farmem probe --plot FILE`: for `loaded`, latency against bandwidth
