@@ -2,17 +2,22 @@
 # Prefetch and replacement policy on real programs, before and after in one
 # run: the same program under an older farmem build (BEFORE, a farmem binary
 # with its libfarmem_preload.so beside it) and under this one, on sockets and
-# on UCX, with all-local beside them. GAPBS is fetched and built by you:
+# on UCX, with all-local beside them. The programs are fetched by you and
+# built here:
 #
-#   git clone https://github.com/sbeamer/gapbs && make -C gapbs bfs pr
+#   git clone https://github.com/sbeamer/gapbs
+#   git clone https://github.com/GMAP/NPB-CPP       # optional: NPB=... below
 #   git worktree add /tmp/before <commit> && (cd /tmp/before && cargo build --release)
-#   bench/policy.sh GAPBS_DIR /tmp/before/target/release/farmem [RUNS] [FRACTIONS]
+#   [NPB=NPB-CPP] [PROGRAMS="bfs pr mg cg"] \
+#       bench/policy.sh GAPBS_DIR /tmp/before/target/release/farmem [RUNS] [FRACTIONS]
 #
+# GAPBS bfs -g 21 -n 10 and pr -g 21 -n 3; with NPB set, NPB-CPP's OpenMP
+# MG and CG class B too (built with its own Makefile, CLASS=B).
 # FRACTIONS: local memory as percentages of the program's peak RSS (default
 # "50"). Prints per program, fraction and transport: the program's own time
-# (GAPBS's average trial time, median of RUNS) and wall time, before and
-# after; pages fetched; prefetched pages wasted (evicted unused, as a share
-# of those prefetched); fault p50.
+# (GAPBS's average trial time or NPB's "Time in seconds", median of RUNS)
+# and wall time, before and after; pages fetched; prefetched pages wasted
+# (evicted unused, as a share of those prefetched); fault p50.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GAPBS=${1:?GAPBS checkout}; BEFORE=${2:?farmem binary of the build to compare with}
@@ -20,14 +25,23 @@ RUNS=${3:-3}; FRACTIONS=${4:-50}
 AFTER=$PWD/target/release/farmem
 export OMP_NUM_THREADS=2
 med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+make -C "$GAPBS" bfs pr >/dev/null
 progs=(
     "bfs|$GAPBS/bfs -g 21 -n 10"
     "pr|$GAPBS/pr -g 21 -n 3"
 )
-metric() { sed -nE "s/.*Average Time: *([0-9.]+).*/\1/p" | tail -1; }
+if [ -n "${NPB:-}" ]; then
+    for k in mg cg; do
+        [ -x "$NPB/NPB-OMP/bin/$k.B" ] || make -C "$NPB/NPB-OMP" "$k" CLASS=B >/dev/null
+    done
+    progs+=("mg|$NPB/NPB-OMP/bin/mg.B" "cg|$NPB/NPB-OMP/bin/cg.B")
+fi
+# GAPBS prints "Average Time:", NPB " Time in seconds =".
+metric() { sed -nE "s/.*(Average Time:|Time in seconds =) *([0-9.]+).*/\2/p" | tail -1; }
 echo "program | local | transport | all-local trial s | before: trial s, wall s, fetched, wasted, p50 | after: trial s, wall s, fetched, wasted, p50"
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$p"
+    case " ${PROGRAMS:-bfs pr mg cg} " in *" $name "*) ;; *) continue ;; esac
     ts=(); rss=0
     for r in $(seq "$RUNS"); do
         o=$( { /usr/bin/time -f "RSS %M" $cmd; } 2>&1)
