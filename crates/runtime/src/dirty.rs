@@ -34,7 +34,7 @@ impl Runtime {
     /// make it (and, on a write stream, the clean pages after it) writable
     /// and dirty.
     pub(crate) fn make_dirty(&self, p: usize) {
-        let ahead = self.plan_write_stream(p);
+        let (stream, ahead) = self.plan_write_stream(p);
         let mut n = 1;
         while n <= ahead && p + n < self.npages {
             let q = p + n;
@@ -46,6 +46,16 @@ impl Runtime {
                 break;
             }
             n += 1;
+        }
+        if let Some(s) = stream {
+            // The stream's next write fault is at the first page not taken:
+            // when it outruns the pages read in so far (a read-modify-write
+            // sweep just behind its read front), it continues from there
+            // with the window it has, instead of starting over.
+            self.wstreams[s].store(
+                encode_stream((p + n) as i64, ahead as u64, 1),
+                Ordering::Relaxed,
+            );
         }
         if let Err(e) = self
             .uffd
@@ -66,25 +76,20 @@ impl Runtime {
         self.stats.wp_ahead.add(n as u64 - 1);
     }
 
-    /// How many clean pages after `p` to make writable with it: 0 unless the
-    /// fault continues a write stream (it lands where the last one ended).
-    fn plan_write_stream(&self, p: usize) -> usize {
-        for s in &self.wstreams {
+    /// Which write stream the fault at `p` continues (it lands where the
+    /// last one ended), and how many clean pages after `p` to make writable
+    /// with it: twice the stream's window, or 0 for a new stream.
+    fn plan_write_stream(&self, p: usize) -> (Option<usize>, usize) {
+        for (i, s) in self.wstreams.iter().enumerate() {
             let e = s.load(Ordering::Relaxed);
             let (pos, win, _) = decode_stream(e);
             if e != 0 && pos == p as i64 {
                 let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAX_BATCH - 1);
-                let _ = s.compare_exchange(
-                    e,
-                    encode_stream((p + 1 + ahead) as i64, ahead as u64, 1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-                return ahead;
+                return (Some(i), ahead);
             }
         }
         let v = self.wstream_victim.fetch_add(1, Ordering::Relaxed) % NWSTREAMS;
         self.wstreams[v].store(encode_stream(p as i64 + 1, 0, 1), Ordering::Relaxed);
-        0
+        (None, 0)
     }
 }
