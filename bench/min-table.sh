@@ -4,9 +4,10 @@
 # with farmem's policy (`--trace run`), once with prefetch off at the
 # smallest budget (`--trace refs`, its page reference string), and
 # `farmem trace run --refs refs` replays the references under MIN at the
-# run's budget. GAPBS is fetched and built by you (see bench/policy.sh).
+# run's budget. GAPBS (and NPB-CPP, optional) are fetched by you (see
+# bench/policy.sh); NPB's MG and CG class W are built here.
 #
-#   bench/min-table.sh GAPBS_DIR [LOCAL_PERCENT]
+#   [NPB=NPB-CPP] bench/min-table.sh GAPBS_DIR [LOCAL_PERCENT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GAPBS=${1:?GAPBS checkout}; PCT=${2:-50}
@@ -21,6 +22,12 @@ progs=(
     "qsort 16M|$W/qsort 16777216"
     "stencil7 16M|$W/stencil7 16777216 temporal 4 4"
 )
+if [ -n "${NPB:-}" ]; then
+    for k in mg cg; do
+        [ -x "$NPB/NPB-OMP/bin/$k.W" ] || make -C "$NPB/NPB-OMP" "$k" CLASS=W >/dev/null
+    done
+    progs+=("mg W|$NPB/NPB-OMP/bin/mg.W" "cg W|$NPB/NPB-OMP/bin/cg.W")
+fi
 echo "program | local | references (pages) | MIN | farmem brought in (x MIN) | replayed policy (x MIN) | prefetch wasted"
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$p"

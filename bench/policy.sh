@@ -16,8 +16,9 @@
 # FRACTIONS: local memory as percentages of the program's peak RSS (default
 # "50"). Prints per program, fraction and transport: the program's own time
 # (GAPBS's average trial time or NPB's "Time in seconds", median of RUNS)
-# and wall time, before and after; pages fetched; prefetched pages wasted
-# (evicted unused, as a share of those prefetched); fault p50.
+# and wall time, all-local and before and after (with the wall time against
+# all-local's, measured in the same run); bytes fetched; prefetched pages
+# wasted (evicted unused, as a share of those prefetched); fault p50.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GAPBS=${1:?GAPBS checkout}; BEFORE=${2:?farmem binary of the build to compare with}
@@ -38,20 +39,23 @@ if [ -n "${NPB:-}" ]; then
 fi
 # GAPBS prints "Average Time:", NPB " Time in seconds =".
 metric() { sed -nE "s/.*(Average Time:|Time in seconds =) *([0-9.]+).*/\2/p" | tail -1; }
-echo "program | local | transport | all-local trial s | before: trial s, wall s, fetched, wasted, p50 | after: trial s, wall s, fetched, wasted, p50"
+echo "program | local | transport | all-local: trial s, wall s | before: trial s, wall s (x all-local wall), fetched, wasted, p50 | after: the same"
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$p"
     case " ${PROGRAMS:-bfs pr mg cg} " in *" $name "*) ;; *) continue ;; esac
-    ts=(); rss=0
+    ts=(); ws=(); rss=0
     for r in $(seq "$RUNS"); do
-        o=$( { /usr/bin/time -f "RSS %M" $cmd; } 2>&1)
-        ts+=("$(echo "$o" | metric)"); rss=$(echo "$o" | awk '/^RSS/ {print $2}')
+        o=$( { /usr/bin/time -f "RSS %M WALL %e" $cmd; } 2>&1)
+        ts+=("$(echo "$o" | metric)")
+        rss=$(echo "$o" | awk '/^RSS/ {print $2}')
+        ws+=("$(echo "$o" | awk '/^RSS/ {print $4}')")
     done
     local_s=$(printf '%s\n' "${ts[@]}" | med)
+    local_w=$(printf '%s\n' "${ws[@]}" | med)
     for f in $FRACTIONS; do
         loc=$((rss * f / 100))K
         for t in socket ucx; do
-            row="$name | $f% ($((rss * f / 100 / 1024))M) | $t | $local_s"
+            row="$name | $f% ($((rss * f / 100 / 1024))M) | $t | $local_s, $local_w"
             for F in "$BEFORE" "$AFTER"; do
                 ts=(); ws=(); outs=()
                 for r in $(seq "$RUNS"); do
@@ -64,7 +68,8 @@ for p in "${progs[@]}"; do
                 fetched=$(echo "$last" | awk '/fetched from backend/ {print $4}')
                 waste=$(echo "$last" | awk '/prefetched \(used/ {gsub(/[()]/,""); if ($5>0) printf "%d/%d=%.0f%%", $8, $5, 100*$8/$5; else print "0"}')
                 p50=$(echo "$last" | awk '/fault latency/ {print $4}')
-                row="$row | $s, $w, $fetched, $waste, $p50"
+                x=$(awk -v a="$w" -v b="$local_w" 'BEGIN {printf "%.1f", a / b}')
+                row="$row | $s, $w (${x}x), $fetched, $waste, $p50"
             done
             echo "$row"
         done
