@@ -7,8 +7,11 @@
 //! per page, ~10 µs each. So write faults on clean pages are followed as
 //! streams, like prefetch: when the next fault lands just past the previous
 //! one, the clean pages after it are made writable with it, a window that
-//! doubles up to one batch. A page taken this way and then not written costs
-//! one needless write-back; a page never written is still never sent.
+//! doubles up to one batch. A window that runs out of clean pages (a
+//! read-modify-write sweep just behind its read front: NPB MG's `psinv`)
+//! ends where it stopped, and the stream continues from there with its
+//! window. A page taken this way and then not written costs one needless
+//! write-back; a page never written is still never sent.
 //!
 //! Why not `UFFD_FEATURE_WP_ASYNC` with `PAGEMAP_SCAN` (no fault at all, dirty
 //! bits harvested per eviction)? Evicting a page needs its content to stop
