@@ -14,15 +14,15 @@ mod heatmap;
 mod series;
 
 pub use heatmap::{time_and_slowdown, HeatCells, Heatmap, HeatmapPair};
-pub(crate) use series::xy_panel;
 pub use series::Series;
+pub(crate) use series::{draw_lines, xy_panel};
 
 /// What a figure of one kind of result (in that kind's module) draws with.
 pub(crate) mod kit {
     pub(crate) use super::{
-        beside_legend, bytes, chart_and_legend, chart_on, color, err, legend, log_ticks, mesh,
-        number, ratios, systems, times, wants_log, xy_panel, Chart, Figure, Frame, Swatch, GREY,
-        PANEL,
+        beside_legend, bytes, chart_and_legend, chart_on, color, draw_lines, err, legend,
+        log_ticks, mesh, number, ratios, systems, times, wants_log, xy_panel, Chart, Figure, Frame,
+        Swatch, GREY, PANEL,
     };
     pub(crate) use crate::ReportError;
     pub(crate) use plotters::coord::combinators::{LogCoord, WithKeyPoints};

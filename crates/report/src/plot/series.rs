@@ -55,6 +55,23 @@ where
         .draw()
         .map_err(err)?;
     let mut entries = Vec::new();
+    draw_lines(&mut ch, lines, &mut entries)?;
+    legend(&side, 60, &entries)
+}
+
+/// Each line in its palette colour with a marker on every point, and its
+/// legend entry.
+pub(crate) fn draw_lines<DB, X, Y>(
+    ch: &mut Chart<'_, DB, X, Y>,
+    lines: &[(String, Vec<(f64, f64)>)],
+    entries: &mut Vec<(String, RGBColor, Swatch)>,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for (k, (name, s)) in lines.iter().enumerate() {
         let col = color(k);
         ch.draw_series(LineSeries::new(s.iter().copied(), col.stroke_width(2)))
@@ -63,5 +80,5 @@ where
             .map_err(err)?;
         entries.push((name.clone(), col, Swatch::Square));
     }
-    legend(&side, 60, &entries)
+    Ok(())
 }

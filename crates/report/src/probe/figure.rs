@@ -333,14 +333,7 @@ where
         .map_err(err)?;
         entries.push((format!("idle, no load: {ns:.0} ns"), GREY, Swatch::Line));
     }
-    for (k, (name, pts)) in lines.iter().enumerate() {
-        let col = color(k);
-        ch.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
-            .map_err(err)?;
-        ch.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled())))
-            .map_err(err)?;
-        entries.push((name.clone(), col, Swatch::Square));
-    }
+    draw_lines(&mut ch, &lines, &mut entries)?;
     legend(&side, 60, &entries)
 }
 
