@@ -103,13 +103,7 @@ pub fn run(a: Args) -> Result<()> {
     let budget = a.budget.unwrap_or(h.budget_pages);
     let b = farmem_sys::usize_from(budget);
     let min = sim::min_fetches(&refs, b);
-    let replay = sim::replay(
-        &refs,
-        b,
-        h.prefetch_pages as usize,
-        32,
-        farmem_sys::usize_from(u64::from(h.hold_percent)),
-    );
+    let replay = sim::replay(&refs, b, sim::Settings::of(&h));
     let ratio = |x: u64| {
         if min == 0 {
             "-".into()

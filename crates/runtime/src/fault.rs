@@ -167,7 +167,12 @@ impl Runtime {
             // Ascending order lets the pages be fetched and installed in runs.
             batch[1..n].reverse();
         }
-        self.reserve(n);
+        // With room to spare the request goes out first and the evictions
+        // it makes necessary are done while it is on the wire.
+        let spare = self.try_reserve(n);
+        if !spare {
+            self.reserve(n);
+        }
 
         // Fetch the pages the backend holds, in one batch, into a slot buffer.
         let slot = self.slots.acquire();
@@ -185,9 +190,13 @@ impl Runtime {
                 r += 1;
             }
         }
+        let mut refilled = false;
         if r > 0 {
-            if let Err(e) = self.backend.read(&remote[..r], &mut buf[..r * PAGE_SIZE]) {
-                self.fatal_backend("fetch", p, &e);
+            refilled = spare && self.read_overlapped(&remote[..r], slot, buf.as_mut_ptr());
+            if !refilled {
+                if let Err(e) = self.backend.read(&remote[..r], &mut buf[..r * PAGE_SIZE]) {
+                    self.fatal_backend("fetch", p, &e);
+                }
             }
             for (j, &q) in remote[..r].iter().enumerate() {
                 self.verify_sum(
@@ -248,6 +257,11 @@ impl Runtime {
             }
         }
         self.slots.release(slot);
+        if spare && !refilled {
+            // Nothing was on the wire to hide it behind (a zero-filled
+            // window, or a backend that reads synchronously).
+            self.refill();
+        }
 
         let zero_filled = n - r;
         for &q in &batch[..n] {
@@ -323,6 +337,78 @@ impl Runtime {
             }
         }
         self.stats.hold_reused.add(1);
+    }
+
+    /// Reserve room for `n` pages if the budget has it, without evicting.
+    pub(crate) fn try_reserve(&self, n: usize) -> bool {
+        let mut r = self.resident.load(Ordering::Acquire);
+        while r + n <= self.budget {
+            match self
+                .resident
+                .compare_exchange_weak(r, r + n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => r = now,
+            }
+        }
+        false
+    }
+
+    /// Evict until `spare` pages of the budget are free again (one batch at
+    /// most), so that the next fault finds room and can send its request at
+    /// once. Returns how many pages were evicted.
+    pub(crate) fn refill(&self) -> usize {
+        let free = self
+            .budget
+            .saturating_sub(self.resident.load(Ordering::Acquire));
+        if free >= self.spare {
+            return 0;
+        }
+        let want = (self.spare - free)
+            .max(self.cfg.evict_batch as usize)
+            .min(MAX_BATCH);
+        self.evict(want)
+    }
+
+    /// Read `pages` (held by the backend, room already reserved) into slot
+    /// `slot` (`buf`, its buffer) without waiting, evict to refill the free
+    /// reserve while the reply is on the wire, then wait for the reply.
+    /// Returns false, having sent nothing, where the backend cannot read
+    /// without waiting (UCX, a file, pages on more than one connection):
+    /// the caller reads synchronously.
+    ///
+    /// Hazard: the reply may be received by any thread that drains the
+    /// connection, including this one inside the eviction (a write-back on
+    /// the same connection that must first make room). That thread fills
+    /// the slot and marks it arrived; the slot stays ours throughout, and
+    /// nothing else reads or writes its buffer. Example: thread A sends its
+    /// read on connection 0 and starts evicting; thread B faults on a
+    /// parked page of connection 0, drains it, receives A's reply into A's
+    /// slot and marks it arrived; A, done evicting, sees the mark and
+    /// installs without touching the socket.
+    fn read_overlapped(&self, pages: &[u64], slot: usize, buf: *mut u8) -> bool {
+        let consecutive = pages.windows(2).all(|w| w[1] == w[0] + 1);
+        if !consecutive || pages.len() as u64 > self.backend.route_run(pages[0]) {
+            return false;
+        }
+        self.slots.expect(slot);
+        let token = crate::prefetch::encode_demand(slot, pages.len(), pages[0]);
+        // SAFETY: the slot's buffer (MAX_BATCH pages, at least pages.len())
+        // is ours until we release the slot, after the reply has arrived;
+        // nothing else touches it until then.
+        match unsafe { self.backend.read_async(pages, buf, token) } {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e),
+        }
+        let evicted = self.refill();
+        self.stats.evicted_overlapped.add(evicted as u64);
+        while !self.slots.has_arrived(slot) {
+            if let Err(e) = self.backend.progress(pages[0]) {
+                self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e);
+            }
+        }
+        true
     }
 
     /// Reserve room for `n` pages in the local budget, evicting as needed.

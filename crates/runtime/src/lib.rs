@@ -138,6 +138,9 @@ pub struct Runtime {
     pub(crate) meta: Mapping,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) budget: usize,
+    /// Pages kept free in the budget (`FARMEM_RESERVE`, at most 1/16 of
+    /// it): see `Runtime::refill`.
+    pub(crate) spare: usize,
     /// Pages resident or reserved for an install in progress. Never exceeds
     /// `budget`: a fault reserves before it installs (see `reserve`). It
     /// lives on the published board, as do `stats`.
@@ -189,6 +192,9 @@ pub(crate) struct Slots {
     /// Per slot: the token of a read whose first page is parked there
     /// (see `finish_async`), or 0.
     parked: Vec<AtomicU64>,
+    /// Per slot: a demand read sent without waiting has arrived (see
+    /// `Runtime::read_overlapped`).
+    arrived: Vec<AtomicBool>,
 }
 
 impl Slots {
@@ -248,6 +254,20 @@ impl Slots {
             }
         }
         None
+    }
+
+    /// Slot `i`'s demand read is on its way: not arrived yet.
+    pub(crate) fn expect(&self, i: usize) {
+        self.arrived[i].store(false, Ordering::Relaxed);
+    }
+
+    /// Slot `i`'s demand read has landed in its buffer.
+    pub(crate) fn arrive(&self, i: usize) {
+        self.arrived[i].store(true, Ordering::Release);
+    }
+
+    pub(crate) fn has_arrived(&self, i: usize) -> bool {
+        self.arrived[i].load(Ordering::Acquire)
     }
 
     pub(crate) fn release_async(&self, i: usize) {
@@ -368,6 +388,7 @@ impl Runtime {
         // four batches.
         let hold_slots = (total * cfg.hold_percent as usize / 100).min(total - MAX_BATCH * 4);
         let budget = total - hold_slots;
+        let spare = (cfg.reserve_pages as usize).min(budget / 16);
         let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
         let slots_bytes = FETCH_SLOTS * MAX_BATCH * PAGE_SIZE;
         let slots = Slots {
@@ -375,6 +396,7 @@ impl Runtime {
             busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
             in_flight: AtomicUsize::new(0),
             parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            arrived: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
         };
         backend.register_slots(slots.map.as_ptr(), slots_bytes);
         let zero = Mapping::anonymous(MAX_BATCH * PAGE_SIZE, false)
@@ -388,6 +410,8 @@ impl Runtime {
                         prefetch_pages: cfg.prefetch_pages,
                         hold_percent: cfg.hold_percent,
                         arena_pages: npages as u64,
+                        evict_batch: cfg.evict_batch,
+                        reserve_pages: u32::try_from(spare).unwrap_or(u32::MAX),
                     },
                 )
                 .map_err(|e| RuntimeError::Trace(path.clone(), e))?,
@@ -413,6 +437,7 @@ impl Runtime {
             uffd,
             backend,
             budget,
+            spare,
             resident: &board.page().resident,
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),

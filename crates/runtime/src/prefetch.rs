@@ -139,7 +139,12 @@ impl Runtime {
             self.slots.release_async(slot);
             return 0;
         }
-        self.reserve(k);
+        // As a demand fetch does: the request first, then the evictions it
+        // makes necessary, so that the window is on the wire sooner.
+        let spare = self.try_reserve(k);
+        if !spare {
+            self.reserve(k);
+        }
         let token = encode_async(slot, k, start, write);
         let buf = self.slots.buf(slot);
         // SAFETY: the slot's buffer (MAX_BATCH pages) belongs to this request until
@@ -156,6 +161,9 @@ impl Runtime {
             }
             Err(e) => self.fatal_backend("prefetch", start, &e),
         }
+        if spare {
+            self.refill();
+        }
         self.stats.prefetched.add(k as u64);
         self.stats.prefetch_async.add(k as u64);
         k
@@ -171,6 +179,11 @@ impl Runtime {
     /// in its slot, until the program faults on it ([`Runtime::unpark`]): a
     /// fault without any waiting, which requests the next window.
     pub(crate) fn finish_async(&self, token: u64) {
+        if token & DEMAND != 0 {
+            // A demand read: its faulting thread installs it.
+            self.slots.arrive((token & 0xFF) as usize);
+            return;
+        }
         let (slot, k, start, dirty) = decode_async(token);
         if k > 1 {
             self.install_from_slot(slot, 1, start + 1, k - 1, dirty);
@@ -237,9 +250,18 @@ impl Runtime {
 }
 
 /// An asynchronous read's token: slot (8 bits) | pages (8 bits) | first
-/// page (39 bits, as in stream entries) | dirty (bit 63).
+/// page (39 bits, as in stream entries) | demand (bit 61) | dirty (bit 63).
 fn encode_async(slot: usize, k: usize, start: usize, dirty: bool) -> u64 {
     slot as u64 | ((k as u64) << 8) | (((start as u64) & POS_MASK) << 16) | ((dirty as u64) << 63)
+}
+
+/// Marks the token of a demand read sent without waiting (see
+/// `Runtime::read_overlapped`): its completion only says it arrived.
+const DEMAND: u64 = 1 << 61;
+
+/// The token of demand read of `k` pages from `first` into slot `slot`.
+pub(crate) fn encode_demand(slot: usize, k: usize, first: u64) -> u64 {
+    encode_async(slot, k, farmem_sys::usize_from(first), false) | DEMAND
 }
 
 fn decode_async(t: u64) -> (usize, usize, usize, bool) {

@@ -198,6 +198,8 @@ struct Sim {
     budget: usize,
     resident: usize,
     evict_batch: usize,
+    /// `FARMEM_RESERVE`, capped as the runtime caps it.
+    spare: usize,
     r: Replay,
 }
 
@@ -220,78 +222,99 @@ impl Sim {
     fn reserve(&mut self, n: usize) {
         while self.resident + n > self.budget {
             let want = n.max(self.evict_batch).min(crate::MAX_BATCH);
-            let mut victims = [0u32; crate::MAX_BATCH];
-            let (k, stamp) = {
-                let Sim {
-                    pages,
-                    by_id,
-                    queues,
-                    second,
-                    mains,
-                    ..
-                } = self;
-                queues.evict(&mut victims[..want], |id, from_main| {
-                    let p = by_id[id as usize];
-                    let pg = pages.get(&p).copied().unwrap_or_default();
-                    if pg.slot != Slot::Resident {
-                        return Take::Drop;
-                    }
-                    // The runtime's one extra pass for prefetched pages not yet used.
-                    if pg.prefetched && second.insert(p) {
-                        return Take::Keep;
-                    }
-                    if from_main {
-                        mains.insert(p);
-                    }
-                    Take::Taken
-                })
-            };
-            if k == 0 {
-                // Only parked pages are left: install them as the runtime does.
-                let parked: Vec<u64> = self
-                    .pages
-                    .iter()
-                    .filter(|(_, pg)| pg.slot == Slot::Parked)
-                    .map(|(&p, _)| p)
-                    .collect();
-                if parked.is_empty() {
-                    return;
+            if !self.evict_round(want) {
+                return;
+            }
+        }
+    }
+
+    /// The runtime's `refill`: after a demand fetch that found room, evict
+    /// until `spare` pages are free again.
+    fn refill(&mut self) {
+        let free = self.budget.saturating_sub(self.resident);
+        if free < self.spare {
+            let want = (self.spare - free)
+                .max(self.evict_batch)
+                .min(crate::MAX_BATCH);
+            self.evict_round(want);
+        }
+    }
+
+    /// Evict up to `want` pages (or install parked pages when nothing else
+    /// is left). Returns false when there was nothing to do either.
+    fn evict_round(&mut self, want: usize) -> bool {
+        let mut victims = [0u32; crate::MAX_BATCH];
+        let (k, stamp) = {
+            let Sim {
+                pages,
+                by_id,
+                queues,
+                second,
+                mains,
+                ..
+            } = self;
+            queues.evict(&mut victims[..want], |id, from_main| {
+                let p = by_id[id as usize];
+                let pg = pages.get(&p).copied().unwrap_or_default();
+                if pg.slot != Slot::Resident {
+                    return Take::Drop;
                 }
-                for p in parked {
-                    self.install_parked(p);
+                // The runtime's one extra pass for prefetched pages not yet used.
+                if pg.prefetched && second.insert(p) {
+                    return Take::Keep;
                 }
+                if from_main {
+                    mains.insert(p);
+                }
+                Take::Taken
+            })
+        };
+        if k == 0 {
+            // Only parked pages are left: install them as the runtime does.
+            let parked: Vec<u64> = self
+                .pages
+                .iter()
+                .filter(|(_, pg)| pg.slot == Slot::Parked)
+                .map(|(&p, _)| p)
+                .collect();
+            if parked.is_empty() {
+                return false;
+            }
+            for p in parked {
+                self.install_parked(p);
+            }
+            return true;
+        }
+        for &id in &victims[..k] {
+            let p = self.by_id[id as usize];
+            self.second.remove(&p);
+            // Pages leaving main proved themselves once; the hold is for
+            // those the queues have not seen reused.
+            if self.hold_cap == 0 || self.mains.remove(&p) {
+                self.stamps.set_aux(id, stamp);
+                self.gone(p);
                 continue;
             }
-            for &id in &victims[..k] {
-                let p = self.by_id[id as usize];
-                self.second.remove(&p);
-                // Pages leaving main proved themselves once; the hold is for
-                // those the queues have not seen reused.
-                if self.hold_cap == 0 || self.mains.remove(&p) {
-                    self.stamps.set_aux(id, stamp);
-                    self.gone(p);
-                    continue;
-                }
-                // Into the hold (stamped: a reuse there is a refault at its
-                // real distance); the page held longest leaves for good.
-                self.stamps.set_aux(id, stamp);
-                if let Some(pg) = self.pages.get_mut(&p) {
-                    pg.slot = Slot::Held;
-                }
-                self.held.push_back(p);
-                while self.held.len() > self.hold_cap {
-                    let Some(q) = self.held.pop_front() else {
-                        break;
-                    };
-                    if self.page(q).slot == Slot::Held {
-                        let qid = self.id(q);
-                        self.stamps.set_aux(qid, self.queues.clock());
-                        self.gone(q);
-                    }
+            // Into the hold (stamped: a reuse there is a refault at its
+            // real distance); the page held longest leaves for good.
+            self.stamps.set_aux(id, stamp);
+            if let Some(pg) = self.pages.get_mut(&p) {
+                pg.slot = Slot::Held;
+            }
+            self.held.push_back(p);
+            while self.held.len() > self.hold_cap {
+                let Some(q) = self.held.pop_front() else {
+                    break;
+                };
+                if self.page(q).slot == Slot::Held {
+                    let qid = self.id(q);
+                    self.stamps.set_aux(qid, self.queues.clock());
+                    self.gone(q);
                 }
             }
-            self.resident -= k;
         }
+        self.resident -= k;
+        true
     }
 
     /// Page `p` leaves local memory for good.
@@ -326,7 +349,12 @@ impl Sim {
     /// Fetch the absent pages of `list` (the first is the demand page unless
     /// `all_prefetch`), parking `park` if given.
     fn fetch(&mut self, list: &[u64], demand: bool, park: Option<u64>, write: bool, why: Why) {
+        let room = self.resident + list.len() <= self.budget;
         self.reserve(list.len());
+        if demand && room {
+            // The runtime sends the request, then refills while it travels.
+            self.refill();
+        }
         for (k, &q) in list.iter().enumerate() {
             let prefetched = k > 0 || !demand;
             let slot = if Some(q) == park {
@@ -480,18 +508,47 @@ impl Sim {
     }
 }
 
-/// Replay `refs` under farmem's policy at `budget` pages, with prefetch
-/// windows of at most `prefetch` pages and eviction batches of `evict_batch`.
-/// `hold_percent` of the budget is the hold, as `FARMEM_HOLD`.
-pub fn replay(
-    refs: &Refs,
-    budget: usize,
-    prefetch: usize,
-    evict_batch: usize,
-    hold_percent: usize,
-) -> Replay {
+/// The runtime's settings that a replay follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Largest prefetch window, pages (`FARMEM_PREFETCH`).
+    pub prefetch: usize,
+    /// `FARMEM_EVICT_BATCH`.
+    pub evict_batch: usize,
+    /// `FARMEM_HOLD`, per cent of the budget.
+    pub hold_percent: usize,
+    /// `FARMEM_RESERVE`, pages (capped at 1/16 of the budget, as the runtime does).
+    pub reserve: usize,
+}
+
+impl Settings {
+    /// The runtime's defaults with window `prefetch`.
+    pub fn defaults(prefetch: usize) -> Settings {
+        let c = crate::Config::default();
+        Settings {
+            prefetch,
+            evict_batch: c.evict_batch() as usize,
+            hold_percent: c.hold_percent() as usize,
+            reserve: c.reserve_pages() as usize,
+        }
+    }
+
+    /// What a trace says its run used.
+    pub fn of(h: &trace::Header) -> Settings {
+        let u = |v: u32| farmem_sys::usize_from(u64::from(v));
+        Settings {
+            prefetch: u(h.prefetch_pages),
+            evict_batch: u(h.evict_batch),
+            hold_percent: u(h.hold_percent),
+            reserve: u(h.reserve_pages),
+        }
+    }
+}
+
+/// Replay `refs` under farmem's policy at `budget` pages with settings `set`.
+pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
     let total = budget.max(4 * crate::MAX_BATCH);
-    let hold_cap = (total * hold_percent / 100).min(total - 4 * crate::MAX_BATCH);
+    let hold_cap = (total * set.hold_percent / 100).min(total - 4 * crate::MAX_BATCH);
     let budget = total - hold_cap;
     let mut s = Sim {
         pages: HashMap::new(),
@@ -503,10 +560,11 @@ pub fn replay(
         by_id: Vec::new(),
         stamps: Stamps(Vec::new()),
         queues: Queues::new(budget, 4 * crate::MAX_BATCH),
-        planner: Planner::new(prefetch),
+        planner: Planner::new(set.prefetch),
         budget,
         resident: 0,
-        evict_batch: evict_batch.max(1),
+        evict_batch: set.evict_batch.max(1),
+        spare: set.reserve.min(budget / 16),
         r: Replay::default(),
     };
     for (i, &id) in refs.pages.iter().enumerate() {

@@ -148,6 +148,9 @@ pub struct Stats {
     pub pages_zero_filled: Counter,
     pub pages_written_back: Counter,
     pub evictions: Counter,
+    /// Of those, pages evicted while the faulting thread's own request was
+    /// on the wire (see `Runtime::refill`).
+    pub evicted_overlapped: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -177,6 +180,8 @@ pub struct Snapshot {
     pub pages_zero_filled: u64,
     pub bytes_written_back: u64,
     pub evictions: u64,
+    /// Of `evictions`, pages evicted while a fault's request was on the wire.
+    pub evicted_overlapped: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -214,6 +219,7 @@ impl Stats {
             pages_zero_filled: self.pages_zero_filled.get(),
             bytes_written_back: self.pages_written_back.get() * page,
             evictions: self.evictions.get(),
+            evicted_overlapped: self.evicted_overlapped.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -247,7 +253,7 @@ impl Snapshot {
              \x20 fetched from backend           {:>12}\n\
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
-             \x20 evicted pages                  {:>12}\n\
+             \x20 evicted pages                  {:>12} ({} while a fetch was on the wire)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -262,6 +268,7 @@ impl Snapshot {
             self.pages_zero_filled,
             sz(self.bytes_written_back),
             self.evictions,
+            self.evicted_overlapped,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

@@ -7,11 +7,14 @@
 //! the buffer is preallocated and flushed with raw `write` calls under a spin
 //! lock: nothing here allocates. The cost when tracing is off is one branch.
 //!
-//! File format (little-endian): a 32-byte header, then 8-byte records.
+//! File format (little-endian): a 48-byte header, then 8-byte records.
 //! ```text
-//! header: b"FMTRACE1" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
+//! header: b"FMTRACE2" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
+//!         | eviction batch u32 | free reserve u32 | 8 bytes zero
 //! record: bits 0-39 page | bits 48-55 detail | bits 56-63 kind
 //! ```
+//! Traces of the first format (`FMTRACE1`, 32 bytes, no eviction settings)
+//! read as batch 32 and no reserve, which is what their runtime did.
 
 use crate::sync::SpinLock;
 use farmem_sys::mem::Mapping;
@@ -20,8 +23,10 @@ use std::io::{self, Write as _};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-pub const MAGIC: &[u8; 8] = b"FMTRACE1";
-pub const HEADER_BYTES: usize = 32;
+pub const MAGIC: &[u8; 8] = b"FMTRACE2";
+pub const HEADER_BYTES: usize = 48;
+const MAGIC_V1: &[u8; 8] = b"FMTRACE1";
+const HEADER_V1_BYTES: usize = 32;
 /// Records buffered before a `write`.
 const BUF_RECORDS: usize = 1 << 16;
 const PAGE_MASK: u64 = (1 << 40) - 1;
@@ -114,6 +119,10 @@ pub struct Header {
     /// `FARMEM_HOLD`.
     pub hold_percent: u32,
     pub arena_pages: u64,
+    /// `FARMEM_EVICT_BATCH`.
+    pub evict_batch: u32,
+    /// `FARMEM_RESERVE`, as the runtime applied it (capped).
+    pub reserve_pages: u32,
 }
 
 impl Header {
@@ -124,20 +133,35 @@ impl Header {
         h[16..20].copy_from_slice(&self.prefetch_pages.to_le_bytes());
         h[20..24].copy_from_slice(&self.hold_percent.to_le_bytes());
         h[24..32].copy_from_slice(&self.arena_pages.to_le_bytes());
+        h[32..36].copy_from_slice(&self.evict_batch.to_le_bytes());
+        h[36..40].copy_from_slice(&self.reserve_pages.to_le_bytes());
         h
     }
 
-    pub fn decode(b: &[u8]) -> Option<Header> {
-        if b.len() < HEADER_BYTES || &b[..8] != MAGIC {
+    /// The header and its length, or None if `b` starts with neither format.
+    pub fn decode(b: &[u8]) -> Option<(Header, usize)> {
+        let len = match b.get(..8) {
+            Some(m) if m == MAGIC => HEADER_BYTES,
+            Some(m) if m == MAGIC_V1 => HEADER_V1_BYTES,
+            _ => return None,
+        };
+        if b.len() < len {
             return None;
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-        Some(Header {
-            budget_pages: u64_at(8),
-            prefetch_pages: u32::from_le_bytes(b[16..20].try_into().unwrap_or([0; 4])),
-            hold_percent: u32::from_le_bytes(b[20..24].try_into().unwrap_or([0; 4])),
-            arena_pages: u64_at(24),
-        })
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap_or([0; 4]));
+        let v2 = len == HEADER_BYTES;
+        Some((
+            Header {
+                budget_pages: u64_at(8),
+                prefetch_pages: u32_at(16),
+                hold_percent: u32_at(20),
+                arena_pages: u64_at(24),
+                evict_batch: if v2 { u32_at(32) } else { 32 },
+                reserve_pages: if v2 { u32_at(36) } else { 0 },
+            },
+            len,
+        ))
     }
 }
 
@@ -228,7 +252,7 @@ pub fn path_for(configured: &Path, pid: u32) -> std::path::PathBuf {
 /// Read a whole trace file: its header and records.
 pub fn read(path: &Path) -> io::Result<(Header, Vec<u64>)> {
     let bytes = std::fs::read(path)?;
-    let header = Header::decode(&bytes).ok_or_else(|| {
+    let (header, len) = Header::decode(&bytes).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
@@ -238,7 +262,7 @@ pub fn read(path: &Path) -> io::Result<(Header, Vec<u64>)> {
             ),
         )
     })?;
-    let body = &bytes[HEADER_BYTES..];
+    let body = &bytes[len..];
     if !body.len().is_multiple_of(8) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -278,8 +302,16 @@ mod tests {
             prefetch_pages: 64,
             hold_percent: 6,
             arena_pages: 1 << 30,
+            evict_batch: 16,
+            reserve_pages: 48,
         };
-        assert_eq!(Header::decode(&h.encode()), Some(h));
+        assert_eq!(Header::decode(&h.encode()), Some((h, HEADER_BYTES)));
         assert_eq!(Header::decode(b"not a trace at all, not at all!!"), None);
+        // A first-format trace reads with the eviction its runtime used.
+        let mut v1 = h.encode()[..HEADER_V1_BYTES].to_vec();
+        v1[..8].copy_from_slice(MAGIC_V1);
+        let (old, len) = Header::decode(&v1).expect("a first-format header");
+        assert_eq!((old.evict_batch, old.reserve_pages, len), (32, 0, 32));
+        assert_eq!(old.budget_pages, 7);
     }
 }

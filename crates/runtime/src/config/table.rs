@@ -155,6 +155,13 @@ settings! {
         parse |v| parse::int(v, 1, MAX_BATCH as u64);
         show show::plain;
         get evict_batch -> u32 = copy;
+    /// Free pages kept in the budget, so evictions overlap fetches.
+    "RESERVE" => reserve_pages: u32 = 64;
+        documented "`64`", "Pages (0–64) kept free in the local budget, at most 1/16 of it, so that a fault sends its request at once and evicts while the reply is on the wire, instead of evicting first and then waiting. `0`: evict only when a fault finds no room, before its request (the behaviour before this setting).";
+        flag None;
+        parse |v| parse::int(v, 0, MAX_BATCH as u64);
+        show show::plain;
+        get reserve_pages -> u32 = copy;
     /// Spin before blocking on a reply, microseconds.
     "SPIN_US" => spin_us: u64 = 200;
         documented "`200`", "How long a faulting thread spins for a server's reply before it blocks in `poll` (0–1000000). Spinning avoids a ~100 µs wake-up on an idle CPU.";
