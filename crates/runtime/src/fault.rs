@@ -1,6 +1,7 @@
 //! The fault path, run in the faulting thread's SIGBUS handler: claim the
-//! page, reserve room in the budget (evicting as needed), fetch the page and
-//! its prefetch window in one batch, install them with `UFFDIO_COPY`, and hand
+//! page, reserve room in the budget, fetch the page and its prefetch window
+//! in one batch (evicting while the request travels where the free reserve
+//! has room, before it otherwise), install them with `UFFDIO_COPY`, and hand
 //! them to the replacement queues. No other thread is woken: on this class of
 //! machine a wake-up costs ~100 µs, a whole fault ~5–20 µs.
 
