@@ -462,7 +462,12 @@ pub fn stats(stderr: &str) -> Option<Stats> {
             .parse()
             .ok()?,
         fetched: parse_size(field("fetched from backend")?)?,
-        evicted: field("evicted pages")?.parse().ok()?,
+        // "N (M while a fetch was on the wire)"
+        evicted: field("evicted pages")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?,
     })
 }
 
