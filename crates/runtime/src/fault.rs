@@ -417,16 +417,8 @@ impl Runtime {
         let start = now_ns();
         let mut waits = 0u32;
         loop {
-            let r = self.resident.load(Ordering::Acquire);
-            if r + n <= self.budget {
-                if self
-                    .resident
-                    .compare_exchange_weak(r, r + n, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    return;
-                }
-                continue;
+            if self.try_reserve(n) {
+                return;
             }
             let want = n.max(self.cfg.evict_batch as usize).min(MAX_BATCH);
             if self.evict(want) == 0 {
