@@ -5,9 +5,13 @@
 # smallest budget (`--trace refs`, its page reference string), and
 # `farmem trace run --refs refs` replays the references under MIN at the
 # run's budget. GAPBS (and NPB-CPP, optional) are fetched by you (see
-# bench/policy.sh); NPB's MG and CG class W are built here.
+# bench/policy.sh); NPB's MG and CG class W are built here. Where Debian's
+# memcached is installed, a last row runs it storing and reading back
+# MC_MIB (default 64) MiB of items (tests/clients/memcache_check.py) at
+# MC_PERCENT (default 25) of its footprint, as bench/real-programs.sh does
+# at 1 GiB.
 #
-#   [NPB=NPB-CPP] bench/min-table.sh GAPBS_DIR [LOCAL_PERCENT]
+#   [NPB=NPB-CPP] [MC_MIB=64] [MC_PERCENT=25] bench/min-table.sh GAPBS_DIR [LOCAL_PERCENT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GAPBS=${1:?GAPBS checkout}; PCT=${2:-50}
@@ -28,13 +32,43 @@ if [ -n "${NPB:-}" ]; then
     done
     progs+=("mg W|$NPB/NPB-OMP/bin/mg.W" "cg W|$NPB/NPB-OMP/bin/cg.W")
 fi
+# memcached under PREFIX... (none: all-local), loaded and read back by the
+# checking client; prints its peak RSS in KiB.
+mc() {
+    local port=$((25000 + RANDOM % 2000)) pid rss
+    "$@" memcached -u root -l 127.0.0.1 -p $port -U 0 -t 2 -m $((MC_MIB * 2)) >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break
+        sleep 0.1
+    done
+    python3 tests/clients/memcache_check.py --port $port load-verify --total-mib "$MC_MIB" >/dev/null
+    # Under farmem run the server is farmem's child: its peak is the one read.
+    rss=$(awk '/VmHWM/ {print $2}' /proc/"$(pgrep -n -P $pid memcached || echo $pid)"/status)
+    kill -TERM $pid
+    wait $pid || true
+    echo "$rss"
+}
+MC_MIB=${MC_MIB:-64}; MC_PERCENT=${MC_PERCENT:-25}
+if command -v memcached >/dev/null; then
+    progs+=("memcached ${MC_MIB}M|mc")
+else
+    echo "memcached not installed: no memcached row (scripts/setup.sh installs it)" >&2
+fi
 echo "program | local | references (pages) | MIN | farmem brought in (x MIN) | replayed policy (x MIN) | prefetch wasted"
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$p"
-    rss=$( { /usr/bin/time -f "RSS %M" $cmd >/dev/null; } 2>&1 | awk '/^RSS/ {print $2}')
-    loc=$((rss * PCT / 100))K
-    $F run --local "$loc" --trace "$T/run" -- $cmd >/dev/null 2>&1
-    FARMEM_PREFETCH=0 $F run --local 1M --trace "$T/refs" -- $cmd >/dev/null 2>&1
+    if [ "$cmd" = mc ]; then
+        rss=$(mc)
+        loc=$((rss * MC_PERCENT / 100))K
+        mc $F run --local "$loc" --trace "$T/run" -- >/dev/null
+        FARMEM_PREFETCH=0 mc $F run --local 1M --trace "$T/refs" -- >/dev/null
+    else
+        rss=$( { /usr/bin/time -f "RSS %M" $cmd >/dev/null; } 2>&1 | awk '/^RSS/ {print $2}')
+        loc=$((rss * PCT / 100))K
+        $F run --local "$loc" --trace "$T/run" -- $cmd >/dev/null 2>&1
+        FARMEM_PREFETCH=0 $F run --local 1M --trace "$T/refs" -- $cmd >/dev/null 2>&1
+    fi
     o=$($F trace "$T/run" --refs "$T/refs")
     refs=$(echo "$o" | sed -nE 's/.*: ([0-9]+) references to ([0-9]+) pages.*/\1 (\2)/p')
     min=$(echo "$o" | awk '/Belady/ {print $4}')

@@ -77,14 +77,21 @@ impl Runtime {
         let Some((i, win)) = self.planner.lock().stream_at(q as i64) else {
             return;
         };
+        // The stream ran through the resident pages before `q`: its windows'
+        // pages among them are used. Pages its windows passed over (resident
+        // from before) are passed over here too; the walk ends at the first
+        // page that is not resident.
         let mut used = [0usize; MAX_BATCH];
         let mut n = 0;
         for k in 1..=MAX_BATCH.min(q) {
-            if self.transition(q - k, Event::PrefetchUsed).is_err() {
+            let w = self.load(q - k);
+            if !w.state().is_resident() {
                 break;
             }
-            used[n] = q - k;
-            n += 1;
+            if w.has(page::PREFETCHED) && self.transition(q - k, Event::PrefetchUsed).is_ok() {
+                used[n] = q - k;
+                n += 1;
+            }
         }
         self.count_used(&used[..n]);
         let start = q + win;

@@ -385,19 +385,30 @@ impl Sim {
         }
     }
 
-    /// Absent pages from `start` on at `stride`, at most `want`.
+    /// Absent pages from `start` on at `stride`, at most `want`, stopping at
+    /// the first page that is neither absent nor resident.
     fn claim(&self, start: i64, stride: i64, want: usize) -> Vec<u64> {
+        self.claim_span(start, stride, want, false).0
+    }
+
+    /// The absent pages of the `span` pages from `start` on at `stride`, and
+    /// how many of the span were passed (less where a page neither absent
+    /// nor resident ends it). `skip`: resident pages are passed over, as a
+    /// demand fault's window does (`Runtime::fetch`); otherwise they end it,
+    /// as a pipelined window's consecutive run does.
+    fn claim_span(&self, start: i64, stride: i64, span: usize, skip: bool) -> (Vec<u64>, usize) {
         let mut v = Vec::new();
-        for k in 0..want as i64 {
-            let Ok(q) = u64::try_from(start + stride * k) else {
-                break;
+        for k in 0..span {
+            let Ok(q) = u64::try_from(start + stride * k as i64) else {
+                return (v, k);
             };
-            if self.page(q).slot != Slot::Absent {
-                break;
+            match self.page(q).slot {
+                Slot::Absent => v.push(q),
+                Slot::Resident if skip => {}
+                _ => return (v, k),
             }
-            v.push(q);
         }
-        v
+        (v, span)
     }
 
     fn reference(&mut self, p: u64, write: bool) {
@@ -447,10 +458,12 @@ impl Sim {
         };
         for k in 1..=(crate::MAX_BATCH as u64).min(q) {
             let pg = self.page(q - k);
-            if !pg.prefetched || pg.slot == Slot::Absent {
+            if pg.slot != Slot::Resident {
                 break;
             }
-            self.used(q - k);
+            if pg.prefetched {
+                self.used(q - k);
+            }
         }
         let start = q + win as u64;
         let maxw = self.planner.max_window().min(crate::MAX_BATCH);
@@ -484,15 +497,16 @@ impl Sim {
         }
         let pi = i64::try_from(p).unwrap_or(i64::MAX);
         let mut list = vec![p];
-        list.extend(self.claim(pi + plan.stride, plan.stride, plan.pages - 1));
-        let n = list.len();
-        if let (Some(i), true) = (plan.stream, n < plan.pages) {
-            self.planner.moved(i, pi + plan.stride * n as i64, n);
+        let (rest, passed) = self.claim_span(pi + plan.stride, plan.stride, plan.pages - 1, true);
+        list.extend(rest);
+        let span = passed + 1;
+        if let (Some(i), true) = (plan.stream, span < plan.pages) {
+            self.planner.moved(i, pi + plan.stride * span as i64, span);
         }
         self.fetch(&list, true, None, write, plan.why);
-        if plan.pipeline && n == plan.pages {
-            let start = p + n as u64;
-            let want = self.planner.pipeline_window(start, n);
+        if plan.pipeline && span == plan.pages {
+            let start = p + span as u64;
+            let want = self.planner.pipeline_window(start, span);
             let ahead = if want > 1 {
                 self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
             } else {

@@ -136,8 +136,12 @@ fn a_bfs_frontier_wastes_little() {
     }
     let (ours, demand, _) = run(&t, 3000);
     assert!(ours.waste() <= 0.15, "{ours:?}");
+    // The sorted steps read the edge array as a stream, whose windows pass
+    // over the pages still resident: 8% fewer faults than demand paging
+    // for 3.4% more pages (14,445 faults, 17,141 pages against 16,581;
+    // before windows passed over resident pages, 15,673 and 16,827).
     assert!(
-        ours.fetched as f64 <= 1.02 * demand.fetched as f64,
+        ours.fetched as f64 <= 1.04 * demand.fetched as f64,
         "{ours:?} vs {demand:?}"
     );
 }
@@ -178,4 +182,42 @@ fn the_hold_sees_reuse_that_faults_cannot() {
         with.fetched as f64 <= 1.05 * min as f64,
         "{with:?} min {min}"
     );
+}
+
+/// A scan over pages of which half are still resident (as a
+/// loop larger than the budget leaves its last sweep): a stream's windows
+/// pass over the resident pages and fetch the absent ones, instead of
+/// ending at the first resident page (a page or two per fault).
+#[test]
+fn a_stream_passes_over_resident_pages() {
+    let mut r = Rng(11);
+    let n = 8192u64;
+    // Half the pages at random (no stride for the odd ones to follow).
+    let mut evens: Vec<u64> = (0..n)
+        .filter(|_| r.below(2) == 0)
+        .map(|k| BASE + k)
+        .collect();
+    let kept = evens.len() as u64;
+    // Shuffled, so that they are demand pages, not a stream.
+    for i in (1..evens.len()).rev() {
+        evens.swap(i, r.below(i as u64 + 1) as usize);
+    }
+    let before = replay(&Refs::from_pages(&evens, false), 16_384, set(PREFETCH, 0));
+    let mut t = evens.clone();
+    t.extend((0..n).map(|k| BASE + k));
+    let after = replay(&Refs::from_pages(&t, false), 16_384, set(PREFETCH, 0));
+    let scan_faults = after.faults - before.faults;
+    // The other half, in windows of up to 64 pages' span.
+    assert!(
+        scan_faults <= 200,
+        "{scan_faults} faults for the scan: {after:?}"
+    );
+    // The absent pages, and at most the last window and the pipelined one
+    // after it past the scan's end.
+    let scan_fetched = after.fetched - before.fetched;
+    assert!(
+        (n - kept..=n - kept + 2 * PREFETCH as u64).contains(&scan_fetched),
+        "{scan_fetched} fetched: {after:?}"
+    );
+    assert!(after.waste() <= 0.02, "{after:?}");
 }
