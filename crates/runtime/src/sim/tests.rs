@@ -200,7 +200,7 @@ fn a_stream_passes_over_resident_pages() {
     let kept = evens.len() as u64;
     // Shuffled, so that they are demand pages, not a stream.
     for i in (1..evens.len()).rev() {
-        evens.swap(i, r.below(i as u64 + 1) as usize);
+        evens.swap(i, farmem_sys::usize_from(r.below(i as u64 + 1)));
     }
     let before = replay(&Refs::from_pages(&evens, false), 16_384, set(PREFETCH, 0));
     let mut t = evens.clone();
