@@ -28,23 +28,62 @@ use crate::{Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-pub(crate) const NWSTREAMS: usize = 16;
+const NWSTREAMS: usize = 16;
+
+/// Write streams over clean pages: where each expects its next write fault,
+/// and its window. Lock-free: a lost update only costs a stream its window.
+pub(crate) struct WriteStreams {
+    streams: [AtomicU64; NWSTREAMS],
+    victim: AtomicUsize,
+}
+
+impl WriteStreams {
+    pub(crate) fn new() -> WriteStreams {
+        WriteStreams {
+            streams: [const { AtomicU64::new(0) }; NWSTREAMS],
+            victim: AtomicUsize::new(0),
+        }
+    }
+
+    /// Which stream the write fault at `p` continues (it lands where the
+    /// last one ended), and how many clean pages after `p` to make writable
+    /// with it: twice the stream's window, or 0 for a new stream (which then
+    /// replaces the oldest).
+    fn plan(&self, p: usize) -> (Option<usize>, usize) {
+        for (i, s) in self.streams.iter().enumerate() {
+            let e = s.load(Ordering::Relaxed);
+            let (pos, win, _) = decode_stream(e);
+            if e != 0 && pos == p as i64 {
+                let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAX_BATCH - 1);
+                return (Some(i), ahead);
+            }
+        }
+        let v = self.victim.fetch_add(1, Ordering::Relaxed) % NWSTREAMS;
+        self.streams[v].store(encode_stream(p as i64 + 1, 0, 1), Ordering::Relaxed);
+        (None, 0)
+    }
+
+    /// Stream `i` expects its next write fault at `next`, with window `win`.
+    fn moved(&self, i: usize, next: usize, win: usize) {
+        self.streams[i].store(encode_stream(next as i64, win as u64, 1), Ordering::Relaxed);
+    }
+}
 
 impl Runtime {
     /// A write hit clean page `p`, now MakingDirty and owned by this thread:
     /// make it (and, on a write stream, the clean pages after it) writable
     /// and dirty.
     pub(crate) fn make_dirty(&self, p: usize) {
-        let (stream, ahead) = self.plan_write_stream(p);
+        let (stream, ahead) = self.wstreams.plan(p);
         let mut n = 1;
         while n <= ahead && p + n < self.npages {
             let q = p + n;
-            let w = self.load(q);
+            let w = self.table.load(q);
             let taken = w.state() == State::Clean
                 && !w.has(page::ADV_READ_MOSTLY)
-                && next(w, Event::WriteFault).is_ok_and(|nw| self.cas(q, w, nw));
+                && next(w, Event::WriteFault).is_ok_and(|nw| self.table.cas(q, w, nw));
             if !taken {
                 break;
             }
@@ -55,10 +94,7 @@ impl Runtime {
             // when it outruns the pages read in so far (a read-modify-write
             // sweep just behind its read front), it continues from there
             // with the window it has, instead of starting over.
-            self.wstreams[s].store(
-                encode_stream((p + n) as i64, ahead as u64, 1),
-                Ordering::Relaxed,
-            );
+            self.wstreams.moved(s, p + n, ahead);
         }
         if let Err(e) = self
             .uffd
@@ -73,26 +109,9 @@ impl Runtime {
             farmem_sys::fatal(m.as_bytes());
         }
         for q in p..p + n {
-            self.must(q, Event::MadeDirty);
+            self.table.must(q, Event::MadeDirty);
         }
         self.stats.wp_faults.add(1);
         self.stats.wp_ahead.add(n as u64 - 1);
-    }
-
-    /// Which write stream the fault at `p` continues (it lands where the
-    /// last one ended), and how many clean pages after `p` to make writable
-    /// with it: twice the stream's window, or 0 for a new stream.
-    fn plan_write_stream(&self, p: usize) -> (Option<usize>, usize) {
-        for (i, s) in self.wstreams.iter().enumerate() {
-            let e = s.load(Ordering::Relaxed);
-            let (pos, win, _) = decode_stream(e);
-            if e != 0 && pos == p as i64 {
-                let ahead = (farmem_sys::usize_from(win) * 2).clamp(2, MAX_BATCH - 1);
-                return (Some(i), ahead);
-            }
-        }
-        let v = self.wstream_victim.fetch_add(1, Ordering::Relaxed) % NWSTREAMS;
-        self.wstreams[v].store(encode_stream(p as i64 + 1, 0, 1), Ordering::Relaxed);
-        (None, 0)
     }
 }

@@ -20,18 +20,22 @@ impl Runtime {
         let mut taken = 0;
         let mut main_victim = [false; MAX_BATCH];
         let (n, stamp) = self.queues.lock().evict(&mut victims[..k], |q, from_main| {
-            let w = self.load(q as usize);
+            let w = self.table.load(q as usize);
             if !w.state().is_resident() {
                 // Not resident: the queues' invariant says this cannot be.
                 return Take::Drop;
             }
             // READ_MOSTLY clean pages and prefetched pages not yet used get
             // one more pass (see `page::next`).
-            if self.transition(q as usize, Event::SecondChance).is_ok() {
+            if self
+                .table
+                .transition(q as usize, Event::SecondChance)
+                .is_ok()
+            {
                 return Take::Keep;
             }
             match next(w, Event::EvictStart) {
-                Ok(nw) if self.cas(q as usize, w, nw) => {
+                Ok(nw) if self.table.cas(q as usize, w, nw) => {
                     // The policy lists victims in the order they are taken.
                     was[taken] = w;
                     main_victim[taken] = from_main;
@@ -61,7 +65,7 @@ impl Runtime {
                 let (mut d, mut h) = (0, 0);
                 for i in 0..n {
                     if main_victim[i] {
-                        self.set_aux(victims[i], stamp);
+                        self.table.set_aux(victims[i], stamp);
                         direct[d] = vs[i];
                         direct_was[d] = ws[i];
                         d += 1;
@@ -79,7 +83,7 @@ impl Runtime {
                 }
             } else {
                 for &v in &victims[..n] {
-                    self.set_aux(v, stamp);
+                    self.table.set_aux(v, stamp);
                 }
                 self.finish_eviction(&vs[..n], &ws[..n]);
             }
@@ -104,7 +108,7 @@ impl Runtime {
             match self.hold.take(page_u32(q), stamp) {
                 Some(s) => slot[i] = s,
                 None => {
-                    self.set_aux(page_u32(q), stamp);
+                    self.table.set_aux(page_u32(q), stamp);
                     gone[g] = q;
                     gone_was[g] = was[i];
                     g += 1;
@@ -149,8 +153,8 @@ impl Runtime {
         for i in 0..h {
             // While HELD, the aux word holds the slot (the eviction stamp is
             // given when the page leaves the hold for good).
-            self.set_aux(page_u32(held[i]), held_slot[i]);
-            self.must(
+            self.table.set_aux(page_u32(held[i]), held_slot[i]);
+            self.table.must(
                 held[i],
                 Event::Held {
                     dirty: page::needs_writeback(held_was[i].state()),
@@ -188,9 +192,9 @@ impl Runtime {
                 break;
             };
             let q = farmem_sys::usize_from(u64::from(p));
-            let w = self.load(q);
-            let ours = w.state() == State::Absent && w.has(page::HELD) && self.aux(p) == s;
-            if ours && next(w, Event::EvictStart).is_ok_and(|nw| self.cas(q, w, nw)) {
+            let w = self.table.load(q);
+            let ours = w.state() == State::Absent && w.has(page::HELD) && self.table.aux(p) == s;
+            if ours && next(w, Event::EvictStart).is_ok_and(|nw| self.table.cas(q, w, nw)) {
                 pages[n] = u64::from(p);
                 slots[n] = s;
                 was[n] = w;
@@ -209,7 +213,7 @@ impl Runtime {
                 // (the page is Evicting, owned) until given back below.
                 let data =
                     unsafe { std::slice::from_raw_parts(self.hold.buf(slots[i]), PAGE_SIZE) };
-                self.record_sum(farmem_sys::usize_from(pages[i]), data);
+                self.sums.record(farmem_sys::usize_from(pages[i]), data);
                 wb_pages[m] = pages[i];
                 wb_data[m] = data;
                 m += 1;
@@ -223,7 +227,7 @@ impl Runtime {
         {
             let queues = self.queues.lock();
             for &q in &pages[..n] {
-                queues.stamp(page_u32(farmem_sys::usize_from(q)), self);
+                queues.stamp(page_u32(farmem_sys::usize_from(q)), &self.table);
             }
         }
         let mut qs = [0usize; MAX_BATCH];
@@ -251,7 +255,7 @@ impl Runtime {
                 self.trace(trace::Kind::Evict, q, detail);
             }
             wasted += usize::from(unused);
-            self.must(q, Event::Evicted { written_back: wb });
+            self.table.must(q, Event::Evicted { written_back: wb });
         }
         if wasted > 0 {
             self.stats.prefetch_wasted.add(wasted as u64);
@@ -339,7 +343,7 @@ impl Runtime {
                     PAGE_SIZE,
                 )
             };
-            self.record_sum(farmem_sys::usize_from(q), wb_data[k]);
+            self.sums.record(farmem_sys::usize_from(q), wb_data[k]);
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
@@ -358,10 +362,10 @@ impl Runtime {
         // Take every resident page first (they are Evicting, owned by us)...
         let mut victims = Vec::new();
         for p in first..=last {
-            let w = self.load(p);
+            let w = self.table.load(p);
             if w.state().is_resident() {
                 if let Ok(nw) = next(w, Event::EvictStart) {
-                    if self.cas(p, w, nw) {
+                    if self.table.cas(p, w, nw) {
                         victims.push((p, w));
                     }
                 }
@@ -377,10 +381,10 @@ impl Runtime {
             let mut queues = self.queues.lock();
             queues.retain(|q| {
                 let q = q as usize;
-                !((first..=last).contains(&q) && self.load(q).state() == State::Evicting)
+                !((first..=last).contains(&q) && self.table.load(q).state() == State::Evicting)
             });
             for &(p, _) in &victims {
-                queues.stamp(page_u32(p), self);
+                queues.stamp(page_u32(p), &self.table);
             }
         }
         // ...then write back and unmap them in batches.

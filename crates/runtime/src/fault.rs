@@ -5,16 +5,28 @@
 //! them to the replacement queues. No other thread is woken: on this class of
 //! machine a wake-up costs ~100 µs, a whole fault ~5–20 µs.
 
+use crate::install::ZERO;
 use crate::page::{self, next, Event, State};
+use crate::readahead::Plan;
 use crate::replacement::{page_u32, Aux as _};
+use crate::slots::Slot;
 use crate::trace::{self, Kind};
-use crate::{runs, wait, Runtime, MAX_BATCH};
+use crate::{wait, Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
+
+/// A demand fault's window: the pages claimed (the demand page first, the
+/// rest ascending), and how many pages of its stream it covered, claimed or
+/// passed over as resident.
+struct Window {
+    pages: [usize; MAX_BATCH],
+    n: usize,
+    span: usize,
+}
 
 impl Runtime {
     /// Resolve a fault at `addr` in the calling thread.
@@ -33,7 +45,7 @@ impl Runtime {
         let mut waits = 0u32;
         let mut in_flight = false;
         loop {
-            let w = self.load(p);
+            let w = self.table.load(p);
             if !w.has(page::ALLOCATED) {
                 let mut m = MsgBuf::new();
                 let _ = writeln!(
@@ -58,7 +70,7 @@ impl Runtime {
                         farmem_sys::fatal(m.as_bytes());
                     }
                     if let Ok(n) = claim {
-                        if self.cas(p, w, n) {
+                        if self.table.cas(p, w, n) {
                             let kind = if write {
                                 Kind::FaultWrite
                             } else {
@@ -79,7 +91,7 @@ impl Runtime {
                 }
                 State::Clean if write => {
                     if let Ok(n) = next(w, Event::WriteFault) {
-                        if self.cas(p, w, n) {
+                        if self.table.cas(p, w, n) {
                             self.trace(Kind::WriteHit, p, 0);
                             if w.has(page::PREFETCHED) {
                                 self.count_used(&[p]);
@@ -100,7 +112,7 @@ impl Runtime {
                         // sweep, as in CG) counted it wasted, and its
                         // region's score shrank every window to a probe.
                         if w.has(page::PREFETCHED)
-                            && self.transition(p, Event::PrefetchUsed).is_ok()
+                            && self.table.transition(p, Event::PrefetchUsed).is_ok()
                         {
                             self.count_used(&[p]);
                         }
@@ -132,200 +144,155 @@ impl Runtime {
     }
 
     /// Fetch and install demand page `p` (already Fetching, owned by us) and
-    /// whatever of its prefetch window can be claimed.
+    /// whatever of its prefetch window can be claimed: plan the window,
+    /// claim it, make room, read it, install it, and for a proven forward
+    /// stream request the next window ahead.
     pub(crate) fn fetch(&self, p: usize, write: bool) {
-        let mut batch = [0usize; MAX_BATCH];
-        batch[0] = p;
-        let mut n = 1;
-        let w0 = self.load(p);
-        let seq = w0.has(page::ADV_SEQUENTIAL);
-        let plan = self.plan_prefetch(p, w0);
-        let (stride, mut want, stream) = (plan.stride, plan.pages, plan.stream);
-        if stride == 1 && stream.is_some() {
-            // End a forward stream's window where its connection's run ends,
-            // so that the pipelined windows after it start aligned and can
-            // be whole (one asynchronous request stays on one connection).
-            let run = farmem_sys::usize_from(self.backend.route_run(p as u64));
-            if run >= 4 && run < want {
-                want = run;
-            }
-        }
-        // The window spans `want` pages of the stream; the absent ones are
-        // claimed and resident ones passed over. A loop larger than the
-        // budget keeps scattered pages of its last sweep resident, and a
-        // window that stopped at the first of them fetched a page or two
-        // per fault (NPB CG: 670k faults for 1.1M pages brought in).
-        let mut span = 1;
-        while span < want {
-            // Negative or past the arena: the window ends.
-            let Ok(q) = usize::try_from(p as i64 + stride * span as i64) else {
-                break;
-            };
-            if q >= self.npages {
-                break;
-            }
-            let w = self.load(q);
-            if matches!(w.state(), State::Clean | State::Dirty) {
-                span += 1;
-                continue;
-            }
-            let claimed = w.state() == State::Absent
-                && !w.has(page::ADV_RANDOM)
-                && next(w, Event::Claim { prefetch: true }).is_ok_and(|nw| self.cas(q, w, nw));
-            if !claimed {
-                break;
-            }
-            self.trace(Kind::Prefetch, q, plan.why as u8);
-            batch[n] = q;
-            n += 1;
-            span += 1;
-        }
-        if let (Some(i), true) = (stream, span < plan.pages) {
-            // The window ended early: the stream's next fault comes sooner.
-            self.planner
-                .lock()
-                .moved(i, p as i64 + stride * span as i64, span);
-        }
-        if stride < 0 {
-            // Ascending order lets the pages be fetched and installed in runs.
-            batch[1..n].reverse();
-        }
+        let plan = self.plan_prefetch(p, self.table.load(p));
+        let span = self.window_span(p, &plan);
+        let win = self.claim_window(p, &plan, span);
+        let n = win.n;
         // With room to spare the request goes out first and the evictions
         // it makes necessary are done while it is on the wire.
         let spare = self.try_reserve(n);
         if !spare {
             self.reserve(n);
         }
-
-        // Fetch the pages the backend holds, in one batch, into a slot buffer.
         let slot = self.slots.acquire();
-        // SAFETY: slot `slot` owns its MAX_BATCH pages of the slot mapping
-        // exclusively while this thread holds its busy flag (until release).
-        let buf =
-            unsafe { std::slice::from_raw_parts_mut(self.slots.buf(slot), MAX_BATCH * PAGE_SIZE) };
-        let mut remote = [0u64; MAX_BATCH];
-        let mut src_index = [usize::MAX; MAX_BATCH];
-        let mut r = 0;
-        for i in 0..n {
-            if self.load(batch[i]).has(page::ON_SERVER) {
-                remote[r] = batch[i] as u64;
-                src_index[i] = r;
-                r += 1;
-            }
-        }
-        let mut refilled = false;
-        if r > 0 {
-            refilled = spare && self.read_overlapped(&remote[..r], slot, buf.as_mut_ptr());
-            if !refilled {
-                if let Err(e) = self.backend.read(&remote[..r], &mut buf[..r * PAGE_SIZE]) {
-                    self.fatal_backend("fetch", p, &e);
-                }
-            }
-            for (j, &q) in remote[..r].iter().enumerate() {
-                self.verify_sum(
-                    farmem_sys::usize_from(q),
-                    &mut buf[j * PAGE_SIZE..(j + 1) * PAGE_SIZE],
-                );
-            }
-        }
-
-        // Install: the demand page writable if the fault was a write, every
-        // other page write-protected (clean). Consecutive pages with the same
-        // source kind go in one UFFDIO_COPY.
-        let src_of = |i: usize| -> *const u8 {
-            match src_index[i] {
-                usize::MAX => self.zero.as_ptr(),
-                j => buf[j * PAGE_SIZE..].as_ptr(),
-            }
-        };
-        // A write fault starts (or continues) a write stream: its prefetched
+        let (src, fetched, refilled) = self.read_window(&win, &slot, spare);
+        // Every page write-protected (clean) unless the fault was a write. A
+        // write fault starts (or continues) a write stream: its prefetched
         // pages are installed writable and dirty too, sparing each one a
         // write-protect fault (a sequential writer would take one per page).
         // The cost, when they are not written after all, is a write-back.
-        let wp = !write;
-        // A run: consecutive pages whose sources are all the zero page or
-        // consecutive pages of the slot buffer.
-        let zero = |k: usize| src_index[k] == usize::MAX;
-        let same_run = |j: usize| {
-            batch[j] == batch[j - 1] + 1
-                && zero(j) == zero(j - 1)
-                && (zero(j) || src_index[j] == src_index[j - 1] + 1)
-        };
-        for run in runs(n, same_run) {
-            let i = run.start;
-            let src = if zero(i) {
-                self.zero.as_ptr()
-            } else {
-                src_of(i)
-            };
-            // SAFETY: src is a slot buffer or the zero mapping, readable for
-            // the run's pages; the destination pages are in the registered
-            // arena and owned by this thread (Fetching).
-            let res = unsafe {
-                self.uffd
-                    .copy(self.addr_of(batch[i]), src, run.len() * PAGE_SIZE, wp)
-            };
-            match res {
-                Ok(CopyOutcome::Done) => {}
-                Ok(CopyOutcome::Exists { .. }) | Err(_) => {
-                    let mut m = MsgBuf::new();
-                    let _ = writeln!(
-                        m,
-                        "farmem: cannot install far page {:#x}: {:?}",
-                        self.addr_of(batch[i]),
-                        res
-                    );
-                    farmem_sys::fatal(m.as_bytes());
-                }
-            }
-        }
-        self.slots.release(slot);
+        self.install(&win.pages[..n], &src[..n], slot.buf(), write);
+        drop(slot);
         if spare && !refilled {
             // Nothing was on the wire to hide it behind (a zero-filled
             // window, or a backend that reads synchronously).
             self.refill();
         }
-
-        let zero_filled = n - r;
-        for &q in &batch[..n] {
-            self.must(q, Event::Installed { dirty: write });
-        }
-        // Every page that comes back tells its refault distance, prefetched
-        // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
-        // to be kept.
-        {
-            let mut queues = self.queues.lock();
-            for &q in &batch[..n] {
-                let refault = (!seq).then(|| self.aux(page_u32(q)));
-                if !queues.admit(page_u32(q), refault) {
-                    drop(queues);
-                    farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
-                }
-            }
-        }
-        self.stats.pages_fetched.add(r as u64);
-        self.stats.pages_zero_filled.add(zero_filled as u64);
+        self.stats.pages_fetched.add(fetched as u64);
+        self.stats.pages_zero_filled.add((n - fetched) as u64);
         self.stats.prefetched.add(n as u64 - 1);
         // A confirmed forward stream whose window was claimed whole: request
         // the next window now, to arrive while the program works on this one.
-        if plan.pipeline && span == want {
-            let ahead = self.planner.lock().pipeline_window((p + span) as u64, want);
-            let issued = if ahead > 1 {
-                self.prefetch_async(p + span, ahead, write)
-            } else {
-                0
-            };
-            if let (true, Some(i)) = (issued > 0, stream) {
+        if plan.pipeline && win.span == span {
+            let issued = self.pipeline_ahead(p + span, span, write);
+            if let (true, Some(i)) = (issued > 0, plan.stream) {
                 self.planner.lock().moved(i, (p + span) as i64, issued);
             }
         }
+    }
+
+    /// How many pages of its stream `plan`'s window may span. A forward
+    /// stream's ends where its connection's run ends, so that the pipelined
+    /// windows after it start aligned and can be whole (one asynchronous
+    /// request stays on one connection).
+    fn window_span(&self, p: usize, plan: &Plan) -> usize {
+        let mut want = plan.pages;
+        if plan.stride == 1 && plan.stream.is_some() {
+            let run = farmem_sys::usize_from(self.backend.route_run(p as u64));
+            if run >= 4 && run < want {
+                want = run;
+            }
+        }
+        want
+    }
+
+    /// Claim the window of the fault at `p`: up to `span` pages of its
+    /// stream from `p` on, the absent ones claimed and resident ones passed
+    /// over. A loop larger than the budget keeps scattered pages of its last
+    /// sweep resident, and a window that stopped at the first of them
+    /// fetched a page or two per fault (NPB CG: 670k faults for 1.1M pages
+    /// brought in). A page in any other state ends the window there.
+    fn claim_window(&self, p: usize, plan: &Plan, span: usize) -> Window {
+        let stride = plan.stride;
+        let mut win = Window {
+            pages: [0; MAX_BATCH],
+            n: 1,
+            span: 1,
+        };
+        win.pages[0] = p;
+        while win.span < span {
+            // Negative or past the arena: the window ends.
+            let Ok(q) = usize::try_from(p as i64 + stride * win.span as i64) else {
+                break;
+            };
+            if q >= self.npages {
+                break;
+            }
+            let w = self.table.load(q);
+            if matches!(w.state(), State::Clean | State::Dirty) {
+                win.span += 1;
+                continue;
+            }
+            let claimed = w.state() == State::Absent
+                && !w.has(page::ADV_RANDOM)
+                && next(w, Event::Claim { prefetch: true })
+                    .is_ok_and(|nw| self.table.cas(q, w, nw));
+            if !claimed {
+                break;
+            }
+            self.trace(Kind::Prefetch, q, plan.why as u8);
+            win.pages[win.n] = q;
+            win.n += 1;
+            win.span += 1;
+        }
+        if let (Some(i), true) = (plan.stream, win.span < plan.pages) {
+            // The window ended early: the stream's next fault comes sooner.
+            self.planner
+                .lock()
+                .moved(i, p as i64 + stride * win.span as i64, win.span);
+        }
+        if stride < 0 {
+            // Ascending order lets the pages be fetched and installed in runs.
+            win.pages[1..win.n].reverse();
+        }
+        win
+    }
+
+    /// Read the pages of `win` that the backend holds into `slot`, in one
+    /// batch; the others (never written back) are zero-filled at install.
+    /// Returns each page's source for [`Runtime::install`], how many were
+    /// read, and whether the free reserve was refilled while the read was on
+    /// the wire (`spare`: room was taken without evicting).
+    fn read_window(
+        &self,
+        win: &Window,
+        slot: &Slot,
+        spare: bool,
+    ) -> ([usize; MAX_BATCH], usize, bool) {
+        let mut remote = [0u64; MAX_BATCH];
+        let mut src = [ZERO; MAX_BATCH];
+        let mut r = 0;
+        for (i, &q) in win.pages[..win.n].iter().enumerate() {
+            if self.table.load(q).has(page::ON_SERVER) {
+                remote[r] = q as u64;
+                src[i] = r;
+                r += 1;
+            }
+        }
+        if r == 0 {
+            return (src, 0, false);
+        }
+        let refilled = spare && self.read_overlapped(&remote[..r], slot);
+        if !refilled {
+            // SAFETY: the slot's buffer (MAX_BATCH pages) is ours while we
+            // hold its guard, and nothing else reads or writes it meanwhile.
+            let buf = unsafe { std::slice::from_raw_parts_mut(slot.buf(), r * PAGE_SIZE) };
+            if let Err(e) = self.backend.read(&remote[..r], buf) {
+                self.fatal_backend("fetch", win.pages[0], &e);
+            }
+        }
+        (src, r, refilled)
     }
 
     /// Reinstall held page `p` (Fetching, owned by us; `w` its word) from its
     /// slot in the hold: the program reused it on its way out, and the
     /// queues learn that as a refault, without the network. No prefetch.
     fn unhold(&self, p: usize, w: page::PageWord, write: bool) {
-        let slot = self.aux(page_u32(p));
+        let slot = self.table.aux(page_u32(p));
         self.reserve(1);
         let dirty = write || w.has(page::HELD_DIRTY);
         // SAFETY: the slot holds this page's content and belongs to it until
@@ -346,8 +313,8 @@ impl Runtime {
             farmem_sys::fatal(m.as_bytes());
         }
         let stamp = self.hold.give_back(slot);
-        self.must(p, Event::Installed { dirty });
-        if self.transition(p, Event::PrefetchUsed).is_ok() {
+        self.table.must(p, Event::Installed { dirty });
+        if self.table.transition(p, Event::PrefetchUsed).is_ok() {
             self.count_used(&[p]);
         }
         {
@@ -393,8 +360,8 @@ impl Runtime {
         self.evict(want)
     }
 
-    /// Read `pages` (held by the backend, room already reserved) into slot
-    /// `slot` (`buf`, its buffer) without waiting, evict to refill the free
+    /// Read `pages` (held by the backend, room already reserved) into
+    /// `slot`'s buffer without waiting, evict to refill the free
     /// reserve while the reply is on the wire, then wait for the reply.
     /// Returns false, having sent nothing, where the backend cannot read
     /// without waiting (UCX, a file, pages on more than one connection):
@@ -409,24 +376,24 @@ impl Runtime {
     /// parked page of connection 0, drains it, receives A's reply into A's
     /// slot and marks it arrived; A, done evicting, sees the mark and
     /// installs without touching the socket.
-    fn read_overlapped(&self, pages: &[u64], slot: usize, buf: *mut u8) -> bool {
+    fn read_overlapped(&self, pages: &[u64], slot: &Slot) -> bool {
         let consecutive = pages.windows(2).all(|w| w[1] == w[0] + 1);
         if !consecutive || pages.len() as u64 > self.backend.route_run(pages[0]) {
             return false;
         }
-        self.slots.expect(slot);
-        let token = crate::prefetch::encode_demand(slot, pages.len(), pages[0]);
+        slot.expect();
+        let token = crate::prefetch::encode_demand(slot.index(), pages.len(), pages[0]);
         // SAFETY: the slot's buffer (MAX_BATCH pages, at least pages.len())
         // is ours until we release the slot, after the reply has arrived;
         // nothing else touches it until then.
-        match unsafe { self.backend.read_async(pages, buf, token) } {
+        match unsafe { self.backend.read_async(pages, slot.buf(), token) } {
             Ok(true) => {}
             Ok(false) => return false,
             Err(e) => self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e),
         }
         let evicted = self.refill();
         self.stats.evicted_overlapped.add(evicted as u64);
-        while !self.slots.has_arrived(slot) {
+        while !slot.has_arrived() {
             if let Err(e) = self.backend.progress(pages[0]) {
                 self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e);
             }

@@ -7,9 +7,12 @@
 //! see [`page`]) says which.
 //!
 //! The modules follow a fault through the runtime:
-//! - [`signals`]: the SIGBUS handler (and fork);
-//! - `fault`: claim, reserve, fetch, install — in the faulting thread;
-//! - `prefetch`: the per-stream prefetch windows;
+//! - [`signals`]: the SIGBUS handler; `fork`: the guard in a forked child;
+//! - `fault`: claim, reserve, fetch — in the faulting thread, which
+//!   receives its reply into a fetch slot (`slots`);
+//! - `install`: checksums checked (`checksum`), pages mapped and queued;
+//! - `prefetch`: the per-stream prefetch windows, pipelined ahead;
+//!   [`readahead`] decides them, `dirty` follows write streams;
 //! - [`replacement`]: which page leaves next (scan-resistant, loop-aware);
 //! - `eviction`: write-back of dirty victims and unmapping;
 //! - [`page`]: the page lifecycle state machine, `table`: its atomic words;
@@ -23,12 +26,15 @@
 //! once more to mark it dirty.
 
 pub mod backend;
+mod checksum;
 pub mod config;
 mod dirty;
 mod embedded;
 mod eviction;
 mod fault;
+mod fork;
 mod hold;
+mod install;
 pub mod launch;
 pub mod outside;
 pub mod page;
@@ -42,33 +48,38 @@ pub mod remap;
 pub mod replacement;
 pub mod signals;
 pub mod sim;
+mod slots;
 pub mod stats;
 mod sync;
 mod table;
 pub mod trace;
 
-use backend::{Backend, BackendError, FileBackend, RemoteBackend};
+use backend::{Backend, BackendError};
+use checksum::Sums;
 use config::MAX_BATCH;
 pub use config::{Config, ConfigError};
 pub use embedded::{spawn_embedded_server, EmbeddedServer};
 use farmem_sys::mem::Mapping;
+use farmem_sys::msg::MsgBuf;
 use farmem_sys::uffd::Uffd;
 use farmem_sys::PAGE_SIZE;
+use fork::after_fork_child;
+pub use fork::is_forked_child;
 pub use peers::PeerPins;
 pub use pins::IoPin;
 use readahead::Planner;
 use regions::Regions;
 use replacement::Queues;
-pub use signals::is_forked_child;
-use signals::{after_fork_child, on_sigbus, print_stats_at_exit};
+use signals::{on_sigbus, print_stats_at_exit};
+use slots::Slots;
 use stats::{Snapshot, Stats};
+use std::fmt::Write as _;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use sync::SpinLock;
+use table::PageTable;
 use thiserror::Error;
-
-const FETCH_SLOTS: usize = 64;
 
 #[derive(Debug, Error)]
 pub enum RuntimeError {
@@ -135,7 +146,8 @@ pub struct Runtime {
     pub(crate) arena: Mapping,
     pub(crate) base: usize,
     pub(crate) npages: usize,
-    pub(crate) meta: Mapping,
+    /// Per page: its state word and the replacement policy's word.
+    pub(crate) table: PageTable,
     pub(crate) backend: Box<dyn Backend>,
     pub(crate) budget: usize,
     /// Pages kept free in the budget (`FARMEM_RESERVE`, at most 1/16 of
@@ -149,12 +161,9 @@ pub struct Runtime {
     /// The replacement queues. Together they hold exactly the pages whose
     /// state is Clean, MakingDirty or Dirty (so never more than `budget`).
     pub(crate) queues: SpinLock<Queues>,
-    /// Per page: the eviction stamp that refault distances are measured
-    /// from (see [`replacement`]).
-    pub(crate) aux: Mapping,
     /// Per page: the CRC32C of its contents on the backend, written at
     /// write-back and checked at every fetch (when `cfg.checksum`).
-    pub(crate) sums: Mapping,
+    pub(crate) sums: Sums,
     pub(crate) regions: Mutex<Regions>,
     /// Ranges the program protected or mapped itself (see [`remap`]), and
     /// whether there are any (so `free` checks without a lock).
@@ -168,116 +177,13 @@ pub struct Runtime {
     /// `FARMEM_TRACE`: the policy trace, when asked for.
     pub(crate) tracer: Option<trace::Tracer>,
     /// Write streams over clean pages: see `dirty`.
-    pub(crate) wstreams: [AtomicU64; dirty::NWSTREAMS],
-    pub(crate) wstream_victim: AtomicUsize,
+    pub(crate) wstreams: dirty::WriteStreams,
     pub(crate) zero: Mapping,
     pub(crate) stats: &'static Stats,
     /// The counters as `farmem stat` sees them (see [`publish`]).
     pub(crate) board: publish::Board,
     /// Address of the embedded server process, when farmem started one.
     pub(crate) server: Option<farmem_wire::ServerAddr>,
-}
-
-/// Page-sized fetch buffers, one per thread fetching at a time.
-/// Marks a parked slot entry (a token may be 0: slot 0, page 0).
-const PARKED: u64 = 1 << 62;
-
-pub(crate) struct Slots {
-    map: Mapping,
-    busy: Vec<AtomicBool>,
-    /// Slots held by asynchronous reads. At most half, so that a demand
-    /// fault (which waits for a slot) never waits on requests in flight that
-    /// only a later drain would complete.
-    in_flight: AtomicUsize,
-    /// Per slot: the token of a read whose first page is parked there
-    /// (see `finish_async`), or 0.
-    parked: Vec<AtomicU64>,
-    /// Per slot: a demand read sent without waiting has arrived (see
-    /// `Runtime::read_overlapped`).
-    arrived: Vec<AtomicBool>,
-}
-
-impl Slots {
-    pub(crate) fn acquire(&self) -> usize {
-        let start = farmem_sys::gettid().unsigned_abs() as usize; // a tid is positive
-        loop {
-            for i in 0..self.busy.len() {
-                let k = (start + i) % self.busy.len();
-                if self.busy[k]
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return k;
-                }
-            }
-            farmem_sys::sched_yield();
-        }
-    }
-
-    /// Start of slot i's buffer of MAX_BATCH pages.
-    pub(crate) fn buf(&self, i: usize) -> *mut u8 {
-        self.map.as_ptr().wrapping_add(i * MAX_BATCH * PAGE_SIZE)
-    }
-
-    /// A free slot, or None at once when all are taken (for prefetches that
-    /// are worth doing only if they cost no waiting).
-    pub(crate) fn try_acquire_async(&self) -> Option<usize> {
-        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.busy.len() / 2 {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        let k = (0..self.busy.len()).find(|&k| {
-            self.busy[k]
-                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        });
-        if k.is_none() {
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        }
-        k
-    }
-
-    pub(crate) fn park(&self, i: usize, token: u64) {
-        self.parked[i].store(token | PARKED, Ordering::Release);
-    }
-
-    /// Take the first parked read whose token satisfies `which`.
-    pub(crate) fn unpark_page(&self, which: impl Fn(u64) -> bool) -> Option<(usize, u64)> {
-        for (i, e) in self.parked.iter().enumerate() {
-            let t = e.load(Ordering::Acquire);
-            if t != 0
-                && which(t & !PARKED)
-                && e.compare_exchange(t, 0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return Some((i, t & !PARKED));
-            }
-        }
-        None
-    }
-
-    /// Slot `i`'s demand read is on its way: not arrived yet.
-    pub(crate) fn expect(&self, i: usize) {
-        self.arrived[i].store(false, Ordering::Relaxed);
-    }
-
-    /// Slot `i`'s demand read has landed in its buffer.
-    pub(crate) fn arrive(&self, i: usize) {
-        self.arrived[i].store(true, Ordering::Release);
-    }
-
-    pub(crate) fn has_arrived(&self, i: usize) -> bool {
-        self.arrived[i].load(Ordering::Acquire)
-    }
-
-    pub(crate) fn release_async(&self, i: usize) {
-        self.release(i);
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    pub(crate) fn release(&self, i: usize) {
-        self.busy[i].store(false, Ordering::Release);
-    }
 }
 
 static RUNTIME: AtomicPtr<Runtime> = AtomicPtr::new(std::ptr::null_mut());
@@ -324,7 +230,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
 }
 
 impl Runtime {
-    fn new(mut cfg: Config) -> Result<Runtime, RuntimeError> {
+    fn new(cfg: Config) -> Result<Runtime, RuntimeError> {
         if farmem_sys::page_size() != PAGE_SIZE {
             return Err(RuntimeError::Uffd(io::Error::other(
                 "farmem needs 4 KiB base pages",
@@ -343,10 +249,9 @@ impl Runtime {
         // outside userfaultfd's page-sized protocol.
         let _ =
             unsafe { farmem_sys::mem::madvise(arena.as_ptr(), arena_bytes, libc::MADV_NOHUGEPAGE) };
-        let meta_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
-        let meta = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
-        let aux = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
-        let sums = Mapping::anonymous(meta_bytes, true).map_err(map_err(meta_bytes))?;
+        let table_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
+        let table = PageTable::new(npages).map_err(map_err(2 * table_bytes))?;
+        let sums = Sums::new(npages, cfg.checksum).map_err(map_err(table_bytes))?;
         let uffd = Uffd::new(
             farmem_sys::uffd::UFFD_FEATURE_SIGBUS
                 | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,
@@ -359,30 +264,8 @@ impl Runtime {
                 | farmem_sys::uffd::UFFDIO_REGISTER_MODE_WP,
         )
         .map_err(RuntimeError::Uffd)?;
-        let mut server = None;
-        let backend: Box<dyn Backend> = if let Some(path) = &cfg.file {
-            Box::new(FileBackend::open(path, cfg.file_direct)?)
-        } else {
-            let (resolved, found) = cfg.resolved()?;
-            cfg = resolved;
-            if let Some(found) = found {
-                for why in &found.ignored {
-                    farmem_sys::write_stderr(
-                        format!("farmem: rendezvous: passed over {why}\n").as_bytes(),
-                    );
-                }
-            }
-            let servers = if cfg.servers().is_empty() {
-                // The embedded default: a real memory server on loopback, in a
-                // child process of its own (see `spawn_embedded_server`).
-                let addr = spawn_embedded_server(cfg.embedded_capacity)?.addr;
-                server = Some(addr.clone());
-                vec![addr]
-            } else {
-                cfg.servers().to_vec()
-            };
-            Box::new(RemoteBackend::connect(&cfg, &servers, npages as u64)?)
-        };
+        let opened = backend::open(cfg, npages as u64)?;
+        let (backend, cfg, server) = (opened.backend, opened.cfg, opened.server);
         let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAX_BATCH * 4);
         // The hold is taken from the budget, leaving the queues at least
         // four batches.
@@ -390,15 +273,8 @@ impl Runtime {
         let budget = total - hold_slots;
         let spare = (cfg.reserve_pages as usize).min(budget / 16);
         let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
-        let slots_bytes = FETCH_SLOTS * MAX_BATCH * PAGE_SIZE;
-        let slots = Slots {
-            map: Mapping::anonymous(slots_bytes, true).map_err(map_err(slots_bytes))?,
-            busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
-            in_flight: AtomicUsize::new(0),
-            parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            arrived: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
-        };
-        backend.register_slots(slots.map.as_ptr(), slots_bytes);
+        let slots = Slots::new().map_err(map_err(Slots::bytes()))?;
+        backend.register_slots(slots.base(), Slots::bytes());
         let zero = Mapping::anonymous(MAX_BATCH * PAGE_SIZE, false)
             .map_err(map_err(MAX_BATCH * PAGE_SIZE))?;
         let tracer = match &cfg.trace {
@@ -433,7 +309,7 @@ impl Runtime {
             base: arena.as_ptr() as usize,
             npages,
             arena,
-            meta,
+            table,
             uffd,
             backend,
             budget,
@@ -441,7 +317,6 @@ impl Runtime {
             resident: &board.page().resident,
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),
-            aux,
             sums,
             regions: Mutex::new(Regions::default()),
             altered: Mutex::new(remap::AlteredRanges::default()),
@@ -450,8 +325,7 @@ impl Runtime {
             planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
             hold,
             tracer,
-            wstreams: [const { AtomicU64::new(0) }; dirty::NWSTREAMS],
-            wstream_victim: AtomicUsize::new(0),
+            wstreams: dirty::WriteStreams::new(),
             zero,
             stats: &board.page().stats,
             board,
@@ -548,6 +422,23 @@ extern "C" fn flush_trace_at_exit() {
 }
 
 impl Runtime {
+    pub(crate) fn addr_of(&self, p: usize) -> usize {
+        self.base + p * PAGE_SIZE
+    }
+
+    /// Stop the program: page `page` could not be moved (`what`: fetch,
+    /// write back...), and going on would give it wrong data.
+    pub(crate) fn fatal_backend(&self, what: &str, page: usize, e: &BackendError) -> ! {
+        let mut m = MsgBuf::new();
+        let _ = write!(
+            m,
+            "farmem: cannot {what} far page at {:#x} ({}): {e}\nfarmem: stopping the program: continuing would give it wrong data.\n",
+            self.addr_of(page),
+            self.backend.holder(page as u64),
+        );
+        farmem_sys::fatal(m.as_bytes())
+    }
+
     /// Append a record to the policy trace, if one is kept.
     #[inline]
     pub(crate) fn trace(&self, kind: trace::Kind, page: usize, detail: u8) {

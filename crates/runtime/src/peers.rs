@@ -42,7 +42,7 @@ pub(crate) fn start(rt: &'static Runtime) -> std::io::Result<()> {
             // Signals are the program's business, not this thread's.
             std::mem::forget(farmem_sys::signal::SignalBlock::new());
             for conn in listener.incoming().flatten() {
-                if crate::signals::is_forked_child() {
+                if crate::fork::is_forked_child() {
                     return;
                 }
                 let _ = std::thread::Builder::new()

@@ -1,8 +1,8 @@
 //! Pins and advice: `fm_advise`, and the pins that keep a system call's far
 //! buffer resident while the kernel uses it.
 
+use crate::fork::is_forked_child;
 use crate::page::{self, Event, State};
-use crate::signals::is_forked_child;
 use crate::{config, wait, Advice, Runtime, RuntimeError};
 use farmem_sys::PAGE_SIZE;
 use std::sync::atomic::Ordering;
@@ -27,7 +27,7 @@ impl Drop for IoPin {
 
 impl Runtime {
     pub(crate) fn unpin(&self, p: usize) {
-        let _ = self.transition(p, Event::Unpin);
+        let _ = self.table.transition(p, Event::Unpin);
     }
 
     /// `fm_advise`.
@@ -37,6 +37,7 @@ impl Runtime {
         let set_bits = |set: u32, clear: u32| {
             for p in first..=last {
                 let _ = self
+                    .table
                     .word(p)
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                         Some((w & !clear) | set)
@@ -52,7 +53,7 @@ impl Runtime {
                 // Bring in at most half the budget; the rest would only evict it.
                 let n = (last - first + 1).min(self.budget / 2);
                 for p in first..first + n {
-                    let w = self.load(p);
+                    let w = self.table.load(p);
                     if w.state() == State::Absent && !w.has(page::HIDDEN) {
                         // SAFETY: p is an allocated far page; a read fault
                         // brings it in (with a prefetch window).
@@ -72,14 +73,14 @@ impl Runtime {
                     });
                 }
                 for p in first..=last {
-                    while self.transition(p, Event::Pin).is_err() {
+                    while self.table.transition(p, Event::Pin).is_err() {
                         farmem_sys::sched_yield();
                     }
                     self.touch_pinned(p, self.addr_of(p), false);
                 }
             }
             Advice::Unpin => {
-                if (first..=last).any(|p| self.load(p).pins() == 0) {
+                if (first..=last).any(|p| self.table.load(p).pins() == 0) {
                     return Err(RuntimeError::NotPinned);
                 }
                 for p in first..=last {
@@ -129,9 +130,9 @@ impl Runtime {
             // while another called writev).
             let mut pinned = false;
             while !pinned {
-                pinned = self.transition(p, Event::Pin).is_ok();
+                pinned = self.table.transition(p, Event::Pin).is_ok();
                 if !pinned {
-                    let w = self.load(p);
+                    let w = self.table.load(p);
                     if !w.has(crate::page::ALLOCATED) || w.has(crate::page::HIDDEN) {
                         break;
                     }
@@ -188,7 +189,7 @@ impl Runtime {
                 // SAFETY: `a` is inside an allocated far page.
                 unsafe { std::ptr::read_volatile(a as *const u8) };
             }
-            let st = self.load(p).state();
+            let st = self.table.load(p).state();
             if st == State::Dirty || (!for_write && st == State::Clean) {
                 return;
             }

@@ -14,11 +14,9 @@
 
 use crate::page::{self, next, Event, PageWord, State};
 use crate::readahead::{Hint, Plan};
-use crate::replacement::{page_u32, Aux as _};
 use crate::trace::{Kind, Why};
 use crate::Runtime;
 use crate::MAX_BATCH;
-use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
 
 impl Runtime {
@@ -35,7 +33,7 @@ impl Runtime {
         };
         let plan = self.planner.lock().plan(p as u64, hint, |q| {
             let q = farmem_sys::usize_from(q);
-            q < self.npages && self.load(q).state().is_resident()
+            q < self.npages && self.table.load(q).state().is_resident()
         });
         if let Some((first, stride, k)) = plan.used {
             let mut used = [0usize; MAX_BATCH];
@@ -44,7 +42,7 @@ impl Runtime {
                 // Negative positions are outside the arena.
                 let q = usize::try_from(first + stride * j);
                 if let Ok(q) = q {
-                    if q < self.npages && self.transition(q, Event::PrefetchUsed).is_ok() {
+                    if q < self.npages && self.table.transition(q, Event::PrefetchUsed).is_ok() {
                         used[n] = q;
                         n += 1;
                     }
@@ -84,28 +82,33 @@ impl Runtime {
         let mut used = [0usize; MAX_BATCH];
         let mut n = 0;
         for k in 1..=MAX_BATCH.min(q) {
-            let w = self.load(q - k);
+            let w = self.table.load(q - k);
             if !w.state().is_resident() {
                 break;
             }
-            if w.has(page::PREFETCHED) && self.transition(q - k, Event::PrefetchUsed).is_ok() {
+            if w.has(page::PREFETCHED) && self.table.transition(q - k, Event::PrefetchUsed).is_ok()
+            {
                 used[n] = q - k;
                 n += 1;
             }
         }
         self.count_used(&used[..n]);
         let start = q + win;
-        let want = self
-            .planner
-            .lock()
-            .pipeline_window(start as u64, (win * 2).min(maxw));
-        let issued = if want > 1 {
+        let issued = self.pipeline_ahead(start, (win * 2).min(maxw), write);
+        // Without a window ahead, the stream's next fault is at `start`.
+        self.planner.lock().moved(i, start as i64, issued.max(win));
+    }
+
+    /// Request the window of a forward stream that starts at `start` ahead
+    /// of the program: up to `want` pages, as the region's record allows.
+    /// Returns how many were requested.
+    pub(crate) fn pipeline_ahead(&self, start: usize, want: usize, write: bool) -> usize {
+        let want = self.planner.lock().pipeline_window(start as u64, want);
+        if want > 1 {
             self.prefetch_async(start, want, write)
         } else {
             0
-        };
-        // Without a window ahead, the stream's next fault is at `start`.
-        self.planner.lock().moved(i, start as i64, issued.max(win));
+        }
     }
 
     /// Request up to `want` pages from `start` on, without waiting: the
@@ -130,11 +133,11 @@ impl Runtime {
         let mut k = 0;
         while k < run && start + k < self.npages {
             let q = start + k;
-            let w = self.load(q);
+            let w = self.table.load(q);
             let ok = w.state() == State::Absent
                 && w.has(page::ON_SERVER)
                 && !w.has(page::ADV_RANDOM)
-                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.cas(q, w, nw));
+                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.table.cas(q, w, nw));
             if !ok {
                 break;
             }
@@ -143,7 +146,6 @@ impl Runtime {
             k += 1;
         }
         if k == 0 {
-            self.slots.release_async(slot);
             return 0;
         }
         // As a demand fetch does: the request first, then the evictions it
@@ -152,10 +154,12 @@ impl Runtime {
         if !spare {
             self.reserve(k);
         }
-        let token = encode_async(slot, k, start, write);
-        let buf = self.slots.buf(slot);
+        let buf = slot.buf();
+        // From here the slot belongs to the request: its completion parks
+        // the first page there, and whoever unparks it gives the slot back.
+        let token = encode_async(slot.sent(), k, start, write);
         // SAFETY: the slot's buffer (MAX_BATCH pages) belongs to this request until
-        // `finish_async` releases it; nothing else writes it meanwhile.
+        // its first page is unparked; nothing else writes it meanwhile.
         match unsafe { self.backend.read_async(&list[..k], buf, token) } {
             Ok(true) => {}
             Ok(false) => {
@@ -201,57 +205,29 @@ impl Runtime {
     /// Install page `p` if it is a parked trigger. Returns false if it is not
     /// (its request is still on the wire, or another thread took it).
     pub(crate) fn unpark(&self, p: usize) -> bool {
-        let Some((slot, token)) = self.slots.unpark_page(|t| decode_async(t).2 == p) else {
+        let Some((slot, token)) = self.slots.take_parked(|t| decode_async(t).2 == p) else {
             return false;
         };
         let (_, _, start, dirty) = decode_async(token);
-        self.install_from_slot(slot, 0, start, 1, dirty);
-        self.slots.release_async(slot);
+        self.install_from_slot(slot.index(), 0, start, 1, dirty);
         true
     }
 
     /// Install every parked trigger: under budget pressure, or when every
     /// asynchronous slot is held by streams the program left.
     pub(crate) fn unpark_all(&self) {
-        while let Some((slot, token)) = self.slots.unpark_page(|_| true) {
+        while let Some((slot, token)) = self.slots.take_parked(|_| true) {
             let (_, _, start, dirty) = decode_async(token);
-            self.install_from_slot(slot, 0, start, 1, dirty);
-            self.slots.release_async(slot);
+            self.install_from_slot(slot.index(), 0, start, 1, dirty);
         }
     }
 
-    /// Install `k` pages at `first` from page `offset` of slot `slot`.
+    /// Install `k` pages at `first` from page `offset` of slot `slot` (a
+    /// pipelined window, received by whichever thread drained it).
     fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
-        let src = self.slots.buf(slot).wrapping_add(offset * PAGE_SIZE);
-        for i in 0..k {
-            // SAFETY: the slot holds k received pages from `offset` on; this
-            // request owns them (nothing else reads or writes them) until
-            // the slot is released.
-            let page = unsafe { std::slice::from_raw_parts_mut(src.add(i * PAGE_SIZE), PAGE_SIZE) };
-            self.verify_sum(first + i, page);
-        }
-        // SAFETY: the slot holds the received pages; the destination pages
-        // are in the registered arena and owned by this request (IN_FLIGHT).
-        let res = unsafe {
-            self.uffd
-                .copy(self.addr_of(first), src, k * PAGE_SIZE, !dirty)
-        };
-        if !matches!(res, Ok(CopyOutcome::Done)) {
-            farmem_sys::fatal(b"farmem: cannot install prefetched far pages\n");
-        }
-        for q in first..first + k {
-            self.must(q, Event::Installed { dirty });
-        }
-        {
-            let mut queues = self.queues.lock();
-            for q in first..first + k {
-                let seq = self.load(q).has(page::ADV_SEQUENTIAL);
-                if !queues.admit(page_u32(q), (!seq).then(|| self.aux(page_u32(q)))) {
-                    drop(queues);
-                    farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
-                }
-            }
-        }
+        let pages: [usize; MAX_BATCH] = std::array::from_fn(|i| first + i);
+        let src: [usize; MAX_BATCH] = std::array::from_fn(|i| offset + i);
+        self.install(&pages[..k], &src[..k], self.slots.buf(slot), dirty);
         self.stats.pages_fetched.add(k as u64);
     }
 }

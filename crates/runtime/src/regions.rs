@@ -1,9 +1,9 @@
 //! The region allocator: page ranges of the arena handed out by `alloc`,
 //! first fit over a free list, the top given back on free.
 
+use crate::fork::is_forked_child;
 use crate::page::{self, PageWord};
 use crate::replacement::{page_u32, Aux as _};
-use crate::signals::is_forked_child;
 use crate::{config, wait, Runtime, RuntimeError};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
@@ -155,7 +155,9 @@ impl Runtime {
             return Err(e.into());
         }
         for p in start..start + pages {
-            self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
+            self.table
+                .word(p)
+                .fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
         Ok(self.addr_of(start) as *mut u8)
     }
@@ -204,7 +206,7 @@ impl Runtime {
                 let end = (chunk + CHUNK - 1).min(last);
                 let mut hidden = [0u64; CHUNK / 64];
                 for p in chunk..=end {
-                    if self.load(p).has(page::HIDDEN) {
+                    if self.table.load(p).has(page::HIDDEN) {
                         hidden[(p - chunk) / 64] |= 1 << ((p - chunk) % 64);
                     }
                 }
@@ -212,7 +214,7 @@ impl Runtime {
                 for p in chunk..=end {
                     let h = hidden[(p - chunk) / 64] & (1 << ((p - chunk) % 64)) != 0;
                     let bits = page::ALLOCATED | if h { page::HIDDEN } else { 0 };
-                    self.word(p).fetch_or(bits, Ordering::AcqRel);
+                    self.table.word(p).fetch_or(bits, Ordering::AcqRel);
                 }
                 chunk = end + 1;
             }
@@ -249,7 +251,7 @@ impl Runtime {
     pub(crate) fn settle(&self, p: usize) -> PageWord {
         let mut waits = 0u32;
         loop {
-            let w = self.load(p);
+            let w = self.table.load(p);
             if w.has(page::IN_FLIGHT) {
                 if !self.unpark(p) {
                     if let Err(e) = self.backend.progress(p as u64) {
@@ -275,14 +277,14 @@ impl Runtime {
         for p in start..start + n {
             loop {
                 let w = self.settle(p);
-                if self.cas(p, w, PageWord(0)) {
+                if self.table.cas(p, w, PageWord(0)) {
                     if w.state().is_resident() {
                         resident_freed += 1;
                     }
                     if w.has(page::HELD) {
                         // Its slot (in the aux word while HELD) is free again;
                         // the aux word is cleared below.
-                        self.hold.give_back(self.aux(page_u32(p)));
+                        self.hold.give_back(self.table.aux(page_u32(p)));
                     }
                     on_server |= w.has(page::ON_SERVER);
                     break;
@@ -296,7 +298,7 @@ impl Runtime {
             .lock()
             .retain(|q| !(start..start + n).contains(&(q as usize)));
         for p in start..start + n {
-            self.set_aux(page_u32(p), 0);
+            self.table.set_aux(page_u32(p), 0);
         }
         // SAFETY: the range belongs to the allocation being freed; its pages
         // are no longer reachable through the page table.
@@ -337,7 +339,7 @@ impl Runtime {
         let first = (addr - self.base) / PAGE_SIZE;
         let last = (addr + len - 1 - self.base) / PAGE_SIZE;
         for p in [first, last] {
-            if !self.load(p).has(page::ALLOCATED) {
+            if !self.table.load(p).has(page::ALLOCATED) {
                 return Err(bad);
             }
         }

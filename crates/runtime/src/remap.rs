@@ -24,8 +24,8 @@
 //! SIGSEGV before userfaultfd sees it, so the JVM's handlers (implicit null
 //! checks on a heap's guard page) get what they expect.
 
+use crate::fork::is_forked_child;
 use crate::page;
-use crate::signals::is_forked_child;
 use crate::{Runtime, RuntimeError};
 use farmem_sys::PAGE_SIZE;
 use std::collections::BTreeMap;
@@ -149,7 +149,9 @@ impl Runtime {
         self.release_pages(first, n);
         self.restore(first, n)?;
         for p in first..=last {
-            self.word(p).fetch_or(page::ALLOCATED, Ordering::AcqRel);
+            self.table
+                .word(p)
+                .fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
         if prot == RW {
             return Ok(());
@@ -173,7 +175,9 @@ impl Runtime {
             self.hide(first, last);
         } else {
             for p in first..=last {
-                self.word(p).fetch_and(!page::HIDDEN, Ordering::AcqRel);
+                self.table
+                    .word(p)
+                    .fetch_and(!page::HIDDEN, Ordering::AcqRel);
             }
         }
         let n = last - first + 1;
@@ -204,6 +208,7 @@ impl Runtime {
         let _block = farmem_sys::signal::SignalBlock::new();
         for p in first..=last {
             let _ = self
+                .table
                 .word(p)
                 .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                     (w & page::ALLOCATED != 0).then_some(w | page::HIDDEN)

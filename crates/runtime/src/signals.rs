@@ -1,11 +1,8 @@
-//! Signals and fork: the SIGBUS handler that runs the fault path, chaining
-//! to the program's own handler, and the guard that stops a forked child
-//! from reading far memory as zeros.
+//! Signals: the SIGBUS handler that runs the fault path, chaining to the
+//! program's own handler.
 
+use crate::fork::is_forked_child;
 use crate::get;
-use farmem_sys::msg::MsgBuf;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The program's own SIGBUS disposition: the one installed before farmem
 /// started, or one it asked for later through the `sigaction` wrapper.
@@ -23,8 +20,6 @@ pub fn set_program_sigbus(act: libc::sigaction) -> Option<libc::sigaction> {
 pub fn program_sigbus() -> Option<libc::sigaction> {
     PROGRAM_SIGBUS.get()
 }
-static FORKED: AtomicBool = AtomicBool::new(false);
-
 pub(crate) extern "C" fn print_stats_at_exit() {
     // A forked child shares its parent's published counters (and has no
     // far memory of its own): the parent prints them.
@@ -34,47 +29,6 @@ pub(crate) extern "C" fn print_stats_at_exit() {
     if let Some(rt) = get() {
         farmem_sys::write_stderr(rt.stats_text().as_bytes());
     }
-}
-
-/// In a forked child the userfaultfd is gone: missing pages would silently
-/// read as zero. Make the whole arena inaccessible instead, so the child stops
-/// with a clear message if it touches far memory.
-pub(crate) extern "C" fn after_fork_child() {
-    FORKED.store(true, Ordering::Release);
-    if let Some(rt) = get() {
-        // SAFETY: the arena is ours; nothing in the child may use it any more.
-        let _ = unsafe {
-            farmem_sys::mem::mprotect(rt.arena.as_ptr(), rt.arena.len(), libc::PROT_NONE)
-        };
-        let _ = farmem_sys::signal::install(libc::SIGSEGV, on_sigsegv_child);
-    }
-}
-
-/// True in a child created by fork() after init.
-pub fn is_forked_child() -> bool {
-    FORKED.load(Ordering::Acquire)
-}
-
-pub(crate) extern "C" fn on_sigsegv_child(
-    sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    _ctx: *mut libc::c_void,
-) {
-    // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
-    let addr = unsafe { farmem_sys::signal::fault_addr(info) };
-    if let Some(rt) = get() {
-        if rt.arena.contains(addr) {
-            let mut m = MsgBuf::new();
-            let _ = writeln!(
-                m,
-                "farmem: process {} (a fork() child) touched far memory at {addr:#x}; far memory stays with the parent. \
-                 Use threads, or exec a new program in the child.",
-                std::process::id()
-            );
-            farmem_sys::fatal(m.as_bytes());
-        }
-    }
-    farmem_sys::signal::set_default(sig);
 }
 
 pub(crate) extern "C" fn on_sigbus(

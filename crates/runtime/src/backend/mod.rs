@@ -12,13 +12,55 @@ mod ucx;
 pub use file::FileBackend;
 pub use remote::RemoteBackend;
 
-use farmem_wire::ErrorCode;
+use crate::{spawn_embedded_server, Config, RuntimeError};
+use farmem_wire::{ErrorCode, ServerAddr};
 use std::io;
 use std::path::PathBuf;
 use thiserror::Error;
 
 /// Most pages in one backend call: the fault path's batch.
 pub use crate::config::MAX_BATCH;
+
+/// A configuration's backend, opened (see [`open`]).
+pub(crate) struct Opened {
+    pub backend: Box<dyn Backend>,
+    /// The configuration, with the servers a rendezvous found filled in.
+    pub cfg: Config,
+    /// The embedded server's address, when one was started for it.
+    pub server: Option<ServerAddr>,
+}
+
+/// Open the backend `cfg` asks for, over an arena of `npages` pages: the
+/// file store (`FARMEM_FILE`); else the servers it names, or those a
+/// rendezvous finds (waiting for them); else an embedded memory server on
+/// loopback, started here in a child process of its own.
+pub(crate) fn open(cfg: Config, npages: u64) -> Result<Opened, RuntimeError> {
+    if let Some(path) = &cfg.file {
+        return Ok(Opened {
+            backend: Box::new(FileBackend::open(path, cfg.file_direct)?),
+            cfg,
+            server: None,
+        });
+    }
+    let (cfg, found) = cfg.resolved()?;
+    if let Some(found) = found {
+        for why in &found.ignored {
+            farmem_sys::write_stderr(format!("farmem: rendezvous: passed over {why}\n").as_bytes());
+        }
+    }
+    let (servers, server) = if cfg.servers().is_empty() {
+        let addr = spawn_embedded_server(cfg.embedded_capacity)?.addr;
+        (vec![addr.clone()], Some(addr))
+    } else {
+        (cfg.servers().to_vec(), None)
+    };
+    let backend = Box::new(RemoteBackend::connect(&cfg, &servers, npages)?);
+    Ok(Opened {
+        backend,
+        cfg,
+        server,
+    })
+}
 
 #[derive(Debug, Error)]
 pub enum BackendError {

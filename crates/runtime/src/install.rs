@@ -1,0 +1,86 @@
+//! Installing fetched pages: the one sequence that demand windows
+//! (`Runtime::fetch`) and pipelined windows (`Runtime::finish_async`,
+//! `Runtime::unpark`) both end in. Check each received page against its
+//! checksum, map the pages with `UFFDIO_COPY` in runs, mark them resident,
+//! and hand them to the replacement queues.
+
+use crate::page::{self, Event};
+use crate::replacement::{page_u32, Aux as _};
+use crate::{runs, Runtime};
+use farmem_sys::msg::MsgBuf;
+use farmem_sys::uffd::CopyOutcome;
+use farmem_sys::PAGE_SIZE;
+use std::fmt::Write as _;
+
+/// The source of a page installed zero-filled (never written back).
+pub(crate) const ZERO: usize = usize::MAX;
+
+impl Runtime {
+    /// Install `pages` (owned by the caller: Fetching), page `i` from page
+    /// `src[i]` of `buf` (a slot's buffer of received pages), or zero-filled
+    /// where `src[i]` is [`ZERO`]: writable and dirty if `dirty`, otherwise
+    /// write-protected (clean). Afterwards they are resident and in the
+    /// replacement queues. A received page whose checksum differs is read
+    /// again or stops the program before anything is mapped
+    /// ([`Runtime::verify_sum`]).
+    pub(crate) fn install(&self, pages: &[usize], src: &[usize], buf: *mut u8, dirty: bool) {
+        let page_of = |j: usize| buf.wrapping_add(j * PAGE_SIZE);
+        for (&q, &j) in pages.iter().zip(src) {
+            if j != ZERO {
+                // SAFETY: the caller's slot holds received page j; the
+                // caller owns the slot, so nothing else reads or writes it.
+                let data = unsafe { std::slice::from_raw_parts_mut(page_of(j), PAGE_SIZE) };
+                self.verify_sum(q, data);
+            }
+        }
+        // A run: consecutive pages whose sources are all the zero page or
+        // consecutive pages of the buffer. One UFFDIO_COPY each.
+        let zero = |k: usize| src[k] == ZERO;
+        let same_run = |j: usize| {
+            pages[j] == pages[j - 1] + 1
+                && zero(j) == zero(j - 1)
+                && (zero(j) || src[j] == src[j - 1] + 1)
+        };
+        for run in runs(pages.len(), same_run) {
+            let i = run.start;
+            let from = if zero(i) {
+                self.zero.as_ptr().cast_const()
+            } else {
+                page_of(src[i]).cast_const()
+            };
+            // SAFETY: `from` is the caller's slot buffer or the zero mapping
+            // (MAX_BATCH pages, at least the run), readable for the run's
+            // pages; the destination pages are in the registered arena and
+            // owned by the caller (Fetching).
+            let res = unsafe {
+                self.uffd
+                    .copy(self.addr_of(pages[i]), from, run.len() * PAGE_SIZE, !dirty)
+            };
+            if !matches!(res, Ok(CopyOutcome::Done)) {
+                let mut m = MsgBuf::new();
+                let _ = writeln!(
+                    m,
+                    "farmem: cannot install far page {:#x}: {:?}",
+                    self.addr_of(pages[i]),
+                    res
+                );
+                farmem_sys::fatal(m.as_bytes());
+            }
+        }
+        for &q in pages {
+            self.table.must(q, Event::Installed { dirty });
+        }
+        // Every page that comes back tells its refault distance, prefetched
+        // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
+        // to be kept.
+        let mut queues = self.queues.lock();
+        for &q in pages {
+            let seq = self.table.load(q).has(page::ADV_SEQUENTIAL);
+            let refault = (!seq).then(|| self.table.aux(page_u32(q)));
+            if !queues.admit(page_u32(q), refault) {
+                drop(queues);
+                farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
+            }
+        }
+    }
+}
