@@ -111,11 +111,7 @@ impl Runtime {
                         // after it (resident pages kept from a previous
                         // sweep, as in CG) counted it wasted, and its
                         // region's score shrank every window to a probe.
-                        if w.has(page::PREFETCHED)
-                            && self.table.transition(p, Event::PrefetchUsed).is_ok()
-                        {
-                            self.count_used(&[p]);
-                        }
+                        self.credit_used(p);
                         self.stats.faults.add(1);
                         self.stats.fault_ns.record(now_ns() - t0);
                     } else {
@@ -314,9 +310,7 @@ impl Runtime {
         }
         let stamp = self.hold.give_back(slot);
         self.table.must(p, Event::Installed { dirty });
-        if self.table.transition(p, Event::PrefetchUsed).is_ok() {
-            self.count_used(&[p]);
-        }
+        self.credit_used(p);
         {
             // A refault, judged by its real distance like one from the
             // backend: a hot page's is short, and it is protected.

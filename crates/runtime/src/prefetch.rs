@@ -53,6 +53,14 @@ impl Runtime {
         plan
     }
 
+    /// Page `p` was seen used: counted as a used prefetch if it was
+    /// prefetched and not counted yet.
+    pub(crate) fn credit_used(&self, p: usize) {
+        if self.table.transition(p, Event::PrefetchUsed).is_ok() {
+            self.count_used(&[p]);
+        }
+    }
+
     /// Prefetched pages `pages` were seen used: statistics, trace and the
     /// planner's region scores.
     pub(crate) fn count_used(&self, pages: &[usize]) {
