@@ -33,8 +33,8 @@ pub struct Args {
     #[arg(long, requires = "rendezvous")]
     job: Option<String>,
     /// Most memory all clients together may store here, e.g. 16G.
-    #[arg(long, value_parser = crate::size_arg)]
-    capacity: u64,
+    #[arg(long, value_parser = crate::size_arg, required_unless_present = "print_metrics_token")]
+    capacity: Option<u64>,
     /// Microseconds a connection thread spins for the next request before it
     /// blocks (spinning avoids ~100 us wake-ups on idle CPUs).
     #[arg(long, default_value_t = 1000)]
@@ -56,6 +56,12 @@ pub struct Args {
     /// Seconds a new connection may stay silent before it says Hello.
     #[arg(long, default_value_t = 10)]
     hello_timeout: u64,
+    /// A user (uid) besides this server's own whose processes may hold its
+    /// memory files, the one-host page path over a Unix socket (repeat for
+    /// several). Any process of that user can then read and write the
+    /// pages of its own sessions, never another user's.
+    #[arg(long = "memfd-uid", value_name = "UID")]
+    memfd_uid: Vec<u32>,
     /// Log every client error (at info; they are debug lines otherwise).
     #[arg(long)]
     verbose: bool,
@@ -81,10 +87,19 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     secret_file: Option<PathBuf>,
     /// Serve Prometheus metrics (text format) at http://ADDR/metrics: PORT
-    /// (on 127.0.0.1) or IP:PORT. An address other machines can reach needs
-    /// a shared secret or --insecure, as --listen does.
+    /// (on 127.0.0.1) or IP:PORT. On an address other machines can reach,
+    /// every scrape must carry a bearer token derived from the shared
+    /// secret (see --print-metrics-token), or --insecure serves it open.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Label the per-session metrics with the client's IP and port (off:
+    /// they tell whoever scrapes who uses this server).
+    #[arg(long, requires = "metrics")]
+    metrics_peers: bool,
+    /// Print the bearer token that scrapes of a reachable --metrics address
+    /// must send (derived from the shared secret), and exit.
+    #[arg(long)]
+    print_metrics_token: bool,
     /// Serve an address other machines can reach without a shared secret:
     /// anyone who can connect can then read and overwrite every page here.
     #[arg(long)]
@@ -109,8 +124,25 @@ pub fn run(a: Args) -> Result<()> {
         a.log_level.unwrap_or(env.log()),
         a.log_format,
     )?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let default_secret = home.as_deref().map_or_else(
+        || "~/.config/farmem/secret".into(),
+        |h| farmem_wire::auth::default_path(h).display().to_string(),
+    );
+    let explicit = a
+        .secret_file
+        .clone()
+        .or(env.secret_file().map(PathBuf::from));
+    if a.print_metrics_token {
+        let secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
+        say(format_args!(
+            "{}",
+            options::print_metrics_token(secret.as_ref(), &default_secret)?
+        ));
+        return Ok(());
+    }
     let mut options = ServeOptions {
-        capacity: a.capacity,
+        capacity: a.capacity.unwrap_or_default(),
         spin_us: a.spin_us,
         max_connections: a.max_connections,
         max_sessions: a.max_sessions,
@@ -119,6 +151,7 @@ pub fn run(a: Args) -> Result<()> {
         hello_timeout_s: a.hello_timeout,
         verbose: a.verbose,
         secret: None,
+        memfd_uids: a.memfd_uid,
     };
     // The options first, then the parent, the secret and the rank: all
     // before anything binds.
@@ -126,11 +159,6 @@ pub fn run(a: Args) -> Result<()> {
     if let Some(p) = a.parent {
         options::check_parent(p)?;
     }
-    let explicit = a
-        .secret_file
-        .clone()
-        .or(env.secret_file().map(PathBuf::from));
-    let home = std::env::var_os("HOME").map(PathBuf::from);
     options.secret = farmem_wire::auth::find(explicit.as_deref(), home.as_deref())?;
     let rendezvous = match a.rendezvous {
         None => None,
@@ -148,10 +176,8 @@ pub fn run(a: Args) -> Result<()> {
         insecure: a.insecure,
         rendezvous,
         metrics: a.metrics,
-        default_secret: home.as_deref().map_or_else(
-            || "~/.config/farmem/secret".into(),
-            |h| farmem_wire::auth::default_path(h).display().to_string(),
-        ),
+        metrics_peers: a.metrics_peers,
+        default_secret,
     };
     Ok(options::serve(s, &say)?)
 }

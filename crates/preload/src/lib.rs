@@ -167,7 +167,9 @@ fn start(mut cfg: Config) {
                  and UCX's set-up would run inside that allocator's lock and wait for ever; \
                  use FARMEM_TRANSPORT=auto or socket for it",
             ),
-            Transport::Socket => {}
+            // Memory files are granted over the socket like its own
+            // requests: nothing of UCX is set up.
+            Transport::Socket | Transport::Memfd => {}
         }
     }
     match rt::init(cfg) {

@@ -7,7 +7,9 @@ use crate::metrics::{ConnCounters, Refusal};
 use crate::session::{self, Token};
 use crate::store::{Access, Store};
 use crate::{lock, Shared};
-use farmem_sys::net::{send_vectored, send_vectored_raw, set_nonblocking, RawBuf, Wait, MAX_IOV};
+use farmem_sys::net::{
+    send_vectored, send_vectored_raw, send_with_fd, set_nonblocking, RawBuf, Wait, MAX_IOV,
+};
 use farmem_wire::{
     self as wire, auth, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
     MAX_FRAME_PAGES, PAGE_SIZE,
@@ -145,6 +147,10 @@ pub(crate) fn serve_connection(
         fd,
         wait: reply_wait,
         peer,
+        tcp,
+        // Such a connection serves nothing before the handshake passed
+        // (the gate below), so by `handle` it has.
+        authenticated: tcp && sh.cfg.secret.is_some(),
     };
     let mut session: Option<(Token, Arc<Store>)> = None;
     let mut gate = if tcp && sh.cfg.secret.is_some() {
@@ -211,7 +217,9 @@ pub(crate) fn serve_connection(
             | Op::Auth
             | Op::AuthProof
             | Op::UcxOpen
-            | Op::UcxChunk => {
+            | Op::UcxChunk
+            | Op::MemfdOpen
+            | Op::MemfdChunk => {
                 // Small payloads (a Read's page list is at most 2 KiB).
                 let frame = HEADER_LEN + h.len as usize;
                 if let Err(e) = input.fill(fd, frame, reply_wait) {
@@ -400,6 +408,10 @@ enum Served<'a> {
     UcxChunk {
         chunk: u64,
     },
+    MemfdOpen,
+    MemfdChunk {
+        chunk: u64,
+    },
 }
 
 impl<'a> TryFrom<Request<'a>> for Served<'a> {
@@ -413,6 +425,8 @@ impl<'a> TryFrom<Request<'a>> for Served<'a> {
             Request::Stats => Served::Stats,
             Request::UcxOpen => Served::UcxOpen,
             Request::UcxChunk { chunk } => Served::UcxChunk { chunk },
+            Request::MemfdOpen => Served::MemfdOpen,
+            Request::MemfdChunk { chunk } => Served::MemfdChunk { chunk },
             other @ (Request::Write { .. } | Request::Auth { .. } | Request::AuthProof { .. }) => {
                 return Err(other)
             }
@@ -420,13 +434,17 @@ impl<'a> TryFrom<Request<'a>> for Served<'a> {
     }
 }
 
-/// The connection's socket, how long a reply may wait to leave, and the
-/// peer's name (for sessions it opens).
+/// The connection's socket, how long a reply may wait to leave, the
+/// peer's name (for sessions it opens), and what kind of peer it is.
 #[derive(Clone, Copy)]
 struct Link<'a> {
     fd: std::os::fd::RawFd,
     wait: Wait,
     peer: &'a str,
+    /// Over TCP (else a Unix socket).
+    tcp: bool,
+    /// The peer proved it holds the shared secret (the HMAC handshake).
+    authenticated: bool,
 }
 
 /// Put an Error reply into `out`.
@@ -445,7 +463,7 @@ fn handle(
     out: &mut Vec<u8>,
     link: &Link,
 ) -> io::Result<bool> {
-    let Link { fd, wait, peer } = *link;
+    let Link { fd, wait, peer, .. } = *link;
     let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
         error_reply(out, h.tag, code, msg);
         Ok(code.keeps_connection())
@@ -523,6 +541,16 @@ fn handle(
             let Some((_, s)) = session else {
                 return err(out, ErrorCode::NoSession, "say Hello before UcxOpen");
             };
+            // UCX serves software RMA to any peer that reaches its worker,
+            // whatever the key: it starts only for a peer that proved it
+            // holds the secret, never for a Unix or unauthenticated one.
+            if !link.authenticated {
+                return err(
+                    out,
+                    ErrorCode::Unsupported,
+                    "UCX is offered only on TCP to a client that passed the shared-secret handshake (start the server with --secret-file); on this host use the memory-file path (a Unix socket)",
+                );
+            }
             let engine = match sh.ucx() {
                 Ok(e) => e,
                 Err(why) => {
@@ -562,35 +590,7 @@ fn handle(
             let Some(pool) = s.pool.get() else {
                 return err(out, ErrorCode::Malformed, "send UcxOpen before UcxChunk");
             };
-            let charge = |pages: u64| {
-                let quota = sh.cfg.session_quota_pages;
-                let mine = s.len() + pool.charged();
-                if quota > 0 && mine + pages > quota {
-                    sh.metrics.refused(Refusal::Quota);
-                    return Err(format!(
-                        "this session's quota is full ({mine} of {quota} pages, and a chunk is {pages}); the server was started with --session-quota"
-                    ));
-                }
-                let cap = sh.cfg.capacity_pages;
-                let mut used = sh.used_pages.load(Ordering::Acquire);
-                loop {
-                    if used + pages > cap {
-                        sh.metrics.refused(Refusal::Capacity);
-                        return Err(format!(
-                            "server is full ({used} of {cap} pages used, and a chunk is {pages}); start it with a larger --capacity, or add servers"
-                        ));
-                    }
-                    match sh.used_pages.compare_exchange_weak(
-                        used,
-                        used + pages,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(_) => return Ok(()),
-                        Err(now) => used = now,
-                    }
-                }
-            };
+            let charge = |pages| charge_chunk(sh, s, pages);
             match pool.grant(chunk, charge) {
                 Ok((base, rkey)) => {
                     out.extend_from_slice(&Frame::UcxChunkOk { base, rkey: &rkey }.encode(h.tag));
@@ -599,6 +599,49 @@ fn handle(
                 Err(crate::ucx::GrantError::OutOfRange(m)) => err(out, ErrorCode::OutOfRange, &m),
                 Err(crate::ucx::GrantError::Capacity(m)) => err(out, ErrorCode::Capacity, &m),
                 Err(crate::ucx::GrantError::Ucx(m)) => err(out, ErrorCode::Unsupported, &m),
+            }
+        }
+        Served::MemfdOpen => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before MemfdOpen");
+            };
+            if let Err(why) = memfd_peer_ok(sh, link) {
+                sh.metrics.refused(Refusal::Auth);
+                tracing::warn!("refused {peer} memory files: {why}");
+                return err(out, ErrorCode::Unsupported, &why);
+            }
+            s.memfd
+                .get_or_init(|| crate::memfd::MemfdPool::new(s.max_pages()));
+            let reply = Frame::MemfdOpenOk {
+                chunk_pages: wire::CHUNK_PAGES,
+            };
+            out.extend_from_slice(&reply.encode(h.tag));
+            Ok(true)
+        }
+        Served::MemfdChunk { chunk } => {
+            let Some((_, s)) = session else {
+                return err(out, ErrorCode::NoSession, "say Hello before MemfdChunk");
+            };
+            let Some(pool) = s.memfd.get() else {
+                return err(
+                    out,
+                    ErrorCode::Malformed,
+                    "send MemfdOpen before MemfdChunk",
+                );
+            };
+            let uncharge = |pages| {
+                sh.used_pages.fetch_sub(pages, Ordering::AcqRel);
+            };
+            match pool.grant(chunk, |pages| charge_chunk(sh, s, pages), uncharge) {
+                Ok((chunk_fd, pages)) => {
+                    let reply = Frame::MemfdChunkOk { chunk, pages }.encode(h.tag);
+                    // Sent here, with the descriptor; `out` stays empty.
+                    send_with_fd(fd, &reply, chunk_fd.as_raw_fd(), wait)?;
+                    Ok(true)
+                }
+                Err(crate::memfd::GrantError::OutOfRange(m)) => err(out, ErrorCode::OutOfRange, &m),
+                Err(crate::memfd::GrantError::Capacity(m)) => err(out, ErrorCode::Capacity, &m),
+                Err(crate::memfd::GrantError::System(m)) => err(out, ErrorCode::Unsupported, &m),
             }
         }
         Served::Free { start, pages } => {
@@ -617,11 +660,67 @@ fn handle(
             if let Some(pool) = s.pool.get() {
                 pool.discard(start, pages);
             }
+            if let Some(pool) = s.memfd.get() {
+                pool.discard(start, pages);
+            }
             sh.used_pages.fetch_sub(freed, Ordering::AcqRel);
             let released = u32::try_from(freed).unwrap_or(u32::MAX);
             out.extend_from_slice(&Frame::FreeOk { released }.encode(h.tag));
             Ok(true)
         }
+    }
+}
+
+/// Reserve `pages` of the server's capacity and of session `s`'s quota
+/// for a chunk of one-sided pages, or say why not (one message for both
+/// one-sided paths).
+fn charge_chunk(sh: &Shared, s: &Store, pages: u64) -> Result<(), String> {
+    let quota = sh.cfg.session_quota_pages;
+    let mine = s.charged();
+    if quota > 0 && mine + pages > quota {
+        sh.metrics.refused(Refusal::Quota);
+        return Err(format!(
+            "this session's quota is full ({mine} of {quota} pages, and a chunk is {pages}); the server was started with --session-quota"
+        ));
+    }
+    let cap = sh.cfg.capacity_pages;
+    let mut used = sh.used_pages.load(Ordering::Acquire);
+    loop {
+        if used + pages > cap {
+            sh.metrics.refused(Refusal::Capacity);
+            return Err(format!(
+                "server is full ({used} of {cap} pages used, and a chunk is {pages}); start it with a larger --capacity, or add servers"
+            ));
+        }
+        match sh.used_pages.compare_exchange_weak(
+            used,
+            used + pages,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(now) => used = now,
+        }
+    }
+}
+
+/// Whether the peer on `link` may hold this server's memory files: only on
+/// a Unix socket, and only a process of a user this server accepts
+/// (`SO_PEERCRED`; its own user, or one named with `--memfd-uid`).
+fn memfd_peer_ok(sh: &Shared, link: &Link) -> Result<(), String> {
+    if link.tcp {
+        return Err("memory files pass only over a Unix socket; over TCP pages move through the socket (or UCX on RDMA)".into());
+    }
+    let uid = farmem_sys::net::peer_uid(link.fd)
+        .map_err(|e| format!("the peer's credentials cannot be read (SO_PEERCRED: {e})"))?;
+    let me = farmem_sys::process::geteuid();
+    if uid == me || sh.cfg.memfd_uids.contains(&uid) {
+        Ok(())
+    } else {
+        Err(format!(
+            "the peer runs as uid {uid}, and this server hands its memory files only to uid {me}{}; start it with --memfd-uid {uid} to allow that user",
+            if sh.cfg.memfd_uids.is_empty() { String::new() } else { format!(" and {:?}", sh.cfg.memfd_uids) }
+        ))
     }
 }
 

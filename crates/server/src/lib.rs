@@ -17,12 +17,13 @@
 
 mod connection;
 mod listener;
+mod memfd;
 mod metrics;
 pub mod options;
 mod session;
 mod store;
 mod ucx;
-pub use metrics::MetricsEndpoint;
+pub use metrics::{metrics_token, MetricsAccess, MetricsEndpoint, SCRAPE_DEADLINE};
 pub use ucx::CHUNK_PAGES;
 
 use connection::serve_connection;
@@ -89,6 +90,9 @@ pub struct ServerConfig {
     pub client_timeout_ns: u64,
     /// How long a new connection may stay silent before Hello.
     pub hello_timeout_ns: u64,
+    /// Users besides this server's own whose processes may hold its memory
+    /// files (the one-host page path; checked by `SO_PEERCRED`).
+    pub memfd_uids: Vec<u32>,
 }
 
 impl ServerConfig {
@@ -104,6 +108,7 @@ impl ServerConfig {
             session_quota_pages: 0,
             client_timeout_ns: 30_000_000_000,
             hello_timeout_ns: 10_000_000_000,
+            memfd_uids: Vec::new(),
         }
     }
 }

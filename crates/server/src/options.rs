@@ -28,6 +28,8 @@ pub struct ServeOptions {
     pub hello_timeout_s: u64,
     pub verbose: bool,
     pub secret: Option<Secret>,
+    /// Users besides the server's own who may hold its memory files.
+    pub memfd_uids: Vec<u32>,
 }
 
 fn bad(why: String) -> ServerError {
@@ -97,6 +99,7 @@ impl ServeOptions {
         cfg.session_quota_pages = o.session_quota.map_or(0, |q| q / PAGE_SIZE as u64);
         cfg.client_timeout_ns = o.client_timeout_s * 1_000_000_000;
         cfg.hello_timeout_ns = o.hello_timeout_s * 1_000_000_000;
+        cfg.memfd_uids = o.memfd_uids;
         Ok(cfg)
     }
 }
@@ -184,6 +187,9 @@ pub struct Serve {
     /// `--metrics`: serve Prometheus metrics on this address (IP:PORT, or
     /// a PORT on loopback).
     pub metrics: Option<String>,
+    /// `--metrics-peers`: label the per-session metrics with the client's
+    /// IP and port.
+    pub metrics_peers: bool,
 }
 
 /// `--metrics`'s address: `PORT` (on loopback) or `HOST:PORT`.
@@ -202,24 +208,65 @@ pub fn metrics_addr(arg: &str) -> Result<ServerAddr, ServerError> {
     }
 }
 
-/// The metrics endpoint may serve `addr`: loopback, or a reachable address
-/// under the same rule as `--listen` (a shared secret, or `--insecure`).
-fn guard_metrics(
+/// Who may scrape a metrics endpoint on `addr`: anyone on loopback; on an
+/// address other machines can reach, a request with the bearer token
+/// derived from the shared secret ([`crate::metrics_token`]), or anyone
+/// with `--insecure` (no secret to derive it from), with a warning.
+fn metrics_access(
     addr: &ServerAddr,
-    authenticated: bool,
+    secret: Option<&Secret>,
     insecure: bool,
-) -> Result<Option<String>, ServerError> {
-    match (authenticated, is_local(addr), insecure) {
-        (false, false, false) => Err(bad(format!(
-            "refusing to serve metrics on {addr} without a shared secret: they name this server's sessions and their peers to anyone who can reach it. \
+    peers: bool,
+) -> Result<(crate::MetricsAccess, Option<String>), ServerError> {
+    let open = crate::MetricsAccess { token: None, peers };
+    match (secret, is_local(addr), insecure) {
+        (_, true, _) => Ok((open, None)),
+        (Some(s), false, _) => Ok((
+            crate::MetricsAccess {
+                token: Some(crate::metrics_token(s)),
+                peers,
+            },
+            None,
+        )),
+        (None, false, true) => Ok((
+            open,
+            Some(format!(
+                "metrics on {addr} are served without authentication to anyone who can reach the port (--insecure)"
+            )),
+        )),
+        (None, false, false) => Err(bad(format!(
+            "refusing to serve metrics on {addr} without a shared secret: a scrape there needs a bearer token derived from it. \
              Serve them on loopback (--metrics PORT), start the server with a shared secret (`farmem secret init`), \
              or pass --insecure on a network only you use"
         ))),
-        (_, false, _) => Ok(Some(format!(
-            "metrics on {addr} are served without authentication to anyone who can reach the port (Prometheus scrapes are plain HTTP)"
-        ))),
-        _ => Ok(None),
     }
+}
+
+/// `farmem serve --print-metrics-token`: the bearer token a scraper of a
+/// reachable `--metrics` address sends, from the server's secret.
+pub fn print_metrics_token(
+    secret: Option<&Secret>,
+    default_secret: &str,
+) -> Result<String, ServerError> {
+    match secret {
+        Some(s) => Ok(crate::metrics_token(s)),
+        None => Err(bad(format!(
+            "--print-metrics-token: this server has no shared secret to derive the token from; \
+             run `farmem secret init` (it writes {default_secret}) or give --secret-file"
+        ))),
+    }
+}
+
+/// The kernel gives random bytes: the handshake's nonces come from
+/// nowhere else (there is no fallback to time or pid), so a server that
+/// could not draw them stops before it serves.
+fn check_random() -> Result<(), ServerError> {
+    let mut probe = [0u8; farmem_wire::auth::NONCE_LEN];
+    farmem_sys::process::fill_random(&mut probe).map_err(|e| {
+        bad(format!(
+            "cannot draw random bytes from the kernel (getrandom: {e}); the authentication nonces need them, and farmem uses no weaker source"
+        ))
+    })
 }
 
 /// Check `s`, bind, say where it listens (and what it published), and
@@ -246,14 +293,19 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
         },
         (None, Some(_)) => std::net::SocketAddr::new(farmem_rendezvous::node_address()?, 0).into(),
     };
+    if s.options.secret.is_some() {
+        check_random()?;
+    }
     // The metrics address is checked before anything binds.
     let metrics_at = match &s.metrics {
         Some(arg) => {
             let at = metrics_addr(arg)?;
-            if let Some(w) = guard_metrics(&at, secret_path.is_some(), s.insecure)? {
+            let (access, warning) =
+                metrics_access(&at, s.options.secret.as_ref(), s.insecure, s.metrics_peers)?;
+            if let Some(w) = warning {
                 tracing::warn!("{w}");
             }
-            Some(at)
+            Some((at, access))
         }
         None => None,
     };
@@ -283,12 +335,19 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
         tracing::warn!("WARNING: {w}");
     }
     let metrics = match metrics_at {
-        Some(at) => {
-            let e = crate::MetricsEndpoint::bind(&at.to_string()).map_err(|source| {
-                bad(format!(
-                    "cannot serve metrics on {at}: {source} (is the port in use? pick another with --metrics)"
-                ))
-            })?;
+        Some((at, access)) => {
+            if access.token.is_some() {
+                tracing::info!(
+                    "metrics on {at} answer only requests with the bearer token (`farmem serve --print-metrics-token` prints it)"
+                );
+            }
+            let e = crate::MetricsEndpoint::bind(&at.to_string())
+                .map_err(|source| {
+                    bad(format!(
+                        "cannot serve metrics on {at}: {source} (is the port in use? pick another with --metrics)"
+                    ))
+                })?
+                .with_access(access);
             let bound = e.local_addr().map_err(|e| bad(format!("--metrics: {e}")))?;
             e.serve(&server)
                 .map_err(|e| bad(format!("cannot start the metrics thread: {e}")))?;
@@ -345,6 +404,7 @@ mod tests {
             hello_timeout_s: 10,
             verbose: false,
             secret: None,
+            memfd_uids: Vec::new(),
         }
     }
 
@@ -393,14 +453,31 @@ mod tests {
             .unwrap()
             .contains("NO authentication"));
         assert!(check_parent(1).is_err());
-        // The metrics endpoint: the same rule.
-        assert_eq!(guard_metrics(&lo, false, false).unwrap(), None);
-        assert!(guard_metrics(&any, false, false)
+        // The metrics endpoint: open on loopback; a reachable address needs
+        // the token derived from the secret, or --insecure.
+        let secret = Secret::from_bytes(vec![7; 32], std::path::Path::new("s")).unwrap();
+        let (a, w) = metrics_access(&lo, Some(&secret), false, false).unwrap();
+        assert!(a.token.is_none() && w.is_none() && !a.peers);
+        assert!(metrics_access(&any, None, false, false)
             .unwrap_err()
             .to_string()
             .contains("refusing to serve metrics"));
-        assert!(guard_metrics(&any, true, false).unwrap().is_some());
-        assert!(guard_metrics(&any, false, true).unwrap().is_some());
+        let (a, w) = metrics_access(&any, Some(&secret), false, true).unwrap();
+        assert_eq!(a.token.as_deref(), Some(&*crate::metrics_token(&secret)));
+        assert!(a.peers && w.is_none());
+        let (a, w) = metrics_access(&any, None, true, false).unwrap();
+        assert!(a.token.is_none() && w.unwrap().contains("--insecure"));
+        // The token: 64 hex digits, the same for the same secret, and
+        // another for another secret.
+        let t = print_metrics_token(Some(&secret), "d").unwrap();
+        assert!(t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()));
+        let other = Secret::from_bytes(vec![8; 32], std::path::Path::new("s")).unwrap();
+        assert_ne!(t, crate::metrics_token(&other));
+        assert!(print_metrics_token(None, "d")
+            .unwrap_err()
+            .to_string()
+            .contains("farmem secret init"));
+        assert!(check_random().is_ok());
         assert_eq!(
             metrics_addr("9464").unwrap(),
             "127.0.0.1:9464".parse().unwrap()

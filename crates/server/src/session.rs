@@ -53,8 +53,7 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
     if entry.connections == 0 {
         // No connection of the session is left, so nothing is in flight:
         // the count is final. The mappings go with the last `Arc`.
-        let pooled = entry.store.pool.get().map_or(0, |p| p.charged());
-        let pages = entry.store.len() + pooled;
+        let pages = entry.store.charged();
         sh.used_pages.fetch_sub(pages, Ordering::AcqRel);
         tracing::info!("session {} closed: its {} pages released", entry.id, pages);
         sessions.remove(&token);

@@ -80,6 +80,8 @@ pub(crate) struct Store {
     gate: AtomicU64,
     /// The session's one-sided pages, once it asked for UCX.
     pub(crate) pool: std::sync::OnceLock<crate::ucx::Pool>,
+    /// The session's pages in sealed memory files, once it asked for them.
+    pub(crate) memfd: std::sync::OnceLock<crate::memfd::MemfdPool>,
 }
 
 impl Store {
@@ -104,6 +106,7 @@ impl Store {
             high: AtomicU64::new(0),
             gate: AtomicU64::new(0),
             pool: std::sync::OnceLock::new(),
+            memfd: std::sync::OnceLock::new(),
         })
     }
 
@@ -114,6 +117,14 @@ impl Store {
     /// Pages present.
     pub(crate) fn len(&self) -> u64 {
         self.present.load(Ordering::Acquire)
+    }
+
+    /// Pages this session is charged for: those stored here, and the
+    /// chunks of its one-sided pages (UCX or memory files).
+    pub(crate) fn charged(&self) -> u64 {
+        self.len()
+            + self.pool.get().map_or(0, |p| p.charged())
+            + self.memfd.get().map_or(0, |p| p.charged())
     }
 
     /// Enter for a Read or Write: shared with other Reads and Writes, waits

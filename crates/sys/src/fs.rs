@@ -80,6 +80,55 @@ pub fn punch_hole(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
     .map(|_| ())
 }
 
+/// `pwritev(2)` by raw syscall: `parts` (at most [`crate::net::MAX_IOV`])
+/// written one after another from `offset` on; a short write finishes
+/// with [`pwrite_full`] per part.
+pub fn pwritev_full(fd: RawFd, parts: &[&[u8]], offset: u64) -> io::Result<()> {
+    assert!(parts.len() <= crate::net::MAX_IOV, "too many iovecs");
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; crate::net::MAX_IOV];
+    for (v, p) in iov.iter_mut().zip(parts) {
+        v.iov_base = p.as_ptr().cast_mut().cast();
+        v.iov_len = p.len();
+    }
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let done = loop {
+        // SAFETY: the iovecs describe live slices borrowed for the call;
+        // on x86_64 the offset's high half (the last argument) is unused.
+        let r = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_pwritev,
+                fd,
+                iov.as_ptr() as usize,
+                parts.len(),
+                offset,
+                0usize,
+            )
+        };
+        match cvt_long(r) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    if done == total {
+        return Ok(());
+    }
+    // Short: write what is left part by part.
+    let mut at = 0usize;
+    for p in parts {
+        let end = at + p.len();
+        if end > done {
+            let skip = done.saturating_sub(at);
+            pwrite_full(fd, &p[skip..], offset + (at + skip) as u64)?;
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 /// `pwrite(2)` by raw syscall, retried until everything is written.
 pub fn pwrite_full(fd: RawFd, buf: &[u8], offset: u64) -> io::Result<()> {
     let mut done = 0;

@@ -22,6 +22,7 @@ pub mod dl;
 pub mod fs;
 pub mod mapvec;
 pub mod mem;
+pub mod memfd;
 pub mod msg;
 pub mod net;
 pub mod numa;

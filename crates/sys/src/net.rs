@@ -616,3 +616,160 @@ mod iface_tests {
         );
     }
 }
+
+/// Most descriptors one [`recv_exact_with_fd`] accepts in one message; any
+/// more are closed and the receive fails (a peer that sends several where
+/// one was asked for is not trusted).
+const MAX_FDS_IN: usize = 4;
+
+/// Send all of `bytes` on Unix stream socket `fd`, passing descriptor `pass`
+/// with them (`SCM_RIGHTS`). The descriptor travels with the first byte
+/// the kernel takes; the rest follows as plain data.
+pub fn send_with_fd(fd: RawFd, bytes: &[u8], pass: RawFd, wait: Wait) -> io::Result<()> {
+    if bytes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a descriptor must travel with at least one byte",
+        ));
+    }
+    const SPACE: usize = cmsg_space::<libc::c_int>(1);
+    let mut control = [0u64; SPACE.div_ceil(8)];
+    let start = now_ns();
+    let mut spins = 0u32;
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: bytes.as_ptr().cast_mut().cast(),
+            iov_len: bytes.len(),
+        };
+        // SAFETY: msghdr is plain data; zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = SPACE;
+        // SAFETY: msg_control points at SPACE writable bytes, room for one
+        // header and one int (CMSG_SPACE), so CMSG_FIRSTHDR is non-null and
+        // CMSG_DATA has room for the descriptor.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), pass);
+        }
+        // SAFETY: msg points at a live iovec over `bytes` and at `control`.
+        let r = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_sendmsg,
+                fd,
+                &mut msg as *mut libc::msghdr,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT
+            )
+        };
+        match cvt_long(r) {
+            Ok(n) => return send_vectored(fd, &[&bytes[n..]], wait),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_ready(fd, libc::POLLOUT, start, wait, &mut spins)?
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// `CMSG_SPACE` for `n` values of `T`, as a constant.
+const fn cmsg_space<T>(n: usize) -> usize {
+    let align = std::mem::size_of::<usize>();
+    let hdr = std::mem::size_of::<libc::cmsghdr>().next_multiple_of(align);
+    hdr + (n * std::mem::size_of::<T>()).next_multiple_of(align)
+}
+
+/// Receive exactly `buf.len()` bytes from Unix stream socket `fd`, and the
+/// one descriptor the peer passed with them (`SCM_RIGHTS`, close-on-exec),
+/// if any. More than one descriptor, or a truncated control message, is an
+/// error (every descriptor received is closed).
+pub fn recv_exact_with_fd(
+    fd: RawFd,
+    buf: &mut [u8],
+    wait: Wait,
+) -> io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    const SPACE: usize = cmsg_space::<libc::c_int>(MAX_FDS_IN);
+    let mut got_fd: Option<std::os::fd::OwnedFd> = None;
+    let mut extra = false;
+    let mut got = 0;
+    let start = now_ns();
+    let mut spins = 0u32;
+    while got < buf.len() {
+        let mut control = [0u64; SPACE.div_ceil(8)];
+        let mut iov = libc::iovec {
+            iov_base: buf[got..].as_mut_ptr().cast(),
+            iov_len: buf.len() - got,
+        };
+        // SAFETY: msghdr is plain data; zero is valid.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = SPACE;
+        // SAFETY: msg points at a live iovec over buf[got..] and at
+        // `control`, both writable for the call.
+        let r = unsafe {
+            crate::raw_syscall!(
+                libc::SYS_recvmsg,
+                fd,
+                &mut msg as *mut libc::msghdr,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC
+            )
+        };
+        let n = match cvt_long(r) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed by peer",
+                ))
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait_ready(fd, libc::POLLIN, start, wait, &mut spins)?;
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        got += n;
+        // Take ownership of every descriptor that arrived, so that none
+        // leaks whatever the peer sent.
+        // SAFETY: the kernel filled msg_control with msg_controllen bytes of
+        // well-formed control messages; CMSG_NXTHDR stays inside them.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
+                    let bytes = (*c).cmsg_len - libc::CMSG_LEN(0) as usize;
+                    for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                        let raw = std::ptr::read_unaligned(data.add(i));
+                        let owned = std::os::fd::OwnedFd::from_raw_fd(raw);
+                        if got_fd.is_none() {
+                            got_fd = Some(owned);
+                        } else {
+                            extra = true;
+                        }
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            extra = true;
+        }
+    }
+    if extra {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the peer passed more than one file descriptor with a message",
+        ));
+    }
+    Ok(got_fd)
+}

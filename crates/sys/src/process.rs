@@ -219,11 +219,39 @@ pub fn getuid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// Fill `buf` from the kernel's random source; false if it could not.
+/// The effective uid: the user whose rights this process has.
+pub fn geteuid() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Fill `buf` from the kernel's random source; false if it could not (see
+/// [`fill_random`] for why).
 pub fn random_bytes(buf: &mut [u8]) -> bool {
-    // SAFETY: the pointer/length describe `buf`.
-    let r = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    r == buf.len() as isize
+    fill_random(buf).is_ok()
+}
+
+/// Fill all of `buf` from the kernel's random source (`getrandom`, which
+/// blocks until the pool is ready), again after a signal or a short read.
+/// The error is the kernel's: callers stop rather than use a weaker source.
+pub fn fill_random(buf: &mut [u8]) -> io::Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        let rest = &mut buf[at..];
+        // SAFETY: the pointer and length describe `rest`, a live slice.
+        let r = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match usize::try_from(r) {
+            Ok(0) => return Err(io::Error::other("getrandom returned no bytes")),
+            Ok(n) => at += n,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The running kernel's release (`uname -r`).
@@ -304,6 +332,17 @@ mod tests {
     use super::*;
     use std::ffi::CString;
     use std::os::fd::AsFd;
+
+    #[test]
+    fn random_bytes_fill_the_whole_buffer() {
+        // More than getrandom returns in one call for a large request.
+        let mut big = vec![0u8; 64 << 20];
+        fill_random(&mut big).unwrap();
+        assert!(big[big.len() - 4096..].iter().any(|&b| b != 0));
+        let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+        assert!(random_bytes(&mut a) && random_bytes(&mut b));
+        assert_ne!(a, b);
+    }
 
     #[test]
     fn spawn_passes_the_descriptor_and_reports_exec_failure() {

@@ -33,6 +33,10 @@ pub enum Request<'a> {
     UcxChunk {
         chunk: u64,
     },
+    MemfdOpen,
+    MemfdChunk {
+        chunk: u64,
+    },
 }
 
 /// Iterate the little-endian u64 page numbers of a Read or Write payload.
@@ -92,6 +96,10 @@ pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, 
         Op::UcxChunk => Request::UcxChunk {
             chunk: u64_at(payload, 0),
         },
+        Op::MemfdOpen => Request::MemfdOpen,
+        Op::MemfdChunk => Request::MemfdChunk {
+            chunk: u64_at(payload, 0),
+        },
         other => return Err(WireError::UnknownOp(other as u16)),
     })
 }
@@ -127,6 +135,14 @@ pub enum Reply<'a> {
     UcxChunkOk {
         base: u64,
         rkey: &'a [u8],
+    },
+    /// The descriptor travels beside the frame (`SCM_RIGHTS`), not in it.
+    MemfdOpenOk {
+        chunk_pages: u64,
+    },
+    MemfdChunkOk {
+        chunk: u64,
+        pages: u64,
     },
     Error {
         /// None for a code this version does not know.
@@ -176,6 +192,13 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
         Op::UcxChunkOk => Reply::UcxChunkOk {
             base: u64_at(payload, 0),
             rkey: &payload[8..],
+        },
+        Op::MemfdOpenOk => Reply::MemfdOpenOk {
+            chunk_pages: u64_at(payload, 0),
+        },
+        Op::MemfdChunkOk => Reply::MemfdChunkOk {
+            chunk: u64_at(payload, 0),
+            pages: u64_at(payload, 8),
         },
         Op::Error => Reply::Error {
             code: ErrorCode::from_u32(h.status),

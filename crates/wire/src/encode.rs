@@ -80,6 +80,18 @@ pub enum Frame<'a> {
         base: u64,
         rkey: &'a [u8],
     },
+    MemfdOpen,
+    MemfdChunk {
+        chunk: u64,
+    },
+    MemfdOpenOk {
+        chunk_pages: u64,
+    },
+    /// Sent with the chunk's descriptor (`SCM_RIGHTS`).
+    MemfdChunkOk {
+        chunk: u64,
+        pages: u64,
+    },
     /// The message is cut at [`MAX_ERROR_MSG`] bytes.
     Error {
         code: ErrorCode,
@@ -132,6 +144,10 @@ impl Frame<'_> {
             Frame::UcxChunk { .. } => (Op::UcxChunk, 0, 8),
             Frame::UcxOpenOk { address: b, .. } => (Op::UcxOpenOk, 0, 8 + b.len()),
             Frame::UcxChunkOk { rkey: b, .. } => (Op::UcxChunkOk, 0, 8 + b.len()),
+            Frame::MemfdOpen => (Op::MemfdOpen, 0, 0),
+            Frame::MemfdChunk { .. } => (Op::MemfdChunk, 0, 8),
+            Frame::MemfdOpenOk { .. } => (Op::MemfdOpenOk, 0, 8),
+            Frame::MemfdChunkOk { .. } => (Op::MemfdChunkOk, 0, 16),
         }
     }
 
@@ -198,7 +214,14 @@ impl Frame<'_> {
                 out.put(&nonce[..]);
                 out.put(&proof[..]);
             }
-            Frame::UcxChunk { chunk } => out.put(&chunk.to_le_bytes()),
+            Frame::UcxChunk { chunk } | Frame::MemfdChunk { chunk } => {
+                out.put(&chunk.to_le_bytes())
+            }
+            Frame::MemfdOpenOk { chunk_pages } => out.put(&chunk_pages.to_le_bytes()),
+            Frame::MemfdChunkOk { chunk, pages } => {
+                out.put(&chunk.to_le_bytes());
+                out.put(&pages.to_le_bytes());
+            }
             Frame::UcxOpenOk {
                 chunk_pages,
                 address,
@@ -212,6 +235,7 @@ impl Frame<'_> {
             }
             Frame::AuthOk
             | Frame::UcxOpen
+            | Frame::MemfdOpen
             | Frame::Stats
             | Frame::ReadOk { .. }
             | Frame::WriteOk { .. }

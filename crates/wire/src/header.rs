@@ -20,6 +20,8 @@ pub enum Op {
     AuthProof = 7,
     UcxOpen = 8,
     UcxChunk = 9,
+    MemfdOpen = 10,
+    MemfdChunk = 11,
     HelloOk = 0x81,
     ReadOk = 0x82,
     WriteOk = 0x83,
@@ -29,6 +31,8 @@ pub enum Op {
     AuthOk = 0x87,
     UcxOpenOk = 0x88,
     UcxChunkOk = 0x89,
+    MemfdOpenOk = 0x8A,
+    MemfdChunkOk = 0x8B,
     Error = 0xFF,
 }
 
@@ -44,6 +48,8 @@ impl Op {
             7 => Op::AuthProof,
             8 => Op::UcxOpen,
             9 => Op::UcxChunk,
+            10 => Op::MemfdOpen,
+            11 => Op::MemfdChunk,
             0x81 => Op::HelloOk,
             0x82 => Op::ReadOk,
             0x83 => Op::WriteOk,
@@ -53,6 +59,8 @@ impl Op {
             0x87 => Op::AuthOk,
             0x88 => Op::UcxOpenOk,
             0x89 => Op::UcxChunkOk,
+            0x8A => Op::MemfdOpenOk,
+            0x8B => Op::MemfdChunkOk,
             0xFF => Op::Error,
             _ => return None,
         })
@@ -255,6 +263,9 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::UcxOpen => l == 0,
         Op::UcxChunk => l == 8,
         Op::UcxOpenOk | Op::UcxChunkOk => l > 8 && l <= 8 + MAX_UCX_BLOB,
+        Op::MemfdOpen => l == 0,
+        Op::MemfdOpenOk | Op::MemfdChunk => l == 8,
+        Op::MemfdChunkOk => l == 16,
         Op::Error => l <= MAX_ERROR_MSG,
     }
 }

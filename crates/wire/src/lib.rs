@@ -28,6 +28,8 @@
 //! | AuthProof | client `proof[32]` | AuthOk (no payload) |
 //! | UcxOpen | — | UcxOpenOk: chunk_pages u64, the server's UCX worker address |
 //! | UcxChunk | chunk u64 | UcxChunkOk: base address u64, packed remote key |
+//! | MemfdOpen | — | MemfdOpenOk: chunk_pages u64 (always [`CHUNK_PAGES`]) |
+//! | MemfdChunk | chunk u64 | MemfdChunkOk: chunk u64, pages u64; the chunk's descriptor passed with it (`SCM_RIGHTS`) |
 //!
 //! UcxOpen and UcxChunk (after Hello, so after the handshake too) move a
 //! session's pages onto UCX: its pages then live in chunks of `chunk_pages`
@@ -36,6 +38,19 @@
 //! and writes them one-sided. A remote key is a capability: a server sends
 //! one only to the session that owns the chunk. A server without UCX
 //! answers UcxOpen with an Error of code `Unsupported`.
+//!
+//! MemfdOpen and MemfdChunk move a session's pages onto sealed memory files
+//! (`memfd_create`), one per chunk, on a Unix socket only: the server passes
+//! each chunk's descriptor to the session's client, which reads and writes
+//! page `p` at offset `(p % chunk_pages) * 4096` of chunk `p / chunk_pages`
+//! with `pread` and `pwrite`. The descriptor is the capability, and the
+//! kernel enforces it: no address or key names a page. A server passes one
+//! only to a peer whose `SO_PEERCRED` uid it accepts; a client accepts only
+//! a sealed memory file of exactly the chunk's size.
+//!
+//! Chunks are [`CHUNK_PAGES`] pages on both one-sided paths: a protocol
+//! constant, so a server cannot make a client allocate bookkeeping for
+//! millions of tiny chunks.
 //!
 //! A server with a shared secret takes nothing on a TCP connection before
 //! Auth and AuthProof have passed (see [`auth`]); on a Unix socket, which
@@ -76,6 +91,9 @@ pub const MAX_PAYLOAD: usize = MAX_FRAME_PAGES as usize * (8 + PAGE_SIZE);
 pub const MAX_PAGES: u64 = 1 << 40;
 /// Longest UCX worker address or packed remote key a frame carries.
 pub const MAX_UCX_BLOB: usize = MAX_FRAME_PAGES as usize * 8 - 8;
+/// Pages in one chunk of a session's one-sided pages (64 MiB), on UCX and
+/// on sealed memory files alike.
+pub const CHUNK_PAGES: u64 = 16_384;
 /// Length of the session token.
 pub const TOKEN_LEN: usize = 16;
 /// Longest error message carried in an Error frame.

@@ -5,6 +5,7 @@
 //! nothing and make only raw syscalls.
 
 mod file;
+mod memfd;
 mod remote;
 pub mod transport;
 mod ucx;

@@ -1,7 +1,8 @@
 //! How the remote backend reaches a memory server: a [`Transport`] is one
 //! ordered, reliable connection carrying the wire protocol's frames.
 //! [`StreamSocket`] (TCP, or a Unix stream socket on this machine) is the one
-//! kind today; docs/scale-out.md describes how an RDMA transport (UCX or
+//! kind today (a Unix one may also pass file descriptors: the one-host
+//! page path's chunks); docs/scale-out.md describes how an RDMA transport (UCX or
 //! libfabric) would implement the same calls, and what it changes.
 //!
 //! Every call may run inside the SIGBUS handler: no allocation, no locks,
@@ -33,6 +34,16 @@ pub trait Transport: Send + Sync {
     fn same_host(&self) -> bool;
     /// Whether the server closed the connection (or it failed); never waits.
     fn closed(&self) -> bool;
+    /// The uid of the process at the other end of a Unix socket
+    /// (`SO_PEERCRED`); None where the transport cannot tell (TCP).
+    fn peer_uid(&self) -> Option<io::Result<u32>> {
+        None
+    }
+    /// Receive exactly `buf.len()` bytes and the file descriptor the server
+    /// passed with them, if any (a Unix socket's `SCM_RIGHTS`).
+    fn recv_exact_with_fd(&self, buf: &mut [u8], wait: Wait) -> io::Result<Option<OwnedFd>> {
+        self.recv_exact(buf, wait).map(|()| None)
+    }
 }
 
 /// A non-blocking stream socket: TCP to another host, or Unix on this one.
@@ -100,5 +111,15 @@ impl Transport for StreamSocket {
     }
     fn closed(&self) -> bool {
         net::peer_closed(self.fd.as_raw_fd())
+    }
+    fn peer_uid(&self) -> Option<io::Result<u32>> {
+        self.local.then(|| net::peer_uid(self.fd.as_raw_fd()))
+    }
+    fn recv_exact_with_fd(&self, buf: &mut [u8], wait: Wait) -> io::Result<Option<OwnedFd>> {
+        if self.local {
+            net::recv_exact_with_fd(self.fd.as_raw_fd(), buf, wait)
+        } else {
+            self.recv_exact(buf, wait).map(|()| None)
+        }
     }
 }

@@ -154,6 +154,8 @@ pub enum Transport {
     Auto,
     Socket,
     Ucx,
+    /// Sealed memory files passed over a Unix socket (one host).
+    Memfd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -111,7 +111,8 @@ pub(super) fn transport(v: &str) -> Result<Transport, String> {
         "auto" => Ok(Transport::Auto),
         "socket" => Ok(Transport::Socket),
         "ucx" => Ok(Transport::Ucx),
-        _ => Err("expected auto, socket or ucx".into()),
+        "memfd" => Ok(Transport::Memfd),
+        _ => Err("expected auto, memfd, socket or ucx".into()),
     }
 }
 

@@ -49,6 +49,7 @@ pub(super) fn transport(t: &Transport) -> String {
         Transport::Auto => "auto",
         Transport::Socket => "socket",
         Transport::Ucx => "ucx",
+        Transport::Memfd => "memfd",
     }
     .into()
 }

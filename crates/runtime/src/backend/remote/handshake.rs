@@ -1,7 +1,8 @@
-//! Greeting a server on a new connection: the mutual HMAC handshake (over
-//! TCP, when there is a secret), Hello with the session's token, and on the
-//! first connection UcxOpen, after which the session's pages may move
-//! one-sided. Nothing of UCX is asked for before the handshake passed.
+//! Greeting a server on a new connection: its credentials (on a Unix
+//! socket), the mutual HMAC handshake (over TCP, when there is a secret),
+//! Hello with the session's token, and on the first connection MemfdOpen or
+//! UcxOpen, after which the session's pages may move one-sided. Nothing of
+//! either is asked for before the handshake passed.
 
 use super::reply::{expect_reply, frame_u32, recv_blob};
 use super::Server;
@@ -57,14 +58,77 @@ pub(super) fn authenticate(
     Ok(())
 }
 
-pub(super) fn random_token() -> [u8; wire::TOKEN_LEN] {
+/// A fresh session token from the kernel's random source. The token is
+/// what keeps other clients out of this session, so there is no fallback:
+/// a predictable token would hand the session to anyone who guesses it.
+pub(super) fn random_token() -> io::Result<[u8; wire::TOKEN_LEN]> {
     let mut t = [0u8; wire::TOKEN_LEN];
-    if !farmem_sys::process::random_bytes(&mut t) {
-        // Fall back to time and pid: the token only separates sessions.
-        let seed = farmem_sys::now_ns() ^ ((std::process::id() as u64) << 32);
-        t[..8].copy_from_slice(&seed.to_le_bytes());
+    if farmem_sys::process::random_bytes(&mut t) {
+        Ok(t)
+    } else {
+        Err(io::Error::last_os_error())
     }
-    t
+}
+
+/// A server on a Unix socket proves who it is by its credentials
+/// (`SO_PEERCRED`): it must run as this program's user, or as root. Any
+/// other user could have bound the socket's name to read every page sent.
+pub(super) fn check_peer(server: &Server, link: &dyn Transport) -> Result<(), BackendError> {
+    let Some(uid) = link.peer_uid() else {
+        return Ok(());
+    };
+    let uid = uid.map_err(|source| BackendError::Io {
+        server: server.name.clone(),
+        source,
+    })?;
+    let me = farmem_sys::process::geteuid();
+    if uid == me || uid == 0 {
+        return Ok(());
+    }
+    Err(BackendError::Auth {
+        server: server.name.clone(),
+        why: format!(
+            "the process on this Unix socket runs as uid {uid}, not as this program's user ({me}) or root; start your own memory server, or reach that one over TCP with its shared secret"
+        ),
+    })
+}
+
+/// Ask the server behind `link` (this session's first connection) to move
+/// the session's pages onto sealed memory files: true if it will, false
+/// where it cannot and `required` is false.
+pub(super) fn open_memfd(
+    server: &Server,
+    link: &dyn Transport,
+    wait: Wait,
+    required: bool,
+) -> Result<bool, BackendError> {
+    link.send(&[&Frame::MemfdOpen.encode(0)], wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
+    let mut payload = [0u8; 8];
+    match expect_reply(server, link, Op::MemfdOpenOk, 0, &mut payload, wait) {
+        Ok(h) => match wire::decode_reply(&h, &payload) {
+            Ok(Reply::MemfdOpenOk { chunk_pages }) if chunk_pages == wire::CHUNK_PAGES => Ok(true),
+            other => Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!(
+                    "a MemfdOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
+                    wire::CHUNK_PAGES
+                ),
+            }),
+        },
+        Err(BackendError::Refused {
+            code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
+            ..
+        }) if !required => Ok(false),
+        Err(BackendError::Refused { message, .. }) if required => Err(BackendError::Transport {
+            server: server.name.clone(),
+            why: format!("FARMEM_TRANSPORT=memfd, and the server cannot: {message}"),
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// Say Hello with `token` on `link`: join (or open) the session of
@@ -98,14 +162,14 @@ pub(super) fn hello(
 }
 
 /// Ask the server behind `link` (this session's first connection) to move
-/// the session's pages onto UCX: its chunk size and worker address, or
-/// None where it has no UCX and `required` is false.
+/// the session's pages onto UCX: its worker address, or None where it has
+/// no UCX and `required` is false. Its chunks must be the protocol's size.
 pub(super) fn open_ucx(
     server: &Server,
     link: &dyn Transport,
     wait: Wait,
     required: bool,
-) -> Result<Option<(u64, Vec<u8>)>, BackendError> {
+) -> Result<Option<Vec<u8>>, BackendError> {
     link.send(&[&Frame::UcxOpen.encode(0)], wait)
         .map_err(|source| BackendError::Io {
             server: server.name.clone(),
@@ -135,7 +199,7 @@ pub(super) fn open_ucx(
         Ok(Reply::UcxOpenOk {
             chunk_pages,
             address,
-        }) if chunk_pages > 0 => Ok(Some((chunk_pages, address.to_vec()))),
+        }) if chunk_pages == wire::CHUNK_PAGES => Ok(Some(address.to_vec())),
         other => Err(BackendError::Protocol {
             server: server.name.clone(),
             why: format!("a UcxOpenOk that does not decode: {other:?}"),

@@ -44,6 +44,7 @@ mod reply;
 #[cfg(test)]
 mod tests;
 
+use super::memfd::MemfdPages;
 use super::transport::{StreamSocket, Transport};
 use super::ucx::UcxPages;
 use super::{Backend, BackendError, MAX_BATCH};
@@ -52,7 +53,8 @@ use crate::config::Transport as Choice;
 use conn::{Conn, Owed};
 use farmem_sys::net::Wait;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
-use handshake::{authenticate, hello, open_ucx, random_token};
+use handshake::{authenticate, check_peer, hello, open_memfd, open_ucx, random_token};
+use one_sided::OneSided;
 use reply::frame_u32;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,12 +78,52 @@ pub struct RemoteBackend {
     under_replicated: std::sync::atomic::AtomicU64,
     /// Installs a completed asynchronous read (the runtime's).
     complete: OnceLock<fn(u64)>,
-    /// One-sided page I/O, when the session moved onto UCX: then every
-    /// page read and write goes there, and the connections carry only
-    /// control messages (grants, Free).
-    ucx: Option<UcxPages>,
+    /// How pages move: requests on the connections, or one of the
+    /// one-sided paths (then the connections carry only control messages:
+    /// grants, Free).
+    path: PagePath,
     /// Where `farmem stat` reads the servers' health (see `publish`).
     published: OnceLock<&'static crate::publish::Health>,
+}
+
+/// How a session's pages move; one way for every server of a session.
+enum PagePath {
+    /// A Read or Write request per batch on the connections.
+    Sockets,
+    /// Sealed memory files whose descriptors the servers passed (one host).
+    Memfd(MemfdPages),
+    /// UCX gets and puts (RDMA verbs; shared memory on one host only when
+    /// asked for by name, as a test path).
+    Ucx(UcxPages),
+}
+
+impl PagePath {
+    fn one_sided(&self) -> Option<&dyn OneSidedDyn> {
+        match self {
+            PagePath::Sockets => None,
+            PagePath::Memfd(m) => Some(m),
+            PagePath::Ucx(u) => Some(u),
+        }
+    }
+}
+
+/// [`OneSided`] behind a reference, for the calls that do not care which.
+trait OneSidedDyn {
+    fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
+    fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
+    fn reserve(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError>;
+}
+
+impl<P: OneSided> OneSidedDyn for P {
+    fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        b.one_sided_read(self, pages, buf)
+    }
+    fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        b.one_sided_write(self, pages, data)
+    }
+    fn reserve(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError> {
+        b.grant_range(self, first, n)
+    }
 }
 
 /// Whether this host has an RDMA device (`/sys/class/infiniband`).
@@ -120,7 +162,15 @@ impl RemoteBackend {
             }
             all.push(Links { name, links });
         }
-        RemoteBackend::from_links(cfg, all, max_pages, random_token())
+        let token = random_token().map_err(|e| BackendError::Transport {
+            server: servers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            why: format!("the kernel gave no random session token (getrandom: {e}); farmem does not make one up"),
+        })?;
+        RemoteBackend::from_links(cfg, all, max_pages, token)
     }
 
     /// Greet every connection of every server (the handshake where needed,
@@ -156,23 +206,8 @@ impl RemoteBackend {
             spin_ns: cfg.spin_us * 1000,
             timeout_ns: cfg.timeout_ms * 1_000_000,
         };
-        // Whether to ask for UCX: decided before any server is asked, from
-        // what this side knows (see FARMEM_TRANSPORT's `auto` rule); the
-        // same-host half is checked per server below.
-        let want_ucx = match cfg.transport {
-            Choice::Socket => false,
-            Choice::Ucx => {
-                farmem_sys::ucx::available().map_err(|e| BackendError::Transport {
-                    server: names(),
-                    why: format!("FARMEM_TRANSPORT=ucx: {e}"),
-                })?;
-                true
-            }
-            Choice::Auto => farmem_sys::ucx::available().is_ok(),
-        };
-        let rdma = has_rdma_device();
-        let mut ucx_addrs: Vec<Option<Vec<u8>>> = Vec::new();
-        let mut chunk_pages = 0u64;
+        // Every connection greeted first; then the session's page path,
+        // one for all its servers.
         let mut out = Vec::with_capacity(servers.len());
         for Links { name, links } in servers {
             let server = Server {
@@ -180,67 +215,17 @@ impl RemoteBackend {
                 conns: links.into_iter().map(Conn::new).collect(),
                 down: AtomicBool::new(false),
             };
-            for (c, conn) in server.conns.iter().enumerate() {
+            for conn in &server.conns {
                 let link = &*conn.link;
+                check_peer(&server, link)?;
                 if let (Some(secret), false) = (&secret, link.is_local()) {
                     authenticate(&server, link, secret, wait)?;
                 }
                 hello(&server, link, &token, max_pages, wait)?;
-                if c > 0 {
-                    continue;
-                }
-                let ask = want_ucx && (cfg.transport == Choice::Ucx || rdma || link.same_host());
-                let got = if ask {
-                    open_ucx(&server, link, wait, cfg.transport == Choice::Ucx)?
-                } else {
-                    None
-                };
-                if let Some((pages, _)) = &got {
-                    if chunk_pages != 0 && chunk_pages != *pages {
-                        return Err(BackendError::Protocol {
-                            server: server.name.clone(),
-                            why: format!(
-                                "its UCX chunks are {pages} pages, another server's {chunk_pages}"
-                            ),
-                        });
-                    }
-                    chunk_pages = *pages;
-                }
-                ucx_addrs.push(got.map(|(_, a)| a));
             }
             out.push(server);
         }
-        // UCX only when every server offers it: pages of one session move
-        // one way.
-        let ucx = if want_ucx && ucx_addrs.iter().all(Option::is_some) {
-            let addrs: Vec<Vec<u8>> = ucx_addrs.into_iter().flatten().collect();
-            Some(
-                UcxPages::new(&addrs, max_pages, chunk_pages, wait.timeout_ns).map_err(|e| {
-                    BackendError::Transport {
-                        server: out
-                            .iter()
-                            .map(|s| s.name.clone())
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        why: format!("cannot set up UCX: {e}"),
-                    }
-                })?,
-            )
-        } else {
-            if cfg.transport == Choice::Ucx {
-                let without: Vec<String> = out
-                    .iter()
-                    .zip(&ucx_addrs)
-                    .filter(|(_, a)| a.is_none())
-                    .map(|(s, _)| s.name.clone())
-                    .collect();
-                return Err(BackendError::Transport {
-                    server: without.join(","),
-                    why: "FARMEM_TRANSPORT=ucx, and UCX was not set up with it".into(),
-                });
-            }
-            None
-        };
+        let path = choose_path(cfg, &out, max_pages, wait)?;
         Ok(RemoteBackend {
             servers: out,
             stripe: cfg.stripe_pages,
@@ -249,7 +234,7 @@ impl RemoteBackend {
             under_replicated: std::sync::atomic::AtomicU64::new(0),
             published: OnceLock::new(),
             complete: OnceLock::new(),
-            ucx,
+            path,
         })
     }
 
@@ -321,10 +306,86 @@ impl RemoteBackend {
     }
 }
 
+/// The page path of a session over `servers` (greeted), as
+/// `FARMEM_TRANSPORT` says: `memfd` and `ucx` insist (a server that cannot
+/// stops the program with one line), `socket` never asks, and `auto` takes
+/// memory files when every server is on a Unix socket and offers them, UCX
+/// when this host has an RDMA device and every server offers it, sockets
+/// otherwise. Pages of one session move one way.
+fn choose_path(
+    cfg: &Config,
+    servers: &[Server],
+    max_pages: u64,
+    wait: Wait,
+) -> Result<PagePath, BackendError> {
+    let names = || {
+        servers
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let all_unix = servers.iter().all(|s| s.conns[0].link.is_local());
+    let want_memfd = match cfg.transport {
+        Choice::Memfd if !all_unix => {
+            return Err(BackendError::Transport {
+                server: names(),
+                why: "FARMEM_TRANSPORT=memfd needs every server on a Unix socket (unix:PATH or unix:@NAME); memory files pass only there".into(),
+            })
+        }
+        Choice::Memfd => true,
+        Choice::Auto => all_unix,
+        Choice::Socket | Choice::Ucx => false,
+    };
+    if want_memfd {
+        let required = cfg.transport == Choice::Memfd;
+        let mut all = true;
+        for server in servers {
+            if !open_memfd(server, &*server.conns[0].link, wait, required)? {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return Ok(PagePath::Memfd(MemfdPages::new(servers.len(), max_pages)));
+        }
+    }
+    let want_ucx = match cfg.transport {
+        Choice::Ucx => {
+            farmem_sys::ucx::available().map_err(|e| BackendError::Transport {
+                server: names(),
+                why: format!("FARMEM_TRANSPORT=ucx: {e}"),
+            })?;
+            true
+        }
+        // UCX's keys are capabilities only where the NIC enforces them.
+        Choice::Auto => !all_unix && has_rdma_device() && farmem_sys::ucx::available().is_ok(),
+        Choice::Socket | Choice::Memfd => false,
+    };
+    if !want_ucx {
+        return Ok(PagePath::Sockets);
+    }
+    let required = cfg.transport == Choice::Ucx;
+    let mut addrs = Vec::with_capacity(servers.len());
+    for server in servers {
+        match open_ucx(server, &*server.conns[0].link, wait, required)? {
+            Some(a) => addrs.push(a),
+            None => return Ok(PagePath::Sockets),
+        }
+    }
+    let ucx = UcxPages::new(&addrs, max_pages, farmem_wire::CHUNK_PAGES, wait.timeout_ns).map_err(
+        |e| BackendError::Transport {
+            server: names(),
+            why: format!("cannot set up UCX: {e}"),
+        },
+    )?;
+    Ok(PagePath::Ucx(ucx))
+}
+
 impl Backend for RemoteBackend {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
-        if let Some(ucx) = &self.ucx {
-            return self.ucx_read(ucx, pages, buf);
+        if let Some(p) = self.path.one_sided() {
+            return p.read(self, pages, buf);
         }
         // Each round reads from the first live copy of every page; a server
         // lost meanwhile is failed over and the round tried again.
@@ -357,8 +418,8 @@ impl Backend for RemoteBackend {
     }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
-        if let Some(ucx) = &self.ucx {
-            return self.ucx_write(ucx, pages, data);
+        if let Some(p) = self.path.one_sided() {
+            return p.write(self, pages, data);
         }
         if self.replicas == 1 {
             return self.per_route(
@@ -507,8 +568,8 @@ impl Backend for RemoteBackend {
         buf: *mut u8,
         token: u64,
     ) -> Result<bool, BackendError> {
-        if self.ucx.is_some() {
-            // Gets complete within the caller's own batch read.
+        if self.path.one_sided().is_some() {
+            // One-sided reads complete within the caller's own batch read.
             return Ok(false);
         }
         let Some(route) = self.live_route(pages[0]) else {
@@ -583,23 +644,24 @@ impl Backend for RemoteBackend {
     }
 
     fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
-        let Some(ucx) = &self.ucx else {
-            return Ok(());
-        };
-        self.grant_range(ucx, first, n)
+        match self.path.one_sided() {
+            Some(p) => p.reserve(self, first, n),
+            None => Ok(()),
+        }
     }
 
     fn register_slots(&self, ptr: *mut u8, len: usize) {
-        if let Some(ucx) = &self.ucx {
+        if let PagePath::Ucx(ucx) = &self.path {
             ucx.register_slots(ptr, len);
         }
     }
 
     fn transport(&self) -> &'static str {
-        match &self.ucx {
-            Some(u) if u.is_local() => "ucx (one-sided, shared memory)",
-            Some(_) => "ucx (one-sided)",
-            None => "socket",
+        match &self.path {
+            PagePath::Ucx(u) if u.is_local() => "ucx (one-sided, shared memory: a test path)",
+            PagePath::Ucx(_) => "ucx (one-sided)",
+            PagePath::Memfd(_) => "memfd (one-sided, sealed memory files on this host)",
+            PagePath::Sockets => "socket",
         }
     }
 }

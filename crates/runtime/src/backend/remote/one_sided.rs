@@ -1,21 +1,95 @@
-//! The remote backend over UCX: chunk grants on the control connection,
-//! page reads and writes through [`UcxPages`], and what a UCX failure means
-//! for replicas (a lost server is failed over as on sockets).
+//! The remote backend's one-sided page paths (UCX, and sealed memory files
+//! on one host): chunk grants on the control connection, page reads and
+//! writes through the path, and what a failure there means for replicas (a
+//! lost server is failed over as on sockets).
 
-use super::reply::{frame_u32, recv_blob};
+use super::reply::{check_reply, frame_u32, recv_blob};
 use super::RemoteBackend;
+use crate::backend::memfd::MemfdPages;
 use crate::backend::ucx::{Failure, UcxPages};
 use crate::backend::{Backend, BackendError, MAX_BATCH};
-use farmem_wire::{self as wire, Frame, Header, Op, Reply};
+use crate::config::MAX_REPLICAS;
+use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
+
+/// What the remote backend asks of a one-sided page path: pages live in
+/// chunks the servers grant one at a time, and move without a request per
+/// page.
+pub(super) trait OneSided {
+    /// Pages per chunk.
+    fn chunk_pages(&self) -> u64;
+    /// Whether `page`'s chunk is granted on server `s`.
+    fn granted(&self, s: usize, page: u64) -> bool;
+    /// Make sure chunk `c` is granted on server `s`, asking it through
+    /// `backend`'s control connection if not yet.
+    fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError>;
+    /// Read `pages` into `buf`, page i from server `from[i]`.
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure>;
+    /// Write `data[i]` as `pages[i]` to every server in `to[i]`; complete
+    /// at the servers when this returns Ok.
+    fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; MAX_REPLICAS]],
+    ) -> Result<(), Failure>;
+}
+
+impl OneSided for UcxPages {
+    fn chunk_pages(&self) -> u64 {
+        UcxPages::chunk_pages(self)
+    }
+    fn granted(&self, s: usize, page: u64) -> bool {
+        UcxPages::granted(self, s, page)
+    }
+    fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError> {
+        self.ensure(s, c, || backend.ucx_grant_on(s, c))
+    }
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
+        UcxPages::read(self, pages, from, buf)
+    }
+    fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; MAX_REPLICAS]],
+    ) -> Result<(), Failure> {
+        UcxPages::write(self, pages, data, to)
+    }
+}
+
+impl OneSided for MemfdPages {
+    fn chunk_pages(&self) -> u64 {
+        MemfdPages::chunk_pages(self)
+    }
+    fn granted(&self, s: usize, page: u64) -> bool {
+        MemfdPages::granted(self, s, page)
+    }
+    fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError> {
+        let name = &backend.servers[s].name;
+        self.ensure(s, c, name, || backend.memfd_grant_on(s, c))
+    }
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
+        MemfdPages::read(self, pages, from, buf)
+    }
+    fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; MAX_REPLICAS]],
+    ) -> Result<(), Failure> {
+        MemfdPages::write(self, pages, data, to)
+    }
+}
 
 impl RemoteBackend {
     /// Grant the chunks of pages `[first, first+n)` on every server that
     /// holds a copy of one of them (pages sit at their own number's offset).
     pub(super) fn grant_range(
         &self,
-        ucx: &UcxPages,
+        ucx: &impl OneSided,
         first: u64,
         n: u64,
     ) -> Result<(), BackendError> {
@@ -32,14 +106,14 @@ impl RemoteBackend {
     }
 
     /// Grant `page`'s chunk on every live server holding a copy of it.
-    fn grant_page(&self, ucx: &UcxPages, page: u64) -> Result<(), BackendError> {
+    fn grant_page(&self, ucx: &impl OneSided, page: u64) -> Result<(), BackendError> {
         for k in 0..self.replicas {
             let (s, _) = self.route(page, k);
             if self.is_down(s) || ucx.granted(s, page) {
                 continue;
             }
             let c = page / ucx.chunk_pages();
-            match ucx.ensure(s, c, || self.grant_on(s, c)) {
+            match ucx.grant(self, s, c) {
                 Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
                 other => other?,
             }
@@ -51,7 +125,7 @@ impl RemoteBackend {
     /// bench's direct use of a backend): grant their chunks now. The
     /// runtime's pages were granted at allocation, so on the fault path
     /// this is one atomic load per copy and nothing else.
-    fn grant_pages(&self, ucx: &UcxPages, pages: &[u64]) -> Result<(), BackendError> {
+    fn grant_pages(&self, ucx: &impl OneSided, pages: &[u64]) -> Result<(), BackendError> {
         for &p in pages {
             self.grant_page(ucx, p)?;
         }
@@ -59,7 +133,7 @@ impl RemoteBackend {
     }
 
     /// Ask server `s` for chunk `c` of this session's UCX pool.
-    pub(super) fn grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
+    pub(super) fn ucx_grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
         let server = &self.servers[s];
         let conn = self.acquire(s, 0);
         let r = (|| {
@@ -87,6 +161,66 @@ impl RemoteBackend {
                     server: server.name.clone(),
                     why: format!("a UcxChunkOk that does not decode: {other:?}"),
                 }),
+            }
+        })();
+        conn.busy.store(false, Ordering::Release);
+        r
+    }
+
+    /// Ask server `s` for chunk `c` of this session's memory files: the
+    /// descriptor it passed with its reply, and the chunk's pages as it
+    /// says (both checked by [`MemfdPages::ensure`]).
+    pub(super) fn memfd_grant_on(&self, s: usize, c: u64) -> Result<(OwnedFd, u64), BackendError> {
+        let server = &self.servers[s];
+        let conn = self.acquire(s, 0);
+        let r = (|| {
+            self.drain(server, conn)?;
+            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+            let io_err = |source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            };
+            conn.link
+                .send(&[&Frame::MemfdChunk { chunk: c }.encode(tag)], self.wait)
+                .map_err(io_err)?;
+            // The descriptor travels with the reply's first byte; anything
+            // but the reply asked for closes it (it is owned from here on).
+            let mut hb = [0u8; HEADER_LEN];
+            let fd = conn
+                .link
+                .recv_exact_with_fd(&mut hb, self.wait)
+                .map_err(io_err)?;
+            let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
+                server: server.name.clone(),
+                why: e.to_string(),
+            })?;
+            check_reply(
+                server,
+                &*conn.link,
+                &h,
+                Op::MemfdChunkOk,
+                tag,
+                16,
+                self.wait,
+            )?;
+            let mut payload = [0u8; 16];
+            conn.link
+                .recv_exact(&mut payload, self.wait)
+                .map_err(io_err)?;
+            let bad = |why: String| BackendError::Protocol {
+                server: server.name.clone(),
+                why,
+            };
+            match wire::decode_reply(&h, &payload) {
+                Ok(Reply::MemfdChunkOk { chunk, pages }) if chunk == c => {
+                    let fd = fd.ok_or_else(|| {
+                        bad(format!("it granted chunk {c} and passed no descriptor"))
+                    })?;
+                    Ok((fd, pages))
+                }
+                other => Err(bad(format!(
+                    "a MemfdChunkOk for chunk {c} that does not match: {other:?}"
+                ))),
             }
         })();
         conn.busy.store(false, Ordering::Release);
@@ -127,9 +261,9 @@ impl RemoteBackend {
         self.fail_over(f.server, &e)
     }
 
-    pub(super) fn ucx_read(
+    pub(super) fn one_sided_read(
         &self,
-        ucx: &UcxPages,
+        ucx: &impl OneSided,
         pages: &[u64],
         buf: &mut [u8],
     ) -> Result<(), BackendError> {
@@ -154,9 +288,9 @@ impl RemoteBackend {
         }
     }
 
-    pub(super) fn ucx_write(
+    pub(super) fn one_sided_write(
         &self,
-        ucx: &UcxPages,
+        ucx: &impl OneSided,
         pages: &[u64],
         data: &[&[u8]],
     ) -> Result<(), BackendError> {

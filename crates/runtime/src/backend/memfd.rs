@@ -1,0 +1,215 @@
+//! One-host page I/O through sealed memory files: each memory server makes
+//! one file per chunk of the session's pages and passes its descriptor over
+//! the session's Unix socket. A demand fetch is a `pread` from the chunk
+//! into the fetch slot, a write-back a `pwrite` (or `pwritev` over a run)
+//! from the page itself: one copy each way, no server CPU, no wake-up, and
+//! nothing mapped here, so the program's resident memory stays within its
+//! budget.
+//!
+//! Why descriptors: the kernel decides who touches a page, and only a
+//! process holding the descriptor can. No address, key or listening port
+//! is involved, so no other peer can reach this program's memory or the
+//! server's through this path.
+//!
+//! What the client checks (every server is hostile until proven
+//! otherwise): a descriptor must be a memory file sealed against growing
+//! and shrinking, of exactly its chunk's length; the chunk size is the
+//! protocol's constant; page offsets are computed here, never taken from
+//! the server. A chunk descriptor outlives its server: a killed server is
+//! found by its control connection closing (checked before each
+//! write-back), as on UCX.
+//!
+//! Ordering: a `pwrite` is complete in the file when it returns, so a read
+//! issued after it (from any thread) sees its bytes; no flush is needed.
+
+use super::ucx::Failure;
+use super::BackendError;
+use crate::config::MAX_REPLICAS;
+use farmem_sys::PAGE_SIZE;
+use farmem_wire::CHUNK_PAGES;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Mutex, OnceLock};
+
+/// Most pages in one read or write.
+const MAX_BATCH: usize = super::MAX_BATCH;
+
+/// The memory-file side of the remote backend.
+pub(crate) struct MemfdPages {
+    /// Per server, per chunk: the chunk's file once granted.
+    servers: Box<[Box<[OnceLock<OwnedFd>]>]>,
+    grants: Mutex<()>,
+    max_pages: u64,
+}
+
+impl MemfdPages {
+    pub(crate) fn new(nservers: usize, max_pages: u64) -> MemfdPages {
+        let nchunks = farmem_sys::usize_from(max_pages.div_ceil(CHUNK_PAGES));
+        MemfdPages {
+            servers: (0..nservers)
+                .map(|_| (0..nchunks).map(|_| OnceLock::new()).collect())
+                .collect(),
+            grants: Mutex::new(()),
+            max_pages,
+        }
+    }
+
+    /// Pages per chunk (the protocol's constant).
+    pub(crate) fn chunk_pages(&self) -> u64 {
+        CHUNK_PAGES
+    }
+
+    /// Pages in chunk `c` (the last one may be shorter).
+    fn pages_in(&self, c: u64) -> u64 {
+        CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES)
+    }
+
+    fn file(&self, s: usize, page: u64) -> Option<&OwnedFd> {
+        let c = farmem_sys::usize_from(page / CHUNK_PAGES);
+        self.servers[s].get(c)?.get()
+    }
+
+    /// Whether `page`'s chunk is granted on server `s`.
+    pub(crate) fn granted(&self, s: usize, page: u64) -> bool {
+        self.file(s, page).is_some()
+    }
+
+    /// Make sure chunk `c` of server `s` is granted: `grant` asks the server
+    /// (a control round trip) and returns the descriptor it passed and the
+    /// chunk's length in pages as it says. Both are checked here.
+    pub(crate) fn ensure(
+        &self,
+        s: usize,
+        c: u64,
+        server: &str,
+        grant: impl FnOnce() -> Result<(OwnedFd, u64), BackendError>,
+    ) -> Result<(), BackendError> {
+        let slot = self.servers[s]
+            .get(farmem_sys::usize_from(c))
+            .ok_or_else(|| BackendError::Protocol {
+                server: server.into(),
+                why: format!("chunk {c} is beyond the session (a farmem bug)"),
+            })?;
+        if slot.get().is_some() {
+            return Ok(());
+        }
+        let _g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.get().is_some() {
+            return Ok(());
+        }
+        let (fd, pages) = grant()?;
+        let want = self.pages_in(c);
+        let bad = |why: String| BackendError::Protocol {
+            server: server.into(),
+            why,
+        };
+        if pages != want {
+            return Err(bad(format!(
+                "it granted chunk {c} as {pages} pages; that chunk of this session is {want}"
+            )));
+        }
+        farmem_sys::memfd::check_chunk(fd.as_raw_fd(), want * PAGE_SIZE as u64).map_err(|e| {
+            bad(format!(
+                "the descriptor it passed for chunk {c} is refused: {e}"
+            ))
+        })?;
+        let _ = slot.set(fd);
+        Ok(())
+    }
+
+    /// Offset of `page` in its chunk's file.
+    fn offset(page: u64) -> u64 {
+        (page % CHUNK_PAGES) * PAGE_SIZE as u64
+    }
+
+    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
+    /// server `from[i]`; a run of consecutive pages of one chunk and server
+    /// is one `pread`.
+    pub(crate) fn read(
+        &self,
+        pages: &[u64],
+        from: &[usize],
+        buf: &mut [u8],
+    ) -> Result<(), Failure> {
+        let mut i = 0;
+        while i < pages.len() {
+            let (p, s) = (pages[i], from[i]);
+            let mut k = 1;
+            while i + k < pages.len()
+                && pages[i + k] == p + k as u64
+                && from[i + k] == s
+                && (p + k as u64) % CHUNK_PAGES != 0
+            {
+                k += 1;
+            }
+            let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
+            let dst = &mut buf[i * PAGE_SIZE..(i + k) * PAGE_SIZE];
+            match farmem_sys::fs::pread_full(fd.as_raw_fd(), dst, Self::offset(p)) {
+                Ok(n) if n == dst.len() => {}
+                Ok(n) => {
+                    return Err(Failure {
+                        server: s,
+                        why: format!("its chunk file ended {n} bytes into a read of page {p}"),
+                    })
+                }
+                Err(e) => {
+                    return Err(Failure {
+                        server: s,
+                        why: format!("reading page {p} from its chunk file failed: {e}"),
+                    })
+                }
+            }
+            i += k;
+        }
+        Ok(())
+    }
+
+    /// Write `data[i]` as `pages[i]` to every server in `to[i]` (its live
+    /// copies; `None` past the last): complete in the files when this
+    /// returns Ok.
+    pub(crate) fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; MAX_REPLICAS]],
+    ) -> Result<(), Failure> {
+        debug_assert!(pages.len() <= MAX_BATCH);
+        for copy in 0..MAX_REPLICAS {
+            let mut i = 0;
+            while i < pages.len() {
+                let Some(s) = to[i][copy] else {
+                    i += 1;
+                    continue;
+                };
+                let p = pages[i];
+                let mut k = 1;
+                while i + k < pages.len()
+                    && k < farmem_sys::net::MAX_IOV
+                    && pages[i + k] == p + k as u64
+                    && to[i + k][copy] == Some(s)
+                    && (p + k as u64) % CHUNK_PAGES != 0
+                {
+                    k += 1;
+                }
+                let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
+                let r = if k == 1 {
+                    farmem_sys::fs::pwrite_full(fd.as_raw_fd(), data[i], Self::offset(p))
+                } else {
+                    farmem_sys::fs::pwritev_full(fd.as_raw_fd(), &data[i..i + k], Self::offset(p))
+                };
+                r.map_err(|e| Failure {
+                    server: s,
+                    why: format!("writing page {p} to its chunk file failed: {e}"),
+                })?;
+                i += k;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn never_granted(s: usize, p: u64) -> Failure {
+    Failure {
+        server: s,
+        why: format!("page {p} is in a chunk never granted (a farmem bug)"),
+    }
+}

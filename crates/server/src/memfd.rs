@@ -1,0 +1,132 @@
+//! The one-host page path: a session's pages in sealed memory files, one
+//! per chunk, whose descriptors the server passes to the session's client
+//! over its Unix socket (`SCM_RIGHTS`). The client then reads and writes
+//! pages with `pread` and `pwrite`; this server's CPU takes no part.
+//!
+//! Why descriptors and not UCX on one host: a UCX remote key is not a
+//! capability (over transports that emulate RMA, UCX serves any address a
+//! peer names), and UCX's shared memory is SysV segments any group member
+//! may attach. A memory file is reachable only through a descriptor, which
+//! only the kernel hands out: here, only to a peer on this server's Unix
+//! socket whose `SO_PEERCRED` uid the server accepts, after its Hello.
+//!
+//! The server never maps a chunk. Capacity and `--session-quota` are
+//! charged per chunk before the file is made (a session at its quota costs
+//! the server nothing), and given back if making it fails. When the
+//! session closes, every chunk's memory is punched out, so a client that
+//! keeps its descriptor holds nothing this server paid for.
+
+use farmem_wire::{CHUNK_PAGES, PAGE_SIZE};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+struct Chunk {
+    fd: OwnedFd,
+    pages: u64,
+}
+
+/// A session's chunks of sealed memory files (sparse: only those granted).
+pub(crate) struct MemfdPool {
+    chunks: Mutex<BTreeMap<u64, Chunk>>,
+    max_pages: u64,
+    /// Pages of the chunks granted (what capacity is charged).
+    charged: AtomicU64,
+}
+
+/// Why a chunk was not granted.
+pub(crate) enum GrantError {
+    OutOfRange(String),
+    Capacity(String),
+    System(String),
+}
+
+impl MemfdPool {
+    pub(crate) fn new(max_pages: u64) -> MemfdPool {
+        MemfdPool {
+            chunks: Mutex::new(BTreeMap::new()),
+            max_pages,
+            charged: AtomicU64::new(0),
+        }
+    }
+
+    /// Pages charged to this session's chunks.
+    pub(crate) fn charged(&self) -> u64 {
+        self.charged.load(Ordering::Acquire)
+    }
+
+    /// Grant chunk `c`: a new descriptor for its memory file (made now, or
+    /// already) and its length in pages. `charge(pages)` reserves the
+    /// server's capacity and the session's quota, or says why not;
+    /// `uncharge(pages)` gives back what was charged when the file cannot
+    /// be made.
+    pub(crate) fn grant(
+        &self,
+        c: u64,
+        charge: impl FnOnce(u64) -> Result<(), String>,
+        uncharge: impl FnOnce(u64),
+    ) -> Result<(OwnedFd, u64), GrantError> {
+        let nchunks = self.max_pages.div_ceil(CHUNK_PAGES);
+        if c >= nchunks {
+            return Err(GrantError::OutOfRange(format!(
+                "chunk {c} is beyond the session's {} pages ({nchunks} chunks)",
+                self.max_pages
+            )));
+        }
+        let dup = |ch: &Chunk| {
+            ch.fd
+                .try_clone()
+                .map(|fd| (fd, ch.pages))
+                .map_err(|e| GrantError::System(format!("cannot duplicate a descriptor: {e}")))
+        };
+        let mut chunks = crate::lock(&self.chunks);
+        if let Some(ch) = chunks.get(&c) {
+            return dup(ch);
+        }
+        let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
+        charge(pages).map_err(GrantError::Capacity)?;
+        let made = farmem_sys::memfd::create_sealed(c"farmem-chunk", pages * PAGE_SIZE as u64);
+        let fd = match made {
+            Ok(fd) => fd,
+            Err(e) => {
+                uncharge(pages);
+                return Err(GrantError::System(format!(
+                    "cannot make a memory file for a chunk: {e}"
+                )));
+            }
+        };
+        self.charged.fetch_add(pages, Ordering::AcqRel);
+        let ch = chunks.entry(c).or_insert(Chunk { fd, pages });
+        dup(ch)
+    }
+
+    /// Give the memory of pages `[start, start+n)` back to the system (a
+    /// client's Free); the chunks stay granted and charged.
+    pub(crate) fn discard(&self, start: u64, n: u64) {
+        let chunks = crate::lock(&self.chunks);
+        let end = start.saturating_add(n).min(self.max_pages);
+        for (&c, ch) in chunks.range(start / CHUNK_PAGES..end.div_ceil(CHUNK_PAGES)) {
+            let lo = start.max(c * CHUNK_PAGES) - c * CHUNK_PAGES;
+            let hi = end.min(c * CHUNK_PAGES + ch.pages) - c * CHUNK_PAGES;
+            if hi > lo {
+                let _ = farmem_sys::fs::punch_hole(
+                    ch.fd.as_raw_fd(),
+                    lo * PAGE_SIZE as u64,
+                    (hi - lo) * PAGE_SIZE as u64,
+                );
+            }
+        }
+    }
+}
+
+impl Drop for MemfdPool {
+    fn drop(&mut self) {
+        // The session is closed: a client may still hold the descriptors,
+        // but not the memory.
+        let chunks = self.chunks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for ch in chunks.values() {
+            let _ = farmem_sys::fs::punch_hole(ch.fd.as_raw_fd(), 0, ch.pages * PAGE_SIZE as u64);
+        }
+    }
+}
