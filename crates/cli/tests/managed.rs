@@ -241,7 +241,7 @@ fn the_jvm_address_space_calls_work_on_far_memory_on_both_transports() {
     let _g = serial();
     let dir = TempDir::new("reserve");
     let exe = exe.to_str().unwrap();
-    for transport in ["ucx", "socket"] {
+    for transport in ["memfd", "socket"] {
         let f = far(
             dir.path(),
             &format!("reserve-{transport}"),

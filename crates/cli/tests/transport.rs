@@ -1,10 +1,13 @@
-//! Choosing the transport: `--transport ucx` moves pages one-sided (and
-//! says so in --stats), `socket` never uses UCX, `auto` picks UCX for a
-//! server on this host; a server or a client without UCX gives one clear
-//! line under `ucx` and falls back to sockets only under `auto`.
+//! Choosing the transport: on this host pages move through sealed memory
+//! files over the server's Unix socket (`memfd`, what `auto` picks for the
+//! embedded server); `socket` never moves them one-sided; `ucx` is offered
+//! only on TCP to a client that passed the shared-secret handshake (on one
+//! host through UCX's posix shared memory, a test path). A choice that
+//! cannot be had is one clear line; `auto` falls back to sockets.
 
 mod common;
 use common::*;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// `farmem run --stats` of a workload that writes and re-reads 32 MiB at a
@@ -15,10 +18,11 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     c.arg("--")
         .arg(target_dir().join("workloads/memwrite"))
         .args(["--size", "32"]);
+    c.env_remove("FARMEM_TRANSPORT");
     for (k, v) in env {
         c.env(k, v);
     }
-    c.env_remove("FARMEM_TRANSPORT").output().unwrap()
+    c.output().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -33,13 +37,26 @@ fn transport_line(o: &Output) -> String {
         .to_string()
 }
 
+const MEMFD: &str = "memfd (one-sided, sealed memory files on this host)";
+const UCX_SHM: &str = "ucx (one-sided, shared memory: a test path)";
+
+/// A secret file for this test (removed with its folder at the end).
+fn secret(tag: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("farmem-transport-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("secret");
+    new_secret(&path);
+    (dir, path)
+}
+
+fn with_secret<'a>(path: &'a Path) -> [(&'static str, &'a str); 1] {
+    [("FARMEM_SECRET_FILE", path.to_str().unwrap())]
+}
+
 #[test]
 fn each_choice_is_what_runs() {
-    for (choice, want) in [
-        ("ucx", "ucx (one-sided, shared memory)"),
-        ("socket", "socket"),
-        ("auto", "ucx (one-sided, shared memory)"),
-    ] {
+    // The embedded server, on a Unix socket.
+    for (choice, want) in [("memfd", MEMFD), ("socket", "socket"), ("auto", MEMFD)] {
         let o = run(&["--transport", choice], &[]);
         assert!(o.status.success(), "{choice}: {}", stderr(&o));
         assert!(
@@ -48,13 +65,12 @@ fn each_choice_is_what_runs() {
             transport_line(&o)
         );
     }
-    // The same over TCP to a server on this host (loopback).
-    let s = Serve::start("256M");
-    for (choice, want) in [
-        ("auto", "ucx (one-sided, shared memory)"),
-        ("socket", "socket"),
-    ] {
-        let o = run(&["--transport", choice, "--servers", &s.addr], &[]);
+    // A server on loopback TCP with a secret: UCX only when asked for.
+    let (dir, path) = secret("choice");
+    let s = Serve::start_with_secret("256M", &path, &[]);
+    let env = with_secret(&path);
+    for (choice, want) in [("auto", "socket"), ("socket", "socket"), ("ucx", UCX_SHM)] {
+        let o = run(&["--transport", choice, "--servers", &s.addr], &env);
         assert!(o.status.success(), "{choice}: {}", stderr(&o));
         assert!(
             transport_line(&o).ends_with(want),
@@ -62,32 +78,26 @@ fn each_choice_is_what_runs() {
             transport_line(&o)
         );
     }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
-fn a_bad_transport_is_named() {
-    let o = run(&["--transport", "rdma"], &[]);
+fn a_choice_that_cannot_be_had_is_one_line() {
+    // UCX on the embedded server (a Unix socket, no handshake).
+    let o = run(&["--transport", "ucx"], &[]);
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(
-        e.contains("TRANSPORT") && e.contains("auto, socket or ucx"),
+        e.contains("FARMEM_TRANSPORT=ucx") && e.contains("shared-secret handshake"),
         "{e}"
     );
-}
-
-/// A server whose UCX cannot start (no usable UCX transport there).
-fn server_without_ucx() -> Serve {
-    Serve::start_with_env("256M", &[("UCX_TLS", "no-such-transport")])
-}
-
-#[test]
-fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
-    let s = server_without_ucx();
+    // UCX on a TCP server without a secret.
+    let s = Serve::start("256M");
     let o = run(&["--transport", "ucx", "--servers", &s.addr], &[]);
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(
-        e.contains(&s.addr) && e.contains("FARMEM_TRANSPORT=ucx") && e.contains("no UCX"),
+        e.contains(&s.addr) && e.contains("FARMEM_TRANSPORT=ucx"),
         "{e}"
     );
     assert_eq!(
@@ -97,9 +107,44 @@ fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
         1,
         "{e}"
     );
-    let o = run(&["--transport", "auto", "--servers", &s.addr], &[]);
+    // Memory files over TCP.
+    let o = run(&["--transport", "memfd", "--servers", &s.addr], &[]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("FARMEM_TRANSPORT=memfd") && e.contains("Unix socket"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_transport_is_named() {
+    let o = run(&["--transport", "rdma"], &[]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("TRANSPORT") && e.contains("auto, memfd, socket or ucx"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
+    let (dir, path) = secret("no-ucx");
+    let env = with_secret(&path);
+    // A server whose UCX cannot start (no usable UCX transport there).
+    let s = Serve::start_with_secret("256M", &path, &[("UCX_TLS", "no-such-transport")]);
+    let o = run(&["--transport", "ucx", "--servers", &s.addr], &env);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains(&s.addr) && e.contains("FARMEM_TRANSPORT=ucx") && e.contains("no UCX"),
+        "{e}"
+    );
+    let o = run(&["--transport", "auto", "--servers", &s.addr], &env);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(transport_line(&o).ends_with("socket"));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -116,25 +161,32 @@ fn a_client_without_libucp_is_one_line_under_ucx() {
         e.contains("UCX is not available") && e.contains("FARMEM_TRANSPORT=socket"),
         "{e}"
     );
+    // The one-host path needs no UCX at all.
     let o = run(&["--transport", "auto"], &[("LD_LIBRARY_PATH", &lib)]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(transport_line(&o).ends_with("socket"));
+    assert!(transport_line(&o).ends_with(MEMFD));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The fault path calls no allocator: faults taken while the program's
 /// own allocator "lock" is held (tests/programs/malloc_in_handler.c), on
-/// both transports.
+/// every page path.
 #[test]
 fn faults_never_call_the_programs_allocator() {
     let exe = build_c("malloc_in_handler");
-    for t in ["ucx", "socket"] {
-        let o = Command::new(&exe)
-            .arg("48")
+    let (dir, path) = secret("alloc");
+    let s = Serve::start_with_secret("256M", &path, &[]);
+    let secret_env = path.to_str().unwrap();
+    for (t, servers) in [("memfd", None), ("socket", None), ("ucx", Some(&s.addr))] {
+        let mut c = Command::new(&exe);
+        c.arg("48")
             .env("FARMEM_TRANSPORT", t)
             .env("FARMEM_LOCAL", "6M")
-            .output()
-            .unwrap();
+            .env("FARMEM_SECRET_FILE", secret_env);
+        if let Some(a) = servers {
+            c.env("FARMEM_SERVERS", a);
+        }
+        let o = c.output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
             o.status.success() && out.contains("bad=0"),
@@ -142,4 +194,5 @@ fn faults_never_call_the_programs_allocator() {
             stderr(&o)
         );
     }
+    let _ = std::fs::remove_dir_all(dir);
 }

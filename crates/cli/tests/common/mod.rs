@@ -163,6 +163,22 @@ impl Serve {
         Serve { child, addr }
     }
 
+    /// A server on loopback TCP that requires the shared secret in
+    /// `secret` (made by [`new_secret`]): the only kind that offers UCX.
+    pub fn start_with_secret(capacity: &str, secret: &Path, env: &[(&str, &str)]) -> Serve {
+        let mut child = farmem()
+            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
+            .arg("--secret-file")
+            .arg(secret)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let addr = banner_addr(&first_line(&mut child));
+        Serve { child, addr }
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -202,7 +202,10 @@ pub(super) fn open_ucx(
         }) if chunk_pages == wire::CHUNK_PAGES => Ok(Some(address.to_vec())),
         other => Err(BackendError::Protocol {
             server: server.name.clone(),
-            why: format!("a UcxOpenOk that does not decode: {other:?}"),
+            why: format!(
+                "a UcxOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
+                wire::CHUNK_PAGES
+            ),
         }),
     }
 }

@@ -22,12 +22,33 @@ struct Store {
     dead: bool,
 }
 
+/// How a fake server lies about its one-sided pages (every server is
+/// hostile until proven otherwise).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Hostile {
+    /// Answers MemfdChunk with a descriptor of an ordinary file.
+    FdOfAnotherFile,
+    /// Answers MemfdChunk with a sealed memory file of the wrong size.
+    ShortMemfd,
+    /// Answers MemfdChunk without passing a descriptor.
+    NoFd,
+    /// Says its memory-file chunks are 1 page.
+    MemfdChunkPages1,
+    /// Says its UCX chunks are 1 page.
+    UcxChunkPages1,
+}
+
 /// One connection to a fake server. Requests are served as they arrive,
 /// so a reply is always complete before the client reads it.
 struct FakeLink {
     store: Arc<Mutex<Store>>,
     inbox: Mutex<Vec<u8>>,
     outbox: Mutex<VecDeque<u8>>,
+    hostile: Option<Hostile>,
+    /// Descriptors "passed" with the next reply.
+    fds: Mutex<VecDeque<std::os::fd::OwnedFd>>,
+    /// The ordinary file whose descriptor [`Hostile::FdOfAnotherFile`] passes.
+    victim: Option<std::path::PathBuf>,
 }
 
 fn gone() -> io::Error {
@@ -73,6 +94,42 @@ impl FakeLink {
                 let released = u32::try_from(before - store.pages.len()).unwrap();
                 put(&Frame::FreeOk { released }.encode(h.tag));
             }
+            Request::MemfdOpen => {
+                let chunk_pages = match self.hostile {
+                    Some(Hostile::MemfdChunkPages1) => 1,
+                    _ => wire::CHUNK_PAGES,
+                };
+                put(&Frame::MemfdOpenOk { chunk_pages }.encode(h.tag));
+            }
+            Request::MemfdChunk { chunk } => {
+                let fd = match self.hostile {
+                    Some(Hostile::FdOfAnotherFile) => Some(
+                        std::fs::OpenOptions::new()
+                            .read(true)
+                            .write(true)
+                            .open(self.victim.as_ref().unwrap())
+                            .unwrap()
+                            .into(),
+                    ),
+                    Some(Hostile::ShortMemfd) => {
+                        Some(farmem_sys::memfd::create_sealed(c"short", PAGE_SIZE as u64).unwrap())
+                    }
+                    _ => None,
+                };
+                if let Some(fd) = fd {
+                    self.fds.lock().unwrap().push_back(fd);
+                }
+                put(&Frame::MemfdChunkOk {
+                    chunk,
+                    pages: wire::CHUNK_PAGES,
+                }
+                .encode(h.tag));
+            }
+            Request::UcxOpen => put(&Frame::UcxOpenOk {
+                chunk_pages: 1,
+                address: b"an address",
+            }
+            .encode(h.tag)),
             other => panic!("the fake server does not serve {other:?}"),
         }
     }
@@ -151,11 +208,32 @@ impl Transport for FakeLink {
     fn closed(&self) -> bool {
         self.dead()
     }
+
+    fn recv_exact_with_fd(
+        &self,
+        buf: &mut [u8],
+        wait: Wait,
+    ) -> io::Result<Option<std::os::fd::OwnedFd>> {
+        self.recv_exact(buf, wait)?;
+        Ok(self.fds.lock().unwrap().pop_front())
+    }
 }
 
 /// `n` fake servers with `conns` links each, and the backend over them.
 fn backend(n: usize, cfg: &str) -> (RemoteBackend, Vec<Arc<Mutex<Store>>>) {
-    let cfg = Config::from_str_config(&format!("{cfg} transport=socket")).unwrap();
+    let (b, stores) = fake_servers(n, &format!("{cfg} transport=socket"), None, None);
+    (b.unwrap(), stores)
+}
+
+/// `n` fake servers, hostile as `hostile` says, and the backend over them
+/// (or why it could not be made).
+fn fake_servers(
+    n: usize,
+    cfg: &str,
+    hostile: Option<Hostile>,
+    victim: Option<&std::path::Path>,
+) -> (Result<RemoteBackend, BackendError>, Vec<Arc<Mutex<Store>>>) {
+    let cfg = Config::from_str_config(cfg).unwrap();
     let stores: Vec<_> = (0..n)
         .map(|_| Arc::new(Mutex::new(Store::default())))
         .collect();
@@ -170,12 +248,15 @@ fn backend(n: usize, cfg: &str) -> (RemoteBackend, Vec<Arc<Mutex<Store>>>) {
                         store: st.clone(),
                         inbox: Mutex::new(Vec::new()),
                         outbox: Mutex::new(VecDeque::new()),
+                        hostile,
+                        fds: Mutex::new(VecDeque::new()),
+                        victim: victim.map(std::path::Path::to_path_buf),
                     }) as Box<dyn Transport>
                 })
                 .collect(),
         })
         .collect();
-    let b = RemoteBackend::from_links(&cfg, links, 1 << 16, [7; wire::TOKEN_LEN]).unwrap();
+    let b = RemoteBackend::from_links(&cfg, links, 1 << 16, [7; wire::TOKEN_LEN]);
     (b, stores)
 }
 
@@ -270,5 +351,75 @@ fn with_one_copy_a_dead_server_is_an_error_naming_it() {
     match b.read(&[0, 1], &mut buf) {
         Err(BackendError::Io { server, .. }) => assert_eq!(server, "fake0"),
         other => panic!("{other:?}"),
+    }
+}
+
+fn error_text(r: Result<(), BackendError>) -> String {
+    match r {
+        Ok(()) => panic!("a hostile server was trusted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_descriptor_of_another_file_is_refused_and_never_written() {
+    let victim = std::env::temp_dir().join(format!("farmem-victim-{}", std::process::id()));
+    let before = vec![0x5Au8; 4 * PAGE_SIZE];
+    std::fs::write(&victim, &before).unwrap();
+    let (b, _) = fake_servers(
+        1,
+        "transport=memfd",
+        Some(Hostile::FdOfAnotherFile),
+        Some(&victim),
+    );
+    let b = b.unwrap();
+    let e = error_text(b.reserve(0, 4));
+    assert!(
+        e.contains("fake0") && e.contains("not a sealed memory file"),
+        "{e}"
+    );
+    // A write-back of those pages asks again, and is refused again.
+    let e = error_text(write(&b, &[0, 1], 3));
+    assert!(e.contains("not a sealed memory file"), "{e}");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        before,
+        "the other file was written"
+    );
+    let _ = std::fs::remove_file(&victim);
+}
+
+#[test]
+fn a_memory_file_of_the_wrong_size_is_refused() {
+    let (b, _) = fake_servers(1, "transport=memfd", Some(Hostile::ShortMemfd), None);
+    let e = error_text(b.unwrap().reserve(0, 1));
+    assert!(e.contains("bytes long") && e.contains("fake0"), "{e}");
+}
+
+#[test]
+fn a_grant_without_a_descriptor_is_refused() {
+    let (b, _) = fake_servers(1, "transport=memfd", Some(Hostile::NoFd), None);
+    let e = error_text(b.unwrap().reserve(0, 1));
+    assert!(e.contains("passed no descriptor"), "{e}");
+}
+
+#[test]
+fn chunk_sizes_other_than_the_protocols_are_refused() {
+    for (hostile, transport) in [
+        (Hostile::MemfdChunkPages1, "memfd"),
+        (Hostile::UcxChunkPages1, "ucx"),
+    ] {
+        if transport == "ucx" && farmem_sys::ucx::available().is_err() {
+            continue;
+        }
+        let (b, _) = fake_servers(1, &format!("transport={transport}"), Some(hostile), None);
+        let e = match b {
+            Ok(_) => panic!("{hostile:?}: a 1-page chunk was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains("fake0") && e.contains("16384"),
+            "{hostile:?}: {e}"
+        );
     }
 }
