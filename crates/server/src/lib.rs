@@ -23,8 +23,8 @@ pub mod options;
 mod session;
 mod store;
 mod ucx;
+pub use farmem_wire::CHUNK_PAGES;
 pub use metrics::{metrics_token, MetricsAccess, MetricsEndpoint, SCRAPE_DEADLINE};
-pub use ucx::CHUNK_PAGES;
 
 use connection::serve_connection;
 use farmem_sys::net::{send_vectored, Wait};

@@ -1,7 +1,8 @@
 //! One-sided sessions against a real server: UcxOpen and UcxChunk after
-//! the handshake only, remote keys per session, chunks charged to capacity
-//! and quota, and a client endpoint that reads and writes a granted chunk
-//! with no request to the server.
+//! the handshake only (never on a Unix socket or without a secret), remote
+//! keys per session, chunks charged to capacity and quota, and a client
+//! endpoint that reads and writes a granted chunk with no request to the
+//! server.
 
 mod common;
 use common::*;
@@ -50,9 +51,27 @@ fn no_address_or_key_leaves_before_the_handshake() {
 }
 
 #[test]
+fn ucx_is_never_offered_without_the_handshake() {
+    // A TCP server without a secret, and a Unix one: the engine (which
+    // serves software RMA to any peer that reaches it) never starts.
+    let tcp = server(CHUNK_PAGES);
+    let name = format!("unix:@farmem-ucx-test-{}", std::process::id());
+    let mut cfg = ServerConfig::new(name.parse::<farmem_server::ServerAddr>().unwrap(), 1 << 30);
+    cfg.spin_ns = 10_000;
+    let unix = Server::bind(cfg).unwrap().spawn().unwrap();
+    let mut c = Client::session(&tcp, 1, CHUNK_PAGES);
+    let r = c.send(Frame::UcxOpen, &[]);
+    assert_eq!(error_code(&r), Some(ErrorCode::Unsupported));
+    assert!(String::from_utf8_lossy(&r.1).contains("shared-secret handshake"));
+    let mut u = unix_session(&unix, 2, CHUNK_PAGES);
+    let r = u.send(Frame::UcxOpen, &[]);
+    assert_eq!(error_code(&r), Some(ErrorCode::Unsupported));
+}
+
+#[test]
 fn chunks_are_granted_per_session_and_charged_whole() {
-    let h = server(3 * CHUNK_PAGES);
-    let mut a = Client::session(&h, 1, 4 * CHUNK_PAGES);
+    let h = server_with_secret(3 * CHUNK_PAGES, |_| {});
+    let mut a = Client::authenticated_session(&h, 1, 4 * CHUNK_PAGES);
     // UcxChunk needs UcxOpen first.
     assert_eq!(chunk(&mut a, 0).unwrap_err().0, Some(ErrorCode::Malformed));
     let (pages, address) = open(&mut a);
@@ -66,7 +85,7 @@ fn chunks_are_granted_per_session_and_charged_whole() {
     // Beyond the session's pages.
     assert_eq!(chunk(&mut a, 4).unwrap_err().0, Some(ErrorCode::OutOfRange));
     // Another session gets its own memory, never session a's.
-    let mut b = Client::session(&h, 2, 4 * CHUNK_PAGES);
+    let mut b = Client::authenticated_session(&h, 2, 4 * CHUNK_PAGES);
     open(&mut b);
     let (base_b, key_b) = chunk(&mut b, 0).unwrap();
     assert_ne!(base_b, base0);
@@ -84,13 +103,8 @@ fn chunks_are_granted_per_session_and_charged_whole() {
 
 #[test]
 fn the_session_quota_applies_per_chunk() {
-    let mut cfg = ServerConfig::new(
-        "127.0.0.1:0".parse::<farmem_server::ServerAddr>().unwrap(),
-        1 << 40,
-    );
-    cfg.session_quota_pages = CHUNK_PAGES + 1;
-    let h = Server::bind(cfg).unwrap().spawn().unwrap();
-    let mut a = Client::session(&h, 1, 4 * CHUNK_PAGES);
+    let h = server_with_secret(1 << 28, |cfg| cfg.session_quota_pages = CHUNK_PAGES + 1);
+    let mut a = Client::authenticated_session(&h, 1, 4 * CHUNK_PAGES);
     open(&mut a);
     chunk(&mut a, 0).unwrap();
     let (code, msg) = chunk(&mut a, 1).unwrap_err();
@@ -102,8 +116,8 @@ fn the_session_quota_applies_per_chunk() {
 /// gives the memory back (it reads as zero after).
 #[test]
 fn pages_move_without_a_request_to_the_server() {
-    let h = server(CHUNK_PAGES);
-    let mut a = Client::session(&h, 7, CHUNK_PAGES);
+    let h = server_with_secret(CHUNK_PAGES, |_| {});
+    let mut a = Client::authenticated_session(&h, 7, CHUNK_PAGES);
     let (_, address) = open(&mut a);
     let (base, key) = chunk(&mut a, 0).unwrap();
     let ctx = Context::new(c"farmem-test", false, &[]).unwrap();

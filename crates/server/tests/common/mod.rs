@@ -2,7 +2,12 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use farmem_server::{Server, ServerConfig, ServerHandle};
+
+#[path = "../../../../tests/support/skip.rs"]
+mod skip_support;
 use farmem_wire::{self as wire, ErrorCode, Frame, Header, Op, HEADER_LEN, PAGE_SIZE};
+#[allow(unused_imports)]
+pub use skip_support::skip;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -13,6 +18,27 @@ pub fn server(capacity_pages: u64) -> ServerHandle {
         capacity_pages * PAGE_SIZE as u64,
     );
     cfg.spin_ns = 10_000;
+    Server::bind(cfg).unwrap().spawn().unwrap()
+}
+
+/// The shared secret of [`server_with_secret`].
+pub fn test_secret() -> farmem_server::Secret {
+    farmem_server::Secret::from_bytes(vec![7; 32], std::path::Path::new("test-secret")).unwrap()
+}
+
+/// A server on loopback TCP that requires [`test_secret`]; `tweak` adjusts
+/// its configuration first.
+pub fn server_with_secret(
+    capacity_pages: u64,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> ServerHandle {
+    let mut cfg = ServerConfig::new(
+        "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(),
+        capacity_pages * PAGE_SIZE as u64,
+    );
+    cfg.spin_ns = 10_000;
+    cfg.secret = Some(std::sync::Arc::new(test_secret()));
+    tweak(&mut cfg);
     Server::bind(cfg).unwrap().spawn().unwrap()
 }
 
@@ -46,6 +72,25 @@ impl Client {
     /// Connect and say Hello for session `token` of `max_pages` pages.
     pub fn session(h: &ServerHandle, token: u64, max_pages: u64) -> Client {
         let mut c = Client::connect(h);
+        let r = c.hello(token, max_pages);
+        assert_eq!(r.0.op, Op::HelloOk, "{}", String::from_utf8_lossy(&r.1));
+        c
+    }
+
+    /// Connect, pass the handshake with [`test_secret`], and say Hello.
+    pub fn authenticated_session(h: &ServerHandle, token: u64, max_pages: u64) -> Client {
+        let mut c = Client::connect(h);
+        let k = test_secret();
+        let cn = [3u8; wire::auth::NONCE_LEN];
+        let (hd, p) = c.send(Frame::Auth { nonce: &cn }, &[]);
+        let Ok(wire::Reply::AuthChallenge { nonce: sn, .. }) = wire::decode_reply(&hd, &p) else {
+            panic!("Auth answered {hd:?}");
+        };
+        let proof = k.client_proof(&cn, &sn);
+        assert_eq!(
+            c.send(Frame::AuthProof { proof: &proof }, &[]).0.op,
+            Op::AuthOk
+        );
         let r = c.hello(token, max_pages);
         assert_eq!(r.0.op, Op::HelloOk, "{}", String::from_utf8_lossy(&r.1));
         c
@@ -149,5 +194,83 @@ impl Client {
             }
             other => panic!("Stats answered {other:?}"),
         }
+    }
+}
+
+/// A server on an abstract Unix socket of its own; `tweak` adjusts its
+/// configuration first.
+pub fn unix_server(capacity_pages: u64, tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("unix:@farmem-test-{}-{n}", std::process::id());
+    let mut cfg = ServerConfig::new(
+        name.parse::<farmem_server::ServerAddr>().unwrap(),
+        capacity_pages * PAGE_SIZE as u64,
+    );
+    cfg.spin_ns = 10_000;
+    tweak(&mut cfg);
+    Server::bind(cfg).unwrap().spawn().unwrap()
+}
+
+/// A client on a server's Unix socket, which can take the descriptors the
+/// server passes.
+pub struct UnixClient {
+    pub s: std::os::unix::net::UnixStream,
+    tag: u32,
+}
+
+/// Connect to `h` (a Unix server) and say Hello for session `token`.
+pub fn unix_session(h: &ServerHandle, token: u64, max_pages: u64) -> UnixClient {
+    use std::os::linux::net::SocketAddrExt;
+    let farmem_server::ServerAddr::UnixAbstract(name) = h.addr() else {
+        panic!("not an abstract Unix server: {}", h.addr());
+    };
+    let sa = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let s = std::os::unix::net::UnixStream::connect_addr(&sa).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut c = UnixClient { s, tag: 1 };
+    let mut t = [0u8; wire::TOKEN_LEN];
+    t[..8].copy_from_slice(&token.to_le_bytes());
+    let r = c.send(
+        Frame::Hello {
+            token: &t,
+            max_pages,
+        },
+        &[],
+    );
+    assert_eq!(r.0.op, Op::HelloOk, "{}", String::from_utf8_lossy(&r.1));
+    c
+}
+
+impl UnixClient {
+    /// `frame`, then `data`; the reply.
+    pub fn send(&mut self, frame: Frame<'_>, data: &[Vec<u8>]) -> Reply {
+        self.send_for_fd(frame, data).0
+    }
+
+    /// `frame`, then `data`; the reply and the descriptor passed with it.
+    pub fn send_for_fd(
+        &mut self,
+        frame: Frame<'_>,
+        data: &[Vec<u8>],
+    ) -> (Reply, Option<std::os::fd::OwnedFd>) {
+        use std::os::fd::AsRawFd;
+        self.tag += 1;
+        let mut b = frame.encode(self.tag).to_vec();
+        for d in data {
+            b.extend_from_slice(d);
+        }
+        self.s.write_all(&b).unwrap();
+        let wait = farmem_sys::net::Wait {
+            spin_ns: 0,
+            timeout_ns: 20_000_000_000,
+        };
+        let mut hb = [0u8; HEADER_LEN];
+        let fd = farmem_sys::net::recv_exact_with_fd(self.s.as_raw_fd(), &mut hb, wait).unwrap();
+        let h = Header::decode(&hb).expect("server sent a valid header");
+        let mut p = vec![0u8; h.len as usize];
+        self.s.read_exact(&mut p).unwrap();
+        assert_eq!(h.tag, self.tag, "{h:?}");
+        ((h, p), fd)
     }
 }
