@@ -591,7 +591,10 @@ fn handle(
                 return err(out, ErrorCode::Malformed, "send UcxOpen before UcxChunk");
             };
             let charge = |pages| charge_chunk(sh, s, pages);
-            match pool.grant(chunk, charge) {
+            let uncharge = |pages| {
+                sh.used_pages.fetch_sub(pages, Ordering::AcqRel);
+            };
+            match pool.grant(chunk, charge, uncharge) {
                 Ok((base, rkey)) => {
                     out.extend_from_slice(&Frame::UcxChunkOk { base, rkey: &rkey }.encode(h.tag));
                     Ok(true)
