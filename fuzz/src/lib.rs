@@ -52,6 +52,8 @@ pub fn wire_decode(data: &[u8]) {
         Request::AuthProof { ref proof } => Frame::AuthProof { proof },
         Request::UcxOpen => Frame::UcxOpen,
         Request::UcxChunk { chunk } => Frame::UcxChunk { chunk },
+        Request::MemfdOpen => Frame::MemfdOpen,
+        Request::MemfdChunk { chunk } => Frame::MemfdChunk { chunk },
     };
     let head = frame.encode(h.tag);
     assert_eq!(&head[..], &data[..head.len()], "re-encoded {frame:?}");
@@ -120,13 +122,14 @@ pub fn server_requests(data: &[u8]) {
     let mut token = [0u8; TOKEN_LEN];
     token[..8].copy_from_slice(&id.to_le_bytes());
     let mut said_hello = false;
+    let mut memfd_open = false;
     let mut model: HashMap<u64, u8> = HashMap::new();
     // At most 40 requests an input: longer ones explore little more and
     // slow every run (the page space is 80 pages).
     let data = &data[..data.len().min(160)];
     let mut i = 0;
     while i + 4 <= data.len() {
-        let (op, a, b, fill) = (data[i] % 6, data[i + 1], data[i + 2], data[i + 3]);
+        let (op, a, b, fill) = (data[i] % 10, data[i + 1], data[i + 2], data[i + 3]);
         i += 4;
         let pages: Vec<u64> = (0..u64::from(b % 5) + 1)
             .map(|k| (u64::from(a) + k * 3) % PAGE_SPACE)
@@ -208,6 +211,63 @@ pub fn server_requests(data: &[u8]) {
                     return;
                 };
                 assert_eq!(h.op, Op::StatsOk);
+            }
+            6 => {
+                // The one-host page path: granted on this Unix socket to a
+                // process of the server's own user (this one).
+                let Some((h, p)) = c.call(Frame::MemfdOpen, &[]) else {
+                    return;
+                };
+                if said_hello {
+                    match wire::decode_reply(&h, &p) {
+                        Ok(Reply::MemfdOpenOk { chunk_pages }) => {
+                            assert_eq!(chunk_pages, wire::CHUNK_PAGES);
+                            memfd_open = true;
+                        }
+                        other => panic!("MemfdOpen answered {other:?}"),
+                    }
+                } else {
+                    assert_eq!(code(&h, &p), Some(ErrorCode::NoSession));
+                }
+            }
+            7 => {
+                // Chunk 0 holds the whole session; any other is beyond it.
+                // (The descriptor passed with a grant is dropped by `read`.)
+                let chunk = u64::from(a % 3);
+                let Some((h, p)) = c.call(Frame::MemfdChunk { chunk }, &[]) else {
+                    return;
+                };
+                match (said_hello, memfd_open, chunk) {
+                    (false, _, _) => assert_eq!(code(&h, &p), Some(ErrorCode::NoSession)),
+                    (true, false, _) => assert_eq!(code(&h, &p), Some(ErrorCode::Malformed)),
+                    (true, true, 0) => match wire::decode_reply(&h, &p) {
+                        Ok(Reply::MemfdChunkOk { chunk: 0, pages }) => {
+                            assert_eq!(pages, MAX_PAGES)
+                        }
+                        other => panic!("MemfdChunk 0 answered {other:?}"),
+                    },
+                    (true, true, _) => assert_eq!(code(&h, &p), Some(ErrorCode::OutOfRange)),
+                }
+            }
+            8 | 9 => {
+                // UCX is never offered on a Unix socket: its engine would
+                // serve any peer that reaches it.
+                let frame = if op == 8 {
+                    Frame::UcxOpen
+                } else {
+                    Frame::UcxChunk {
+                        chunk: u64::from(a),
+                    }
+                };
+                let Some((h, p)) = c.call(frame, &[]) else {
+                    return;
+                };
+                let want = match (said_hello, op) {
+                    (false, _) => ErrorCode::NoSession,
+                    (true, 8) => ErrorCode::Unsupported,
+                    (true, _) => ErrorCode::Malformed,
+                };
+                assert_eq!(code(&h, &p), Some(want), "{frame:?}");
             }
             _ => {
                 // Not the protocol at all: an Error reply, then the server
