@@ -134,3 +134,63 @@ fn bad_metrics_addresses_are_refused_by_name() {
         assert!(e.contains("--metrics"), "{bad}: {e}");
     }
 }
+
+/// GET /metrics with an `Authorization` header `auth`: the status line.
+fn status_with(at: &str, auth: Option<&str>) -> String {
+    let mut s = TcpStream::connect(at).unwrap();
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {at}\r\n{auth}\r\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    r.lines().next().unwrap_or("").to_string()
+}
+
+#[test]
+fn a_reachable_metrics_address_answers_only_the_printed_token() {
+    // This machine's address other than loopback (routing finds it;
+    // nothing is sent).
+    let ip = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|u| u.connect("192.0.2.254:9").and_then(|()| u.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    let Some(ip) = ip else {
+        skip(
+            "a_reachable_metrics_address_answers_only_the_printed_token",
+            "this machine has no address other than loopback",
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("farmem-metrics-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    new_secret(&secret);
+    let secret = secret.to_str().unwrap();
+    let o = farmem()
+        .args(["serve", "--print-metrics-token", "--secret-file", secret])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let token = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    assert_eq!(token.len(), 64, "{token}");
+    let (mut server, _, metrics) =
+        serve(&["--secret-file", secret, "--metrics", &format!("{ip}:0")]);
+    assert_eq!(status_with(&metrics, None), "HTTP/1.1 401 Unauthorized");
+    let wrong = format!("Bearer {}", "f".repeat(64));
+    assert_eq!(
+        status_with(&metrics, Some(&wrong)),
+        "HTTP/1.1 401 Unauthorized"
+    );
+    let right = format!("Bearer {token}");
+    assert_eq!(status_with(&metrics, Some(&right)), "HTTP/1.1 200 OK");
+    let _ = server.kill();
+    let _ = server.wait();
+    // Without a secret there is no token to print.
+    let o = farmem()
+        .args(["serve", "--print-metrics-token", "--secret-file"])
+        .arg(dir.join("none"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -49,7 +49,7 @@ fn secret(tag: &str) -> (PathBuf, PathBuf) {
     (dir, path)
 }
 
-fn with_secret<'a>(path: &'a Path) -> [(&'static str, &'a str); 1] {
+fn with_secret(path: &Path) -> [(&'static str, &str); 1] {
     [("FARMEM_SECRET_FILE", path.to_str().unwrap())]
 }
 
@@ -133,7 +133,7 @@ fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
     let (dir, path) = secret("no-ucx");
     let env = with_secret(&path);
     // A server whose UCX cannot start (no usable UCX transport there).
-    let s = Serve::start_with_secret("256M", &path, &[("UCX_TLS", "no-such-transport")]);
+    let s = Serve::start_with_secret("256M", &path, &[("UCX_SHM_DEVICES", "no-such-device")]);
     let o = run(&["--transport", "ucx", "--servers", &s.addr], &env);
     assert!(!o.status.success());
     let e = stderr(&o);

@@ -288,7 +288,9 @@ pub unsafe extern "C" fn madvise(addr: *mut c_void, len: size_t, advice: c_int) 
 
 /// `mprotect(2)`. On far memory the protection is the kernel's, as for
 /// any mapping, and the content is kept (see `farmem_runtime::remap`);
-/// on a range lent to the kernel it is the kernel's call.
+/// on a range lent to the kernel it is the kernel's call. `PROT_EXEC`
+/// lends the range to the kernel with its content: code never runs from
+/// far memory.
 ///
 /// # Safety
 /// As `mprotect(2)`.
@@ -297,7 +299,12 @@ pub unsafe extern "C" fn mprotect(addr: *mut c_void, len: size_t, prot: c_int) -
     if let Some(r) = far(addr) {
         if !r.is_lent(addr as usize, len) {
             let _g = Guard::enter();
-            return match r.protect(addr as usize, len, prot) {
+            let res = if prot & libc::PROT_EXEC != 0 {
+                r.make_executable(addr as usize, len, prot)
+            } else {
+                r.protect(addr as usize, len, prot)
+            };
+            return match res {
                 Ok(()) => 0,
                 Err(rt::RuntimeError::Remap(_, e)) => {
                     set_errno(e.raw_os_error().unwrap_or(libc::EINVAL));

@@ -17,6 +17,9 @@
 //! - [`Runtime::lend`]: anything farmem cannot page (a file, shared memory,
 //!   executable code) is lent to the kernel: its pages leave far memory and
 //!   the kernel maps the range as asked;
+//! - [`Runtime::make_executable`]: `mprotect` with `PROT_EXEC` (a JIT's
+//!   code): the same, content kept. Code never runs from far memory, whose
+//!   copy on a server is outside this process's protection;
 //! - `Runtime::restore`: a freed, unmapped or recommitted range that had
 //!   either is made arena memory again (read-write, registered).
 //!
@@ -105,6 +108,27 @@ impl AlteredRanges {
 
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
+    }
+
+    /// The parts of `[start, end)` not marked `kind`, in order.
+    pub fn gaps(&self, start: usize, end: usize, kind: Altered) -> Vec<(usize, usize)> {
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        let mut at = start;
+        let first = self.map.range(..start).next_back().map(|(&s, &v)| (s, v));
+        let inside = self.map.range(start..end).map(|(&s, &v)| (s, v));
+        for (s, (e, k)) in first.into_iter().chain(inside) {
+            if k != kind || e <= at {
+                continue;
+            }
+            if s > at {
+                out.push((at, s.min(end)));
+            }
+            at = e.max(at);
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
     }
 }
 
@@ -235,6 +259,92 @@ impl Runtime {
         Ok(())
     }
 
+    /// `mprotect(addr, len, prot)` with `PROT_EXEC` inside a far allocation:
+    /// executable code stays local. Each part of the range not yet lent is
+    /// read in once, leaves far memory and becomes the kernel's (a fresh
+    /// anonymous mapping, not registered with userfaultfd) holding the same
+    /// bytes, as `lend` makes a file or code mapped over far memory; then
+    /// the whole range gets `prot`. It stays the kernel's until it is
+    /// freed, unmapped or recommitted (`Runtime::restore`).
+    ///
+    /// Hazard: between the copy out and the copy back, the part is neither
+    /// far nor mapped with its content, so a thread that writes it then
+    /// loses the write, and one that touches it while its far pages are
+    /// released finds a page it may not claim (the fault path stops the
+    /// program). A program changes its code's protection only when no
+    /// thread uses the code (a JIT writes, then flips to read+exec); the
+    /// native program races there as well.
+    pub fn make_executable(&self, addr: usize, len: usize, prot: i32) -> Result<(), RuntimeError> {
+        self.check_not_forked()?;
+        let (first, last) = self.pages_within(addr, len)?;
+        let parts = self.altered.lock().unwrap_or_else(|p| p.into_inner()).gaps(
+            first,
+            last + 1,
+            Altered::Lent,
+        );
+        for (s, e) in parts {
+            self.make_local(s, e)?;
+        }
+        let n = last - first + 1;
+        // SAFETY: the range is the program's own allocation, now all lent
+        // to the kernel; the protection is the program's to choose.
+        unsafe { farmem_sys::mem::mprotect(self.addr_of(first) as *mut u8, n * PAGE_SIZE, prot) }
+            .map_err(|e| RuntimeError::Remap("change the protection of", e))
+    }
+
+    /// Pages `[s, e)`, far, become the kernel's with their content.
+    fn make_local(&self, s: usize, e: usize) -> Result<(), RuntimeError> {
+        let (a, len) = (self.addr_of(s), (e - s) * PAGE_SIZE);
+        // Readable, so that the content can be copied out by address (a
+        // page the program hid comes back).
+        self.protect(a, len, libc::PROT_READ)?;
+        let copy = farmem_sys::mem::Mapping::anonymous(len, false)
+            .map_err(|e| RuntimeError::Remap("copy out", e))?;
+        // Only pages with content: one never written reads as zero, as the
+        // fresh mapping does, and is not fetched.
+        let with_content: Vec<usize> = (s..e)
+            .filter(|&p| {
+                let w = self.table.load(p);
+                w.state() != page::State::Absent || w.has(page::ON_SERVER) || w.has(page::HELD)
+            })
+            .collect();
+        for &p in &with_content {
+            let off = (p - s) * PAGE_SIZE;
+            // SAFETY: page p is the program's far memory, readable (just
+            // above); reading it faults it in once. `copy` is a fresh
+            // mapping of `len` bytes that nothing else uses.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (a + off) as *const u8,
+                    copy.as_ptr().add(off),
+                    PAGE_SIZE,
+                )
+            };
+        }
+        self.release_pages(s, e - s);
+        // SAFETY: the range is in the arena, which farmem owns, and its far
+        // pages were just released: nothing of farmem's lives there. The
+        // new mapping is not registered with userfaultfd: the kernel's.
+        unsafe { farmem_sys::mem::remap_anonymous(a, len) }
+            .map_err(|e| RuntimeError::Remap("lend", e))?;
+        for &p in &with_content {
+            let off = (p - s) * PAGE_SIZE;
+            // SAFETY: both are live mappings of `len` bytes, read-write,
+            // and distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    copy.as_ptr().add(off),
+                    (a + off) as *mut u8,
+                    PAGE_SIZE,
+                )
+            };
+        }
+        let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
+        altered.insert(s, e, Altered::Lent);
+        self.any_altered.store(true, Ordering::Release);
+        Ok(())
+    }
+
     /// Whether all of `[addr, addr+len)` is lent to the kernel (calls on it
     /// go to the kernel as they are).
     pub fn is_lent(&self, addr: usize, len: usize) -> bool {
@@ -328,6 +438,18 @@ mod tests {
                     for b in a + 1..(a + 6).min(80) {
                         for k in [Altered::Lent, Altered::Protected] {
                             prop_assert_eq!(r.covers(a, b, k), model[a..b].iter().all(|m| *m == Some(k)));
+                            // The gaps are exactly the pages not `k`, as
+                            // maximal runs.
+                            let mut want: Vec<(usize, usize)> = Vec::new();
+                            for (p, m) in model.iter().enumerate().take(b).skip(a) {
+                                if *m != Some(k) {
+                                    match want.last_mut() {
+                                        Some(last) if last.1 == p => last.1 = p + 1,
+                                        _ => want.push((p, p + 1)),
+                                    }
+                                }
+                            }
+                            prop_assert_eq!(r.gaps(a, b, k), want);
                         }
                     }
                 }

@@ -72,12 +72,12 @@ fn authenticate(
     match (req, &*gate) {
         (Request::Auth { nonce: cn }, Gate::Closed) => {
             let mut sn = [0u8; auth::NONCE_LEN];
-            if !farmem_sys::process::random_bytes(&mut sn) {
+            if let Err(e) = farmem_sys::process::fill_random(&mut sn) {
                 return refuse(
                     out,
                     ErrorCode::AuthFailed,
                     "the server could not draw a nonce",
-                    "getrandom failed",
+                    &format!("the kernel gave no random nonce (getrandom: {e})"),
                 );
             }
             let proof = secret.server_proof(&cn, &sn);
@@ -570,7 +570,7 @@ fn handle(
                     out,
                     ErrorCode::Unsupported,
                     &format!(
-                        "this server's UCX worker address has {} bytes, more than the protocol carries ({}); limit its transports (UCX_TLS)",
+                        "this server's UCX worker address has {} bytes, more than the protocol carries ({}); limit its devices (UCX_NET_DEVICES)",
                         address.len(),
                         wire::MAX_UCX_BLOB
                     ),

@@ -135,7 +135,16 @@ impl Shared {
     /// The UCX engine, started on first use.
     fn ucx(&self) -> Result<&Arc<ucx::Engine>, &str> {
         self.ucx
-            .get_or_init(|| ucx::Engine::start(self.cfg.spin_ns).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                // Shared memory is a test path, for a server only this host
+                // can reach; one other hosts reach gets RDMA verbs only.
+                let transports = if options::is_local(&self.cfg.listen) {
+                    farmem_sys::ucx::Transports::PosixTestPath
+                } else {
+                    farmem_sys::ucx::Transports::Verbs
+                };
+                ucx::Engine::start_on(self.cfg.spin_ns, transports).map_err(|e| e.to_string())
+            })
             .as_ref()
             .map_err(String::as_str)
     }

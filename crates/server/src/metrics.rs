@@ -8,6 +8,15 @@
 //! connection folds its counts into `closed` under that lock, so a scrape
 //! never counts a connection twice or drops it. Refusals are rare events
 //! and count in shared atomics.
+//!
+//! The HTTP side: one accept loop, and each connection on a short-lived
+//! thread of its own (at most 16 at once, 4 from one IP address) with an
+//! absolute deadline of two seconds for reading the request and writing
+//! the reply, so a client that trickles its request one byte at a time
+//! holds one thread for two seconds and never delays another scrape. On an
+//! address other machines can reach, every request must carry a bearer
+//! token derived from the shared secret ([`metrics_token`]); the `peer`
+//! label (who uses this server) is shown only when asked for.
 
 use crate::{lock, Shared};
 use farmem_wire::{ErrorCode, Header, Op, HEADER_LEN, PAGE_SIZE};
@@ -19,7 +28,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
@@ -206,7 +215,11 @@ impl Metrics {
 }
 
 /// The collector a scrape runs: reads the server's state at that moment.
-struct Scrape(Weak<Shared>);
+struct Scrape {
+    server: Weak<Shared>,
+    /// Label sessions with their first peer (`--metrics-peers`).
+    peers: bool,
+}
 
 impl std::fmt::Debug for Scrape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -230,7 +243,7 @@ fn signed(v: u64) -> i64 {
 
 impl Collector for Scrape {
     fn encode(&self, mut e: DescriptorEncoder) -> std::fmt::Result {
-        let Some(sh) = self.0.upgrade() else {
+        let Some(sh) = self.server.upgrade() else {
             return Ok(());
         };
         let m = &sh.metrics;
@@ -299,22 +312,32 @@ impl Collector for Scrape {
             "Sessions opened since start",
             m.sessions_opened.load(Relaxed),
         )?;
-        for (name, help, unit) in [
+        // The peer (a client's IP and port) only when asked for: it tells
+        // whoever scrapes who uses this server.
+        let (pages_help, bytes_help) = if self.peers {
             (
-                "farmem_session_stored_pages",
                 "Pages one session stores, by session number and first peer",
-                1,
-            ),
-            (
-                "farmem_session_stored_bytes",
                 "Bytes one session stores, by session number and first peer",
-                page,
-            ),
+            )
+        } else {
+            (
+                "Pages one session stores, by session number",
+                "Bytes one session stores, by session number",
+            )
+        };
+        for (name, help, unit) in [
+            ("farmem_session_stored_pages", pages_help, 1),
+            ("farmem_session_stored_bytes", bytes_help, page),
         ] {
             let mut f = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
             for (id, peer, pages) in &sessions {
-                let labels = [("session", id.to_string()), ("peer", peer.clone())];
-                ConstGauge::new(signed(pages * unit)).encode(f.encode_family(&labels)?)?;
+                let g = ConstGauge::new(signed(pages * unit));
+                if self.peers {
+                    let labels = [("session", id.to_string()), ("peer", peer.clone())];
+                    g.encode(f.encode_family(&labels)?)?;
+                } else {
+                    g.encode(f.encode_family(&[("session", id.to_string())])?)?;
+                }
             }
         }
         gauge(
@@ -380,27 +403,90 @@ impl Collector for Scrape {
     }
 }
 
+/// The most scrapes answered at once, and from one IP address. Each has
+/// its own short-lived thread, so a slow client holds one of these for
+/// [`SCRAPE_DEADLINE`] at most and never the others.
+const MAX_SCRAPES: usize = 16;
+const MAX_SCRAPES_PER_IP: usize = 4;
+/// Everything one scrape may take: reading the request and writing the
+/// reply together (an absolute deadline, not a timeout per `read`).
+pub const SCRAPE_DEADLINE: Duration = Duration::from_secs(2);
+/// The longest request read (its line and headers).
+const MAX_REQUEST: usize = 8192;
+
+/// Who may scrape, and what a scrape shows.
+#[derive(Clone, Default)]
+pub struct MetricsAccess {
+    /// The bearer token every request must carry (`Authorization: Bearer
+    /// TOKEN`), or None to answer anyone who can connect (loopback).
+    pub token: Option<String>,
+    /// Label the per-session gauges with the session's first peer (client
+    /// IP and port, `--metrics-peers`); off by default.
+    pub peers: bool,
+}
+
+impl std::fmt::Debug for MetricsAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsAccess")
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("peers", &self.peers)
+            .finish()
+    }
+}
+
+/// The bearer token for a metrics endpoint that other machines can reach:
+/// 64 hex digits of an HMAC-SHA256 under the shared secret, so whoever
+/// holds the secret file can compute it (`farmem serve
+/// --print-metrics-token`) and the secret itself never goes to Prometheus.
+///
+/// It is `Secret::derive("farmem metrics")` in hex: a key of its own, which
+/// no handshake message can equal.
+pub fn metrics_token(secret: &farmem_wire::auth::Secret) -> String {
+    secret
+        .derive(b"farmem metrics")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A bound metrics endpoint, not yet serving.
 pub struct MetricsEndpoint {
     listener: TcpListener,
+    access: MetricsAccess,
 }
 
 impl MetricsEndpoint {
     pub fn bind(addr: &str) -> io::Result<MetricsEndpoint> {
         let listener = TcpListener::bind(addr)?;
         listener.set_nonblocking(true)?;
-        Ok(MetricsEndpoint { listener })
+        Ok(MetricsEndpoint {
+            listener,
+            access: MetricsAccess::default(),
+        })
+    }
+
+    /// Require a token, or show peers (see [`MetricsAccess`]).
+    pub fn with_access(mut self, access: MetricsAccess) -> MetricsEndpoint {
+        self.access = access;
+        self
     }
 
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
         self.listener.local_addr()
     }
 
-    /// Serve scrapes of `server` on a thread of their own until it stops.
+    /// Serve scrapes of `server` until it stops: an accept loop on a
+    /// thread of its own, and each connection on a short-lived thread.
     pub fn serve(self, server: &crate::Server) -> io::Result<()> {
         let shared = Arc::downgrade(&server.shared);
         let mut registry = Registry::default();
-        registry.register_collector(Box::new(Scrape(shared.clone())));
+        registry.register_collector(Box::new(Scrape {
+            server: shared.clone(),
+            peers: self.access.peers,
+        }));
+        let registry = Arc::new(registry);
+        let token = Arc::new(self.access.token);
+        let busy = Arc::new(Mutex::new(Busy::default()));
         std::thread::Builder::new()
             .name("farmem-metrics".into())
             .spawn(move || {
@@ -410,10 +496,22 @@ impl MetricsEndpoint {
                     }
                     drop(sh);
                     match self.listener.accept() {
-                        Ok((s, _)) => {
-                            // A slow or broken scraper costs this thread
-                            // two seconds at most, never a connection.
-                            let _ = answer(s, &registry);
+                        Ok((s, peer)) => {
+                            let Some(slot) = Busy::take(&busy, peer.ip()) else {
+                                refuse_busy(s);
+                                continue;
+                            };
+                            let (registry, token) = (registry.clone(), token.clone());
+                            let spawned = std::thread::Builder::new()
+                                .name("farmem-scrape".into())
+                                .spawn(move || {
+                                    let deadline = Instant::now() + SCRAPE_DEADLINE;
+                                    let _ = answer(s, &registry, token.as_deref(), deadline);
+                                    drop(slot);
+                                });
+                            if let Err(e) = spawned {
+                                tracing::warn!("cannot start a thread for a scrape: {e}");
+                            }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             farmem_sys::net::wait_readable(self.listener.as_raw_fd(), 100);
@@ -426,51 +524,174 @@ impl MetricsEndpoint {
     }
 }
 
-/// Read one HTTP request and answer it: the metrics at `/metrics`.
-fn answer(mut s: TcpStream, registry: &Registry) -> io::Result<()> {
+/// The scrapes in progress: in all, and by client IP address.
+#[derive(Default)]
+struct Busy {
+    total: usize,
+    by_ip: HashMap<IpAddr, usize>,
+}
+
+/// One scrape's place among [`MAX_SCRAPES`], given back on drop.
+struct ScrapeSlot {
+    busy: Arc<Mutex<Busy>>,
+    ip: IpAddr,
+}
+
+impl Busy {
+    /// A place for a scrape from `ip`, unless too many are in progress.
+    fn take(busy: &Arc<Mutex<Busy>>, ip: IpAddr) -> Option<ScrapeSlot> {
+        let mut b = lock(busy);
+        let mine = b.by_ip.get(&ip).copied().unwrap_or(0);
+        if b.total >= MAX_SCRAPES || mine >= MAX_SCRAPES_PER_IP {
+            return None;
+        }
+        b.total += 1;
+        b.by_ip.insert(ip, mine + 1);
+        Some(ScrapeSlot {
+            busy: busy.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ScrapeSlot {
+    fn drop(&mut self) {
+        let mut b = lock(&self.busy);
+        b.total -= 1;
+        if let Some(n) = b.by_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                b.by_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Too many scrapes in progress: say so if the socket takes it at once,
+/// and close.
+fn refuse_busy(mut s: TcpStream) {
+    const BUSY: &[u8] =
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if s.set_nonblocking(true).is_ok() {
+        let _ = s.write(BUSY);
+        // Read what already came, so that the close is not a reset.
+        let _ = s.read(&mut [0u8; 1024]);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// Time left until `deadline`, or a timeout error once it has passed.
+fn left(deadline: Instant) -> io::Result<Duration> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "the scrape's deadline passed"))
+}
+
+/// Write all of `b` by `deadline`.
+fn write_by(s: &mut TcpStream, mut b: &[u8], deadline: Instant) -> io::Result<()> {
+    while !b.is_empty() {
+        s.set_write_timeout(Some(left(deadline)?))?;
+        match s.write(b) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => b = &b[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The value of header `name` (case-insensitive) in request `head`.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.split("\r\n").skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Whether `head` carries `Authorization: Bearer TOKEN`, compared in
+/// constant time.
+fn authorized(head: &str, token: &str) -> bool {
+    let Some(v) = header(head, "authorization") else {
+        return false;
+    };
+    let Some((scheme, given)) = v.split_once(' ') else {
+        return false;
+    };
+    let given = given.trim().as_bytes();
+    scheme.eq_ignore_ascii_case("bearer")
+        && given.len() == token.len()
+        && given
+            .iter()
+            .zip(token.as_bytes())
+            .fold(0u8, |d, (a, b)| d | (a ^ b))
+            == 0
+}
+
+/// Read one HTTP request and answer it by `deadline`: the metrics at
+/// `/metrics`, to a request with the bearer `token` where one is required.
+fn answer(
+    mut s: TcpStream,
+    registry: &Registry,
+    token: Option<&str>,
+    deadline: Instant,
+) -> io::Result<()> {
     s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.set_write_timeout(Some(Duration::from_secs(2)))?;
     let mut req = Vec::new();
     let mut buf = [0u8; 1024];
-    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
-        let n = s.read(&mut buf)?;
+    while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < MAX_REQUEST {
+        s.set_read_timeout(Some(left(deadline)?))?;
+        let n = match s.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }
         req.extend_from_slice(&buf[..n]);
     }
-    let line = String::from_utf8_lossy(&req);
-    let mut words = line.split_whitespace();
+    let head = String::from_utf8_lossy(&req);
+    let mut words = head.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
-    let (status, kind, body) = match (method, path) {
+    let text = |t: &str| t.to_string();
+    let (status, kind, body, extra) = match (method, path) {
+        _ if token.is_some_and(|t| !authorized(&head, t)) => (
+            "401 Unauthorized",
+            "text/plain; charset=utf-8",
+            text("farmem serve: these metrics need `Authorization: Bearer TOKEN` (`farmem serve --print-metrics-token` prints it)\n"),
+            "WWW-Authenticate: Bearer realm=\"farmem\"\r\n",
+        ),
         ("GET" | "HEAD", "/metrics") => {
-            let mut text = String::new();
-            prometheus_client::encoding::prometheus_text::encode(&mut text, registry)
+            let mut t = String::new();
+            prometheus_client::encoding::prometheus_text::encode(&mut t, registry)
                 .map_err(|_| io::Error::other("encoding the metrics failed"))?;
-            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", t, "")
         }
         ("GET" | "HEAD", _) => (
             "404 Not Found",
             "text/plain; charset=utf-8",
-            "farmem serve: the metrics are at /metrics\n".to_string(),
+            text("farmem serve: the metrics are at /metrics\n"),
+            "",
         ),
         _ => (
             "405 Method Not Allowed",
             "text/plain; charset=utf-8",
-            "farmem serve: only GET /metrics is served here\n".to_string(),
+            text("farmem serve: only GET /metrics is served here\n"),
+            "",
         ),
     };
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes())?;
+    write_by(&mut s, head.as_bytes(), deadline)?;
     if method != "HEAD" {
-        s.write_all(body.as_bytes())?;
+        write_by(&mut s, body.as_bytes(), deadline)?;
     }
-    s.flush()
+    Ok(())
 }
 
 #[cfg(test)]

@@ -336,11 +336,7 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
     }
     let metrics = match metrics_at {
         Some((at, access)) => {
-            if access.token.is_some() {
-                tracing::info!(
-                    "metrics on {at} answer only requests with the bearer token (`farmem serve --print-metrics-token` prints it)"
-                );
-            }
+            let needs_token = access.token.is_some();
             let e = crate::MetricsEndpoint::bind(&at.to_string())
                 .map_err(|source| {
                     bad(format!(
@@ -349,6 +345,11 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
                 })?
                 .with_access(access);
             let bound = e.local_addr().map_err(|e| bad(format!("--metrics: {e}")))?;
+            if needs_token {
+                tracing::info!(
+                    "metrics on {bound} answer only requests with the bearer token (`farmem serve --print-metrics-token` prints it)"
+                );
+            }
             e.serve(&server)
                 .map_err(|e| bad(format!("cannot start the metrics thread: {e}")))?;
             Some(bound)

@@ -2,23 +2,34 @@
 //! clients read and write without this server's CPU.
 //!
 //! The [`Engine`] (one UCX context and worker per server) starts at the
-//! first UcxOpen. Its progress thread moves nothing over shared memory or
-//! RDMA; it answers UCX's connection set-up, and over UCX's TCP transport
-//! (which emulates one-sided operations with messages) it serves every get
-//! and put. It spins for `--spin-us` after any event, then sleeps on the
-//! worker's event file descriptor, so an idle server costs no CPU.
+//! first UcxOpen, on RDMA verbs and UCX's one-host `posix` test path only
+//! ([`Transports`]): transports whose gets and puts the NIC or the kernel
+//! checks. It refuses to start, in one line, when UCX gives it any other
+//! transport: over one without hardware RMA (tcp, ud), UCX emulates RMA
+//! with messages whose handlers read and write any address a peer names,
+//! so a remote key would not be a capability. Its progress thread moves
+//! nothing over shared memory or RDMA; it answers UCX's connection set-up.
+//! It spins for `--spin-us` after any event, then sleeps on the worker's
+//! event file descriptor, so an idle server costs no CPU.
 //!
 //! A session's [`Pool`] grows one chunk at a time, on the client's
 //! UcxChunk: allocated and registered once ([`CHUNK_PAGES`] pages, the last
-//! one shorter), never per page. Capacity and `--session-quota` are charged
-//! per chunk, at grant, since the server cannot see which pages a client
-//! writes. A packed remote key is sent only on the control connection of
-//! the session that owns the chunk, after the handshake.
+//! one shorter), never per page. Capacity and `--session-quota` are
+//! reserved per chunk before any memory is mapped (mapping writes or pins
+//! the whole chunk), and given back when the mapping fails, since the
+//! server cannot see which pages a client writes. A packed remote key is
+//! sent only on the control connection of the session that owns the chunk,
+//! after the handshake.
+//!
+//! Connection threads map, pack and unmap concurrently; the engine
+//! serialises those calls under one lock ([`Engine::ucx_calls`]) on top of
+//! the context's own (`mt_workers_shared`).
 
-use farmem_sys::ucx::{Context, Memory, UcxError, Worker};
+use farmem_sys::ucx::{Context, Memory, Transports, UcxError, Worker};
 use farmem_wire::PAGE_SIZE;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Pages a chunk holds: 64 MiB. Registering costs ~80 µs for 4 KiB and
 /// ~600 µs for 1 MiB, so a chunk amortises it over 16,384 pages; and a
@@ -32,13 +43,16 @@ pub(crate) struct Engine {
     ctx: Context,
     address: Vec<u8>,
     stop: AtomicBool,
+    /// Held around every `Memory::map`, `pack_rkey` and `Memory` drop.
+    calls: Mutex<()>,
 }
 
 impl Engine {
-    /// Start UCX and the progress thread (it holds the engine until
-    /// [`Engine::stop`]).
-    pub(crate) fn start(spin_ns: u64) -> Result<Arc<Engine>, UcxError> {
-        let ctx = Context::new(c"farmem-serve", true, &[])?;
+    /// Start UCX on `transports` only, and the progress thread (it holds
+    /// the engine until [`Engine::stop`]). Fails, saying which, when UCX
+    /// gives the context any other transport.
+    pub(crate) fn start_on(spin_ns: u64, transports: Transports) -> Result<Arc<Engine>, UcxError> {
+        let ctx = Context::with_transports(c"farmem-serve", true, transports, &[])?;
         let worker = Worker::new(&ctx)?;
         let address = worker.address()?;
         let efd = worker.event_fd()?;
@@ -47,6 +61,7 @@ impl Engine {
             ctx,
             address,
             stop: AtomicBool::new(false),
+            calls: Mutex::new(()),
         });
         let me = e.clone();
         std::thread::Builder::new()
@@ -62,6 +77,11 @@ impl Engine {
     /// This server's worker address, for clients' endpoints.
     pub(crate) fn address(&self) -> &[u8] {
         &self.address
+    }
+
+    /// The lock that serialises this engine's map, pack and unmap calls.
+    fn ucx_calls(&self) -> MutexGuard<'_, ()> {
+        crate::lock(&self.calls)
     }
 
     pub(crate) fn stop(&self) {
@@ -97,8 +117,11 @@ struct Chunk {
 
 /// A session's one-sided pages.
 pub(crate) struct Pool {
-    // Drop order: the chunks before the engine's context.
-    chunks: Mutex<Vec<Option<Chunk>>>,
+    // Drop order: the chunks (unmapped under the engine's lock, in `drop`)
+    // before the engine's context.
+    /// Granted chunks by index: sparse, a session asks for any chunk of
+    /// its range in any order.
+    chunks: Mutex<BTreeMap<u64, Chunk>>,
     engine: Arc<Engine>,
     max_pages: u64,
     /// Pages of the chunks granted (what capacity is charged).
@@ -106,16 +129,20 @@ pub(crate) struct Pool {
 }
 
 /// Why a chunk was not granted.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum GrantError {
+    #[error("{0}")]
     OutOfRange(String),
+    #[error("{0}")]
     Capacity(String),
+    #[error("{0}")]
     Ucx(String),
 }
 
 impl Pool {
     pub(crate) fn new(engine: Arc<Engine>, max_pages: u64) -> Pool {
         Pool {
-            chunks: Mutex::new(Vec::new()),
+            chunks: Mutex::new(BTreeMap::new()),
             engine,
             max_pages,
             charged: AtomicU64::new(0),
@@ -133,11 +160,14 @@ impl Pool {
 
     /// Grant chunk `c` (allocated and registered now, or already): its
     /// base address and packed remote key. `charge(pages)` reserves the
-    /// server's capacity and the session's quota, or says why not.
+    /// server's capacity and the session's quota, or says why not; it runs
+    /// before any memory is mapped, and `uncharge(pages)` gives the
+    /// reservation back when the chunk cannot be made.
     pub(crate) fn grant(
         &self,
         c: u64,
         charge: impl FnOnce(u64) -> Result<(), String>,
+        uncharge: impl FnOnce(u64),
     ) -> Result<(u64, Vec<u8>), GrantError> {
         let nchunks = self.max_pages.div_ceil(CHUNK_PAGES);
         if c >= nchunks {
@@ -146,43 +176,49 @@ impl Pool {
                 self.max_pages
             )));
         }
+        // Held to the end: a second grant of `c` waits, and finds it.
         let mut chunks = crate::lock(&self.chunks);
-        let i = farmem_sys::usize_from(c);
-        if chunks.len() <= i {
-            chunks.resize_with(i + 1, || None);
-        }
-        if let Some(ch) = &chunks[i] {
+        if let Some(ch) = chunks.get(&c) {
             return Ok((ch.mem.addr() as u64, ch.rkey.clone()));
         }
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
-        // Made before the charge, so a failure charges nothing (an unused
-        // segment costs no memory until written).
-        let made = Memory::map(
+        // Reserved first: mapping writes (posix) or pins (verbs) the
+        // whole chunk, which a session at its quota must not make happen.
+        charge(pages).map_err(GrantError::Capacity)?;
+        self.charged.fetch_add(pages, Ordering::AcqRel);
+        match self.make(pages) {
+            Ok(ch) => {
+                let granted = (ch.mem.addr() as u64, ch.rkey.clone());
+                chunks.insert(c, ch);
+                Ok(granted)
+            }
+            Err(why) => {
+                self.charged.fetch_sub(pages, Ordering::AcqRel);
+                uncharge(pages);
+                Err(GrantError::Ucx(why))
+            }
+        }
+    }
+
+    /// Map and register a chunk of `pages`, and pack its key, under the
+    /// engine's lock (a failed chunk is unmapped under it too).
+    fn make(&self, pages: u64) -> Result<Chunk, String> {
+        let _calls = self.engine.ucx_calls();
+        let mem = Memory::map(
             &self.engine.ctx,
             farmem_sys::usize_from(pages) * PAGE_SIZE,
             None,
         )
-        .and_then(|mem| mem.pack_rkey().map(|rkey| (mem, rkey)));
-        let (mem, rkey) = match made {
-            Ok(m) => m,
-            Err(e) => return Err(GrantError::Ucx(e.to_string())),
-        };
+        .map_err(|e| e.to_string())?;
+        let rkey = mem.pack_rkey().map_err(|e| e.to_string())?;
         if rkey.len() > farmem_wire::MAX_UCX_BLOB {
-            return Err(GrantError::Ucx(format!(
+            return Err(format!(
                 "the packed remote key has {} bytes, more than the protocol carries ({})",
                 rkey.len(),
                 farmem_wire::MAX_UCX_BLOB
-            )));
+            ));
         }
-        charge(pages).map_err(GrantError::Capacity)?;
-        self.charged.fetch_add(pages, Ordering::AcqRel);
-        let base = mem.addr() as u64;
-        chunks[i] = Some(Chunk {
-            mem,
-            rkey: rkey.clone(),
-            pages,
-        });
-        Ok((base, rkey))
+        Ok(Chunk { mem, rkey, pages })
     }
 
     /// Give the memory of pages `[start, start+n)` back to the system (a
@@ -194,7 +230,7 @@ impl Pool {
         while p < end {
             let c = p / CHUNK_PAGES;
             let stop = ((c + 1) * CHUNK_PAGES).min(end);
-            if let Some(Some(ch)) = chunks.get(farmem_sys::usize_from(c)) {
+            if let Some(ch) = chunks.get(&c) {
                 let off = farmem_sys::usize_from(p - c * CHUNK_PAGES) * PAGE_SIZE;
                 let len =
                     farmem_sys::usize_from(stop.min(c * CHUNK_PAGES + ch.pages) - p) * PAGE_SIZE;
@@ -204,6 +240,18 @@ impl Pool {
             }
             p = stop;
         }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let chunks = std::mem::take(
+            self.chunks
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let _calls = self.engine.ucx_calls();
+        drop(chunks);
     }
 }
 

@@ -49,6 +49,13 @@ fn write_page(fd: &OwnedFd, page: u64, data: &[u8]) {
     farmem_sys::fs::pwrite_full(fd.as_raw_fd(), data, page * PAGE_SIZE as u64).unwrap();
 }
 
+/// One test at a time: they count this process's memory files.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one() -> std::sync::MutexGuard<'static, ()> {
+    ONE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Memory files this process holds (the server runs in it, as threads).
 fn memfds_here() -> usize {
     std::fs::read_dir("/proc/self/fd")
@@ -60,6 +67,7 @@ fn memfds_here() -> usize {
 
 #[test]
 fn chunks_are_sealed_memory_files_private_to_their_session() {
+    let _one = one();
     let h = unix_server(3 * CHUNK_PAGES, |_| {});
     let mut a = unix_session(&h, 1, 2 * CHUNK_PAGES + 10);
     // MemfdChunk needs MemfdOpen first.
@@ -89,6 +97,7 @@ fn chunks_are_sealed_memory_files_private_to_their_session() {
 
 #[test]
 fn quota_and_capacity_are_charged_before_any_file_is_made() {
+    let _one = one();
     let h = unix_server(1 << 28, |cfg| cfg.session_quota_pages = CHUNK_PAGES + 1);
     let mut a = unix_session(&h, 1, 4 * CHUNK_PAGES);
     open(&mut a);
@@ -114,6 +123,7 @@ fn quota_and_capacity_are_charged_before_any_file_is_made() {
 
 #[test]
 fn free_and_session_close_give_the_memory_back() {
+    let _one = one();
     let h = unix_server(CHUNK_PAGES, |_| {});
     let mut a = unix_session(&h, 1, CHUNK_PAGES);
     open(&mut a);
@@ -145,6 +155,7 @@ fn free_and_session_close_give_the_memory_back() {
 
 #[test]
 fn tcp_peers_get_no_memory_files() {
+    let _one = one();
     let h = server(CHUNK_PAGES);
     let mut c = Client::session(&h, 1, CHUNK_PAGES);
     let r = c.send(Frame::MemfdOpen, &[]);
@@ -191,6 +202,7 @@ print(hex(op), p.decode(errors="replace"))
 
 #[test]
 fn another_user_gets_no_memory_files_unless_named() {
+    let _one = one();
     if farmem_sys::process::geteuid() != 0 {
         skip(
             "another_user_gets_no_memory_files_unless_named",

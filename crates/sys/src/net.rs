@@ -654,7 +654,7 @@ pub fn send_with_fd(fd: RawFd, bytes: &[u8], pass: RawFd, wait: Wait) -> io::Res
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as usize;
+            (*c).cmsg_len = libc::CMSG_LEN(INT_LEN) as usize;
             std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), pass);
         }
         // SAFETY: msg points at a live iovec over `bytes` and at `control`.
@@ -676,6 +676,10 @@ pub fn send_with_fd(fd: RawFd, bytes: &[u8], pass: RawFd, wait: Wait) -> io::Res
         }
     }
 }
+
+/// The size of a C int, as `CMSG_LEN` takes it.
+const INT_LEN: u32 = 4;
+const _: () = assert!(std::mem::size_of::<libc::c_int>() == INT_LEN as usize);
 
 /// `CMSG_SPACE` for `n` values of `T`, as a constant.
 const fn cmsg_space<T>(n: usize) -> usize {

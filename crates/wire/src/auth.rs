@@ -158,6 +158,17 @@ impl Secret {
         m
     }
 
+    /// A key of its own for `label`, derived from the secret
+    /// (HMAC-SHA256(secret, "farmem derive\0" ‖ label)): a purpose-bound
+    /// value no handshake message can equal, since every handshake MAC
+    /// starts with another label.
+    pub fn derive(&self, label: &[u8]) -> [u8; MAC_LEN] {
+        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        m.update(b"farmem derive\0");
+        m.update(label);
+        m.finalize().into_bytes().into()
+    }
+
     /// The server's proof for nonces `cn` (client's) and `sn` (server's).
     pub fn server_proof(&self, cn: &[u8; NONCE_LEN], sn: &[u8; NONCE_LEN]) -> [u8; MAC_LEN] {
         self.mac(SERVER_LABEL, cn, sn)

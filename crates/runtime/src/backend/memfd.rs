@@ -137,7 +137,7 @@ impl MemfdPages {
             while i + k < pages.len()
                 && pages[i + k] == p + k as u64
                 && from[i + k] == s
-                && (p + k as u64) % CHUNK_PAGES != 0
+                && !(p + k as u64).is_multiple_of(CHUNK_PAGES)
             {
                 k += 1;
             }
@@ -173,35 +173,44 @@ impl MemfdPages {
         to: &[[Option<usize>; MAX_REPLICAS]],
     ) -> Result<(), Failure> {
         debug_assert!(pages.len() <= MAX_BATCH);
-        for copy in 0..MAX_REPLICAS {
-            let mut i = 0;
-            while i < pages.len() {
-                let Some(s) = to[i][copy] else {
-                    i += 1;
-                    continue;
-                };
-                let p = pages[i];
-                let mut k = 1;
-                while i + k < pages.len()
-                    && k < farmem_sys::net::MAX_IOV
-                    && pages[i + k] == p + k as u64
-                    && to[i + k][copy] == Some(s)
-                    && (p + k as u64) % CHUNK_PAGES != 0
-                {
-                    k += 1;
-                }
-                let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
-                let r = if k == 1 {
-                    farmem_sys::fs::pwrite_full(fd.as_raw_fd(), data[i], Self::offset(p))
-                } else {
-                    farmem_sys::fs::pwritev_full(fd.as_raw_fd(), &data[i..i + k], Self::offset(p))
-                };
-                r.map_err(|e| Failure {
-                    server: s,
-                    why: format!("writing page {p} to its chunk file failed: {e}"),
-                })?;
-                i += k;
+        (0..MAX_REPLICAS).try_for_each(|copy| self.write_copy(pages, data, |i| to[i][copy]))
+    }
+
+    /// One copy of a write: page i to server `server_of(i)`, if any; a run
+    /// of consecutive pages of one chunk on one server is one `pwritev`.
+    fn write_copy(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        server_of: impl Fn(usize) -> Option<usize>,
+    ) -> Result<(), Failure> {
+        let mut i = 0;
+        while i < pages.len() {
+            let Some(s) = server_of(i) else {
+                i += 1;
+                continue;
+            };
+            let p = pages[i];
+            let mut k = 1;
+            while i + k < pages.len()
+                && k < farmem_sys::net::MAX_IOV
+                && pages[i + k] == p + k as u64
+                && server_of(i + k) == Some(s)
+                && !(p + k as u64).is_multiple_of(CHUNK_PAGES)
+            {
+                k += 1;
             }
+            let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
+            let r = if k == 1 {
+                farmem_sys::fs::pwrite_full(fd.as_raw_fd(), data[i], Self::offset(p))
+            } else {
+                farmem_sys::fs::pwritev_full(fd.as_raw_fd(), &data[i..i + k], Self::offset(p))
+            };
+            r.map_err(|e| Failure {
+                server: s,
+                why: format!("writing page {p} to its chunk file failed: {e}"),
+            })?;
+            i += k;
         }
         Ok(())
     }

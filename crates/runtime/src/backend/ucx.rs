@@ -28,13 +28,24 @@
 //! host moves RMA off shared memory, measured 5× slower). A server that
 //! dies is found by its control connection closing (checked before each
 //! write-back), by an operation's error status, or by an operation not
-//! completing within `FARMEM_TIMEOUT_MS`. A lane whose operation timed out
-//! is retired for good (UCX may still write its request memory), and the
-//! caller fails the server over as on sockets.
+//! completing within `FARMEM_TIMEOUT_MS`. The caller fails the server over
+//! as on sockets.
+//!
+//! Hazard (a lane released with operations in flight): thread A's batch
+//! has gets 1..4 in flight on lane 1; get 2 completes with an error. Had A
+//! returned at once and released the lane, thread B could take lane 1 and
+//! start a get in request slot 3 while UCX still owns it, or get 3 could
+//! land late in a fetch slot the runtime has since checked and handed on.
+//! So a batch never ends with an operation in flight: after a failure, the
+//! rest are still waited for, within the same `FARMEM_TIMEOUT_MS`; whatever
+//! is still in flight then retires the lane for good ([`LaneFlags`]: it
+//! stays busy forever, and every taker skips it, never waits on it).
 
 use super::BackendError;
 use crate::config::MAX_REPLICAS;
-use farmem_sys::ucx::{self, Context, Endpoint, Memory, Op, RemoteKey, Started, Worker};
+use farmem_sys::ucx::{
+    self, Context, Endpoint, Memory, Op, RemoteKey, Started, Transports, Worker,
+};
 use farmem_sys::PAGE_SIZE;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -49,10 +60,20 @@ pub(crate) struct Failure {
     pub(crate) why: String,
 }
 
-/// One chunk's base address on a server and its key, unpacked per lane.
+/// A page in a chunk without a key: never granted, or (a farmem bug) its
+/// key missing for a live lane.
+fn ungranted(s: usize, p: u64) -> Failure {
+    Failure {
+        server: s,
+        why: format!("page {p} is in a chunk never granted (a farmem bug)"),
+    }
+}
+
+/// One chunk's base address on a server and its key, unpacked per lane
+/// (`None` for a lane retired before the grant: never used again).
 struct ChunkKeys {
     base: u64,
-    keys: Box<[RemoteKey]>,
+    keys: Box<[Option<RemoteKey>]>,
 }
 
 /// The chunks granted on one server (a null pointer: not yet).
@@ -84,15 +105,173 @@ struct LaneInner {
     worker: Worker,
 }
 
-struct Lane {
+/// What a try to take a lane found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Take {
+    Taken,
+    Busy,
+    Retired,
+}
+
+/// A lane's two flags, and the only ways they change: `busy` is set by a
+/// taker and cleared by its holder; `retired` is set by the holder only, and
+/// then `busy` is never cleared. So a retired lane can never be taken again,
+/// and a taker that finds it retired skips it rather than wait.
+struct LaneFlags {
     busy: AtomicBool,
-    /// Timed out with operations in flight: never used again.
+    /// Operations may still be in flight in its request memory: never used
+    /// again.
     retired: AtomicBool,
+}
+
+impl LaneFlags {
+    fn new() -> LaneFlags {
+        LaneFlags {
+            busy: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// One try.
+    fn try_take(&self) -> Take {
+        if self.retired.load(Ordering::Acquire) {
+            return Take::Retired;
+        }
+        match self
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Take::Taken,
+            // Retired by its holder meanwhile: `busy` stays set for good.
+            Err(_) if self.retired.load(Ordering::Acquire) => Take::Retired,
+            Err(_) => Take::Busy,
+        }
+    }
+
+    /// Take the lane, waiting while another thread holds it (a batch: at
+    /// most `FARMEM_TIMEOUT_MS`, then its holder releases or retires it);
+    /// false when it is or becomes retired.
+    fn take_unless_retired(&self) -> bool {
+        loop {
+            match self.try_take() {
+                Take::Taken => return true,
+                Take::Retired => return false,
+                Take::Busy => farmem_sys::cpu_relax(),
+            }
+        }
+    }
+
+    /// The holder is done: free unless retired.
+    fn release(&self) {
+        if !self.retired.load(Ordering::Relaxed) {
+            self.busy.store(false, Ordering::Release);
+        }
+    }
+
+    /// The holder gives the lane up for good (it stays busy).
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Release);
+    }
+}
+
+/// Why no lane was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoLane {
+    /// Every live lane is held: try again.
+    AllBusy,
+    /// Every lane is retired.
+    AllRetired,
+}
+
+/// Take the first free lane of the `n` lanes (`flags(i)`: lane i's),
+/// looking from `start` round; retired lanes are skipped.
+fn take_any<'a>(
+    n: usize,
+    flags: impl Fn(usize) -> &'a LaneFlags,
+    start: usize,
+) -> Result<usize, NoLane> {
+    let mut live = false;
+    for k in 0..n {
+        let i = (start + k) % n;
+        match flags(i).try_take() {
+            Take::Taken => return Ok(i),
+            Take::Busy => live = true,
+            Take::Retired => {}
+        }
+    }
+    Err(if live {
+        NoLane::AllBusy
+    } else {
+        NoLane::AllRetired
+    })
+}
+
+/// How waiting for a batch's operations ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// None is in flight; `failed`: the first that completed with an
+    /// error (its server, its status).
+    Complete {
+        failed: Option<(usize, ucx::Status)>,
+    },
+    /// `left` still in flight at the deadline (the first on `server`), and
+    /// the first failure seen before.
+    TimedOut {
+        failed: Option<(usize, ucx::Status)>,
+        server: usize,
+        left: usize,
+    },
+}
+
+/// Wait for every operation in `pending` (request index, server), calling
+/// `progress` between rounds and `poll` for a request's status, until all
+/// are complete or `timeout_ns` has passed on `now`: a failure does not
+/// stop the wait (hazard in the module doc). Completed entries are moved
+/// past the ones still in flight.
+fn drain(
+    pending: &mut [(usize, usize)],
+    timeout_ns: u64,
+    mut progress: impl FnMut(),
+    mut poll: impl FnMut(usize) -> ucx::Status,
+    mut now: impl FnMut() -> u64,
+) -> Drained {
+    let start = now();
+    let mut left = pending.len();
+    let mut failed = None;
+    while left > 0 {
+        progress();
+        let mut k = 0;
+        while k < left {
+            let (r, s) = pending[k];
+            let st = poll(r);
+            if st == ucx::UCS_INPROGRESS {
+                k += 1;
+                continue;
+            }
+            if st != ucx::UCS_OK && failed.is_none() {
+                failed = Some((s, st));
+            }
+            pending.swap(k, left - 1);
+            left -= 1;
+        }
+        if left > 0 && now().saturating_sub(start) > timeout_ns {
+            return Drained::TimedOut {
+                failed,
+                server: pending[0].1,
+                left,
+            };
+        }
+    }
+    Drained::Complete { failed }
+}
+
+struct Lane {
+    flags: LaneFlags,
     inner: UnsafeCell<LaneInner>,
 }
 
-// SAFETY: `inner` is only reached by the thread that set `busy` (Acquire),
-// until it clears it (Release).
+// SAFETY: `inner` is only reached by the thread that took `flags.busy`
+// (Acquire), until it clears it (Release) or retires the lane.
 unsafe impl Sync for Lane {}
 // SAFETY: as above.
 unsafe impl Send for Lane {}
@@ -120,9 +299,7 @@ struct Held<'a> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        if !self.lane.retired.load(Ordering::Relaxed) {
-            self.lane.busy.store(false, Ordering::Release);
-        }
+        self.lane.flags.release();
     }
 }
 
@@ -135,13 +312,31 @@ impl Held<'_> {
 }
 
 impl UcxPages {
-    /// A context and `lanes` lanes, each with an endpoint to every server
-    /// (`addresses`, their UCX worker addresses).
+    /// [`UcxPages::with_transports`] on [`Transports::PosixTestPath`]:
+    /// RDMA verbs, or UCX's shared memory with a server on this host.
     pub(crate) fn new(
         addresses: &[Vec<u8>],
         max_pages: u64,
         chunk_pages: u64,
         timeout_ns: u64,
+    ) -> Result<UcxPages, ucx::UcxError> {
+        UcxPages::with_transports(
+            addresses,
+            max_pages,
+            chunk_pages,
+            timeout_ns,
+            Transports::PosixTestPath,
+        )
+    }
+
+    /// A context on `transports` and `lanes` lanes, each with an endpoint
+    /// to every server (`addresses`, their UCX worker addresses).
+    pub(crate) fn with_transports(
+        addresses: &[Vec<u8>],
+        max_pages: u64,
+        chunk_pages: u64,
+        timeout_ns: u64,
+        transports: Transports,
     ) -> Result<UcxPages, ucx::UcxError> {
         let _inside = farmem_sys::Inside::enter();
         if addresses.len() > 64 {
@@ -153,7 +348,7 @@ impl UcxPages {
                 ),
             });
         }
-        let ctx = Context::new(c"farmem", false, &[])?;
+        let ctx = Context::with_transports(c"farmem", false, transports, &[])?;
         let nlanes = (farmem_sys::online_cpus() * 2).clamp(2, 16);
         let stride = ctx.request_size().next_multiple_of(64) + 64;
         let slots = MAX_BATCH * MAX_REPLICAS + addresses.len();
@@ -166,8 +361,7 @@ impl UcxPages {
                 .collect::<Result<Vec<_>, _>>()?;
             let staging = Memory::map(&ctx, MAX_BATCH * PAGE_SIZE, None)?;
             lanes.push(Lane {
-                busy: AtomicBool::new(false),
-                retired: AtomicBool::new(false),
+                flags: LaneFlags::new(),
                 inner: UnsafeCell::new(LaneInner {
                     eps,
                     staging,
@@ -240,17 +434,23 @@ impl UcxPages {
         let (base, packed) = grant()?;
         let mut keys = Vec::with_capacity(self.lanes.len());
         for i in 0..self.lanes.len() {
-            let held = self.hold(i);
+            // A retired lane is skipped, never waited on: it stays busy
+            // for good, and no read or write takes it again, so its key
+            // is never needed.
+            let Some(held) = self.hold_live(i) else {
+                keys.push(None);
+                continue;
+            };
             let key = held.inner().eps[s]
                 .unpack(&packed)
                 .map_err(|e| BackendError::Protocol {
                     server: format!("#{s}"),
                     why: format!("its remote key does not unpack: {e}"),
                 })?;
-            if s == 0 && c == 0 && i == 0 {
+            if s == 0 && c == 0 && keys.iter().all(Option::is_none) {
                 self.local.store(key.is_local(base), Ordering::Relaxed);
             }
-            keys.push(key);
+            keys.push(Some(key));
         }
         let boxed = Box::new(ChunkKeys {
             base,
@@ -276,22 +476,23 @@ impl UcxPages {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
+    /// The remote address of `page` on server `s` and its key on `lane`
+    /// (a lane taken is live, so its key was unpacked at the grant).
+    fn key(&self, s: usize, page: u64, lane: usize) -> Option<(u64, &RemoteKey)> {
+        let keys = self.keys(s, page)?;
+        Some((keys.base + self.place(page).1, keys.keys[lane].as_ref()?))
+    }
+
     /// Whether `page`'s chunk is granted on server `s`.
     pub(crate) fn granted(&self, s: usize, page: u64) -> bool {
         self.keys(s, page).is_some()
     }
 
-    /// Lane `i`, waiting while another thread holds it.
-    fn hold(&self, i: usize) -> Held<'_> {
+    /// Lane `i`, waiting while another thread holds it; `None` when it is
+    /// (or becomes) retired.
+    fn hold_live(&self, i: usize) -> Option<Held<'_>> {
         let lane = &self.lanes[i];
-        while lane
-            .busy
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            farmem_sys::cpu_relax();
-        }
-        Held { lane }
+        lane.flags.take_unless_retired().then_some(Held { lane })
     }
 
     /// Any free lane, starting at one chosen by the thread id.
@@ -300,26 +501,19 @@ impl UcxPages {
         let start = farmem_sys::usize_from(u64::from(farmem_sys::gettid().unsigned_abs())) % n;
         let mut spins = 0u32;
         loop {
-            let mut live = false;
-            for k in 0..n {
-                let lane = &self.lanes[(start + k) % n];
-                if lane.retired.load(Ordering::Relaxed) {
-                    continue;
+            match take_any(n, |i| &self.lanes[i].flags, start) {
+                Ok(i) => {
+                    return Ok(Held {
+                        lane: &self.lanes[i],
+                    })
                 }
-                live = true;
-                if lane
-                    .busy
-                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    return Ok(Held { lane });
+                Err(NoLane::AllRetired) => {
+                    return Err(Failure {
+                        server: 0,
+                        why: "every UCX lane timed out with operations in flight".into(),
+                    })
                 }
-            }
-            if !live {
-                return Err(Failure {
-                    server: 0,
-                    why: "every UCX lane timed out with operations in flight".into(),
-                });
+                Err(NoLane::AllBusy) => {}
             }
             spins += 1;
             if spins.is_multiple_of(32) {
@@ -349,44 +543,62 @@ impl UcxPages {
 
     /// Wait for the operations in `pending` (request index, server) to
     /// complete, progressing the lane's worker; a failure names its server.
+    /// Returns only when none is in flight, or with the lane retired.
     fn wait(&self, held: &Held<'_>, pending: &mut [(usize, usize)]) -> Result<(), Failure> {
         let inner = held.inner();
-        let start = farmem_sys::now_ns();
-        let mut left = pending.len();
-        while left > 0 {
-            inner.worker.progress();
-            let mut k = 0;
-            while k < left {
-                let (r, s) = pending[k];
-                // SAFETY: request `r` is in flight (it returned Pending and
-                // has not been seen complete).
-                let st = unsafe { ucx::poll(self.request(held, r)) };
-                if st == ucx::UCS_INPROGRESS {
-                    k += 1;
-                    continue;
-                }
-                if st != ucx::UCS_OK {
-                    return Err(Failure {
-                        server: s,
-                        why: format!("a UCX operation failed: {}", ucx::status_string(st)),
-                    });
-                }
-                pending.swap(k, left - 1);
-                left -= 1;
-            }
-            if left > 0 && farmem_sys::now_ns() - start > self.timeout_ns {
-                // The requests may still be written by UCX: retire the lane.
-                held.lane.retired.store(true, Ordering::Release);
-                return Err(Failure {
-                    server: pending[0].1,
-                    why: format!(
-                        "no reply within {} ms (FARMEM_TIMEOUT_MS)",
-                        self.timeout_ns / 1_000_000
-                    ),
-                });
+        let drained = drain(
+            pending,
+            self.timeout_ns,
+            || {
+                inner.worker.progress();
+            },
+            // SAFETY: `drain` polls only requests still in flight (each
+            // returned Pending and has not been seen complete).
+            |r| unsafe { ucx::poll(self.request(held, r)) },
+            farmem_sys::now_ns,
+        );
+        let failed = |s: usize, st: ucx::Status| Failure {
+            server: s,
+            why: format!("a UCX operation failed: {}", ucx::status_string(st)),
+        };
+        match drained {
+            Drained::Complete { failed: None } => Ok(()),
+            Drained::Complete {
+                failed: Some((s, st)),
+            } => Err(failed(s, st)),
+            Drained::TimedOut {
+                failed: first,
+                server,
+                left,
+            } => {
+                // UCX may still write the requests: retire the lane.
+                held.lane.flags.retire();
+                let late = format!(
+                    "{left} UCX operation(s) got no reply within {} ms (FARMEM_TIMEOUT_MS)",
+                    self.timeout_ns / 1_000_000
+                );
+                Err(match first {
+                    Some((s, st)) => {
+                        let mut f = failed(s, st);
+                        f.why = format!("{}; then {late}", f.why);
+                        f
+                    }
+                    None => Failure { server, why: late },
+                })
             }
         }
-        Ok(())
+    }
+
+    /// Give up a batch with `failure`, once the operations already in
+    /// flight are complete (or the lane is retired).
+    fn abandon(
+        &self,
+        held: &Held<'_>,
+        pending: &mut [(usize, usize)],
+        failure: Failure,
+    ) -> Failure {
+        let _ = self.wait(held, pending);
+        failure
     }
 
     /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
@@ -403,27 +615,17 @@ impl UcxPages {
         let mut pending = [(0usize, 0usize); MAX_BATCH];
         let mut n = 0;
         let memh = self.memh_for(buf.as_ptr(), buf.len());
+        let lane = self.lane_index(&held);
         for (i, (&p, &s)) in pages.iter().zip(from).enumerate() {
-            let Some(keys) = self.keys(s, p) else {
-                return Err(Failure {
-                    server: s,
-                    why: format!("page {p} is in a chunk never granted (a farmem bug)"),
-                });
+            let Some(key) = self.key(s, p, lane) else {
+                let f = ungranted(s, p);
+                return Err(self.abandon(&held, &mut pending[..n], f));
             };
-            let lane = self.lane_index(&held);
             let op = Op::new(self.request(&held, i), memh);
             let dst = buf[i * PAGE_SIZE..].as_mut_ptr();
             // SAFETY: dst is writable for a page; it and the request stay
             // untouched until `wait` sees the get complete.
-            let r = unsafe {
-                op.get(
-                    &inner.eps[s],
-                    dst,
-                    PAGE_SIZE,
-                    keys.base + self.place(p).1,
-                    &keys.keys[lane],
-                )
-            };
+            let r = unsafe { op.get(&inner.eps[s], dst, PAGE_SIZE, key.0, key.1) };
             self.track(r, (i, s), &held, &mut pending, &mut n, "get")?;
         }
         self.wait(&held, &mut pending[..n])
@@ -449,11 +651,11 @@ impl UcxPages {
                 Ok(())
             }
             Started::Failed(st) => {
-                let _ = self.wait(held, &mut pending[..*n]);
-                Err(Failure {
+                let f = Failure {
                     server: op.1,
                     why: format!("a UCX {what} failed: {}", ucx::status_string(st)),
-                })
+                };
+                Err(self.abandon(held, &mut pending[..*n], f))
             }
         }
     }
@@ -490,11 +692,9 @@ impl UcxPages {
             };
             for (k, s) in to[i].iter().enumerate() {
                 let Some(s) = *s else { break };
-                let Some(keys) = self.keys(s, p) else {
-                    return Err(Failure {
-                        server: s,
-                        why: format!("page {p} is in a chunk never granted (a farmem bug)"),
-                    });
+                let Some(key) = self.key(s, p, lane) else {
+                    let f = ungranted(s, p);
+                    return Err(self.abandon(&held, &mut pending[..n], f));
                 };
                 let r = k * MAX_BATCH + i;
                 let op = Op::new(self.request(&held, r), Some(memh));
@@ -504,8 +704,8 @@ impl UcxPages {
                         &inner.eps[s],
                         staging.add(i * PAGE_SIZE),
                         PAGE_SIZE,
-                        keys.base + self.place(p).1,
-                        &keys.keys[lane],
+                        key.0,
+                        key.1,
                     )
                 };
                 used[s] = true;
@@ -524,5 +724,113 @@ impl UcxPages {
             self.track(st, (r, s), &held, &mut pending, &mut n, "flush")?;
         }
         self.wait(&held, &mut pending[..n])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn a_retired_lane_is_skipped_never_waited_on() {
+        let lanes: Vec<LaneFlags> = (0..3).map(|_| LaneFlags::new()).collect();
+        let flags = |i: usize| &lanes[i];
+        // Lane 1 times out while held: retired, and busy for good.
+        assert_eq!(take_any(3, flags, 1), Ok(1));
+        lanes[1].retire();
+        lanes[1].release();
+        assert_eq!(lanes[1].try_take(), Take::Retired);
+        // A grant goes past it at once (this would spin forever if it
+        // waited on `busy`).
+        assert!(!lanes[1].take_unless_retired());
+        assert!(lanes[0].take_unless_retired());
+        lanes[0].release();
+        // A batch starting at the retired lane takes the next live one.
+        assert_eq!(take_any(3, flags, 1), Ok(2));
+        assert_eq!(take_any(3, flags, 1), Ok(0));
+        // Live lanes all held: busy, not gone.
+        assert_eq!(take_any(3, flags, 1), Err(NoLane::AllBusy));
+        lanes[0].retire();
+        lanes[2].retire();
+        assert_eq!(take_any(3, flags, 0), Err(NoLane::AllRetired));
+    }
+
+    #[test]
+    fn a_lane_retired_while_a_grant_waits_releases_the_grant() {
+        let lane = LaneFlags::new();
+        assert_eq!(lane.try_take(), Take::Taken);
+        std::thread::scope(|sc| {
+            let waiter = sc.spawn(|| lane.take_unless_retired());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            lane.retire();
+            lane.release();
+            assert!(!waiter.join().unwrap(), "a retired lane is never taken");
+        });
+        assert_eq!(lane.try_take(), Take::Retired);
+    }
+
+    #[test]
+    fn a_released_lane_is_taken_again() {
+        let lane = LaneFlags::new();
+        assert_eq!(lane.try_take(), Take::Taken);
+        assert_eq!(lane.try_take(), Take::Busy);
+        lane.release();
+        assert_eq!(lane.try_take(), Take::Taken);
+    }
+
+    /// `drain` over scripted operations: `script[r]` is the statuses
+    /// request r reports, one a poll, its last repeated.
+    fn run(script: &[&[ucx::Status]], timeout_ticks: u64) -> (Drained, Vec<usize>) {
+        let mut pending: Vec<(usize, usize)> = (0..script.len()).map(|r| (r, 10 + r)).collect();
+        let polls: Vec<Cell<usize>> = script.iter().map(|_| Cell::new(0)).collect();
+        let clock = Cell::new(0u64);
+        let d = drain(
+            &mut pending,
+            timeout_ticks,
+            || clock.set(clock.get() + 1),
+            |r| {
+                let k = polls[r].get();
+                polls[r].set(k + 1);
+                script[r][k.min(script[r].len() - 1)]
+            },
+            || clock.get(),
+        );
+        (d, polls.iter().map(Cell::get).collect())
+    }
+
+    const P: ucx::Status = ucx::UCS_INPROGRESS;
+    const OK: ucx::Status = ucx::UCS_OK;
+    const ERR: ucx::Status = -3;
+
+    #[test]
+    fn a_failure_mid_batch_still_waits_for_the_rest() {
+        // Request 1 fails at once; 0 and 2 complete later. The drain goes
+        // on until both are done, and names the first failure.
+        let (d, polls) = run(&[&[P, P, P, OK], &[ERR], &[P, P, P, P, OK]], 100);
+        assert_eq!(
+            d,
+            Drained::Complete {
+                failed: Some((11, ERR))
+            }
+        );
+        assert_eq!(polls, [4, 1, 5], "each polled until complete, never after");
+    }
+
+    #[test]
+    fn operations_left_in_flight_at_the_deadline_are_reported() {
+        let (d, _) = run(&[&[ERR], &[P], &[OK]], 5);
+        assert_eq!(
+            d,
+            Drained::TimedOut {
+                failed: Some((10, ERR)),
+                server: 11,
+                left: 1
+            }
+        );
+        let (d, _) = run(&[&[OK], &[P, OK]], 5);
+        assert_eq!(d, Drained::Complete { failed: None });
+        let (d, _) = run(&[], 5);
+        assert_eq!(d, Drained::Complete { failed: None });
     }
 }

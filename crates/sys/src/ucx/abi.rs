@@ -12,14 +12,17 @@ pub const UCS_ERR_LAST: isize = -100;
 
 // ucp_params_t.field_mask / features
 pub const UCP_PARAM_FIELD_FEATURES: u64 = 1 << 0;
+pub const UCP_PARAM_FIELD_MT_WORKERS_SHARED: u64 = 1 << 5;
 pub const UCP_PARAM_FIELD_NAME: u64 = 1 << 8;
 pub const UCP_FEATURE_RMA: u64 = 1 << 1;
 pub const UCP_FEATURE_WAKEUP: u64 = 1 << 4;
 // ucp_context_attr_t.field_mask
 pub const UCP_ATTR_FIELD_REQUEST_SIZE: u64 = 1 << 0;
+pub const UCP_ATTR_FIELD_THREAD_MODE: u64 = 1 << 1;
 // ucp_worker_params_t
 pub const UCP_WORKER_PARAM_FIELD_THREAD_MODE: u64 = 1 << 0;
 pub const UCS_THREAD_MODE_SERIALIZED: c_int = 1;
+pub const UCS_THREAD_MODE_MULTI: c_int = 2;
 // ucp_ep_params_t
 pub const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS: u64 = 1 << 0;
 pub const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE: u64 = 1 << 1;
@@ -123,4 +126,24 @@ pub struct UcpRequestParam {
     pub memory_type: c_int,
     pub recv_info: *mut c_void,
     pub memh: *mut c_void,
+}
+
+/// `ucm_mmap_hook_mode_t`: `UCM_MMAP_HOOK_NONE`.
+pub const UCM_MMAP_HOOK_NONE: c_int = 0;
+
+/// `ucm_global_config_t` (`ucm/api/ucm.h`): libucm's options, which decide
+/// whether UCX patches `mmap`, `munmap`, `brk` and `malloc`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UcmGlobalConfig {
+    pub log_level: c_int,
+    pub enable_events: c_int,
+    pub mmap_hook_mode: c_int,
+    pub enable_malloc_hooks: c_int,
+    pub enable_malloc_reloc: c_int,
+    pub cuda_hook_modes: c_int,
+    pub enable_dynamic_mmap_thresh: c_int,
+    pub alloc_alignment: usize,
+    pub dlopen_process_rpath: c_int,
+    pub module_unload_prevent_mode: c_int,
 }

@@ -63,11 +63,7 @@ pub(super) fn authenticate(
 /// a predictable token would hand the session to anyone who guesses it.
 pub(super) fn random_token() -> io::Result<[u8; wire::TOKEN_LEN]> {
     let mut t = [0u8; wire::TOKEN_LEN];
-    if farmem_sys::process::random_bytes(&mut t) {
-        Ok(t)
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    farmem_sys::process::fill_random(&mut t).map(|()| t)
 }
 
 /// A server on a Unix socket proves who it is by its credentials
