@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 SECS=${1:-15}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(wire_decode server_requests regions)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(wire_decode server_requests client_replies regions)
 export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_QUIET=1 AFL_NO_AFFINITY=1
 cargo afl build --release --quiet
 mkdir -p out

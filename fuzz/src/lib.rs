@@ -301,3 +301,119 @@ pub fn regions(data: &[u8]) {
     let ops = farmem_runtime::regions::model::ops_from_bytes(steps);
     farmem_runtime::regions::model::check(&ops, limit);
 }
+
+/// A scripted memory server for [`client_replies`]: every reply the client
+/// reads comes from the fuzzer's bytes, whatever it asked; what it sends is
+/// dropped. A grant may come with a descriptor: a sealed memory file of the
+/// right size, one of the wrong size, or an ordinary file.
+struct ScriptedServer {
+    replies: std::sync::Mutex<std::collections::VecDeque<u8>>,
+    fds: u8,
+}
+
+impl ScriptedServer {
+    fn take(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut r = self.replies.lock().unwrap();
+        if r.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no reply"));
+        }
+        let n = buf.len().min(r.len());
+        for b in &mut buf[..n] {
+            *b = r.pop_front().unwrap();
+        }
+        Ok(n)
+    }
+}
+
+impl farmem_runtime::backend::transport::Transport for ScriptedServer {
+    fn send(&self, _parts: &[&[u8]], _wait: farmem_sys::net::Wait) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn recv_exact(&self, buf: &mut [u8], _wait: farmem_sys::net::Wait) -> std::io::Result<()> {
+        let n = self.take(buf)?;
+        if n < buf.len() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "short reply"));
+        }
+        Ok(())
+    }
+    fn recv_some(
+        &self,
+        bufs: &mut [&mut [u8]],
+        _wait: farmem_sys::net::Wait,
+    ) -> std::io::Result<usize> {
+        match bufs.iter_mut().find(|b| !b.is_empty()) {
+            Some(b) => self.take(b),
+            None => Ok(0),
+        }
+    }
+    fn is_local(&self) -> bool {
+        true
+    }
+    fn same_host(&self) -> bool {
+        true
+    }
+    fn closed(&self) -> bool {
+        false
+    }
+    fn recv_exact_with_fd(
+        &self,
+        buf: &mut [u8],
+        wait: farmem_sys::net::Wait,
+    ) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+        self.recv_exact(buf, wait)?;
+        let len = wire::CHUNK_PAGES * PAGE_SIZE as u64;
+        Ok(match self.fds % 4 {
+            0 => None,
+            1 => farmem_sys::memfd::create_sealed(c"fuzz-chunk", len).ok(),
+            2 => farmem_sys::memfd::create_sealed(c"fuzz-short", 4096).ok(),
+            _ => std::fs::File::open("/dev/null").ok().map(Into::into),
+        })
+    }
+}
+
+/// Bytes as everything a memory server answers (the first two choose the
+/// page path and what descriptors it passes): the client's reply handling
+/// (the greeting, MemfdOpen, grants, reads, write acknowledgements, Free)
+/// never panics, never hangs and never trusts a descriptor it should not;
+/// whatever goes wrong is an error naming the server.
+pub fn client_replies(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let transport = if data[0] & 1 == 0 { "socket" } else { "memfd" };
+    let cfg = farmem_runtime::Config::from_str_config(&format!(
+        "transport={transport} conns=1 timeout_ms=10 spin_us=0"
+    ))
+    .unwrap();
+    let link = ScriptedServer {
+        replies: std::sync::Mutex::new(data[2..].iter().copied().collect()),
+        fds: data[1],
+    };
+    let links: Vec<Box<dyn farmem_runtime::backend::transport::Transport>> = vec![Box::new(link)];
+    let Ok(b) = farmem_runtime::backend::RemoteBackend::over_links(
+        &cfg,
+        vec![("scripted".to_string(), links)],
+        64,
+    ) else {
+        return;
+    };
+    use farmem_runtime::backend::Backend;
+    let granted = b.reserve(0, 64);
+    let memfd = transport == "memfd";
+    // Only a sealed memory file of the chunk's size (choice 1) is ever
+    // taken: anything else fails the grant.
+    if memfd && data[1] % 4 != 1 {
+        assert!(granted.is_err(), "a bad descriptor was accepted");
+    }
+    let mut buf = vec![0u8; 3 * PAGE_SIZE];
+    let _ = b.read(&[0, 1, 2], &mut buf);
+    let page = vec![0x33u8; PAGE_SIZE];
+    let wrote = b.write(&[3, 4], &[&page, &page]);
+    let read = b.read(&[4], &mut buf[..PAGE_SIZE]);
+    // Through a granted memory file no server reply is involved: what was
+    // written reads back.
+    if memfd && granted.is_ok() && wrote.is_ok() && read.is_ok() {
+        assert_eq!(&buf[..PAGE_SIZE], &page[..], "a page read back differs");
+    }
+    let _ = b.free(0, 64);
+}

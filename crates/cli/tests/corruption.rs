@@ -12,6 +12,12 @@ use std::sync::atomic::Ordering;
 /// bit of the 40th page reply (late enough that pages written back earlier
 /// are being read again).
 fn run_through_corrupting_proxy(checksum: &str) -> (std::process::Output, String) {
+    run_through_proxy(Misbehave::FlipBit, &[("FARMEM_CHECKSUM", checksum)])
+}
+
+/// integrity_omp at 8x through a proxy that breaks the 40th page reply as
+/// `how` says, with `env` set.
+fn run_through_proxy(how: Misbehave, env: &[(&str, &str)]) -> (std::process::Output, String) {
     // (Without checksums the flipped word may or may not reach the
     // program's own check, depending on whether it is overwritten first, so
     // there is no deterministic control run with FARMEM_CHECKSUM=0.)
@@ -19,7 +25,7 @@ fn run_through_corrupting_proxy(checksum: &str) -> (std::process::Output, String
     let Proxy {
         addr: proxy,
         fired: flipped,
-    } = Proxy::start(&server.addr, Misbehave::FlipBit, 40);
+    } = Proxy::start(&server.addr, how, 40);
     let exe = build_c("integrity_omp");
     let o = std::process::Command::new(exe)
         .arg("32")
@@ -29,7 +35,7 @@ fn run_through_corrupting_proxy(checksum: &str) -> (std::process::Output, String
         // (one-sided), so this test is of the socket transport.
         .env("FARMEM_TRANSPORT", "socket")
         .env("OMP_NUM_THREADS", "2")
-        .env("FARMEM_CHECKSUM", checksum)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert_eq!(flipped.load(Ordering::SeqCst), 1, "the proxy flipped a bit");
@@ -57,4 +63,32 @@ fn a_flipped_bit_in_a_fetched_page_stops_the_program_naming_server_and_page() {
         !out.contains("mismatches="),
         "the program must stop before it computes with the page: {out}"
     );
+}
+
+/// A server that forges a page on purpose can keep its CRC32C (it is
+/// linear): that check lets the page in. The keyed MAC (`FARMEM_INTEGRITY=mac`),
+/// whose key never leaves the program, stops the program instead.
+#[test]
+fn a_forged_page_passes_crc32c_and_is_stopped_by_the_mac() {
+    let (o, _) = run_through_proxy(
+        Misbehave::ForgeKeepingCrc,
+        &[("FARMEM_INTEGRITY", "crc32c")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !err.contains("wrong contents"),
+        "CRC32C caught a forgery that keeps it (the proxy is wrong): {err}"
+    );
+    let (o, proxy) = run_through_proxy(Misbehave::ForgeKeepingCrc, &[("FARMEM_INTEGRITY", "mac")]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a forged page went unnoticed: {out}");
+    assert!(
+        err.contains("came back from")
+            && err.contains(&proxy)
+            && err.contains("keyed MAC")
+            && err.contains("far page at 0x"),
+        "{err}"
+    );
+    assert!(!out.contains("mismatches="), "{out}");
 }

@@ -1,48 +1,129 @@
-//! End-to-end page checksums (`FARMEM_CHECKSUM`): the CRC32C of each far
-//! page as it was written back, checked at every fetch. A page whose
+//! End-to-end page checksums (`FARMEM_CHECKSUM`): a check value of each
+//! far page as it was written back, checked at every fetch. A page whose
 //! contents differ is never installed: it is read again from another copy
 //! where replicas are kept, or the program stops, naming the server.
+//!
+//! The value (`FARMEM_INTEGRITY`) is a CRC32C, which catches corruption, or
+//! a keyed MAC, which also stops a server that forges pages on purpose:
+//! HMAC-SHA256 under a key drawn from the kernel at start, which never
+//! leaves this process, over the page number and the page, 64 bits kept.
+//! The page number in it means a page cannot be passed off as another;
+//! the value kept being the last written means an old version cannot be
+//! handed back.
 
+use crate::config::Integrity;
 use crate::Runtime;
 use farmem_sys::mem::Mapping;
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
+use hmac::{KeyInit, Mac};
 use std::fmt::Write as _;
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Per page: the CRC32C of its contents on the backend.
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
+
+/// How a page's check value is made.
+enum Kind {
+    Crc32c,
+    /// The MAC's key (32 bytes from `getrandom`).
+    Mac(HmacSha256),
+}
+
+/// Per page: the check value of its contents on the backend.
 pub(crate) struct Sums {
     words: Mapping,
     npages: usize,
     on: bool,
+    kind: Kind,
 }
 
 impl Sums {
-    /// Room for `npages` sums; `on`: whether they are kept at all.
-    pub(crate) fn new(npages: usize, on: bool) -> io::Result<Sums> {
-        let bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
+    /// Room for `npages` check values of `integrity`'s kind; `on`: whether
+    /// they are kept at all.
+    pub(crate) fn new(npages: usize, on: bool, integrity: Integrity) -> io::Result<Sums> {
+        let kind = match integrity {
+            Integrity::Crc32c => Kind::Crc32c,
+            Integrity::Mac => {
+                let mut key = [0u8; 32];
+                farmem_sys::process::fill_random(&mut key).map_err(|e| {
+                    io::Error::other(format!(
+                        "FARMEM_INTEGRITY=mac: the kernel gave no random key (getrandom: {e})"
+                    ))
+                })?;
+                Kind::Mac(HmacSha256::new_from_slice(&key).expect("HMAC takes a key of any length"))
+            }
+        };
+        let width = if matches!(kind, Kind::Mac(_)) { 8 } else { 4 };
+        let bytes = (npages * width).next_multiple_of(PAGE_SIZE);
         Ok(Sums {
             words: Mapping::anonymous(bytes, true)?,
             npages,
             on,
+            kind,
         })
     }
 
-    fn word(&self, p: usize) -> &AtomicU32 {
-        debug_assert!(p < self.npages);
+    fn word32(&self, p: usize) -> &AtomicU32 {
+        debug_assert!(p < self.npages && matches!(self.kind, Kind::Crc32c));
         // SAFETY: p < npages and the mapping holds npages aligned u32 words
         // for the runtime's whole (static) life; AtomicU32 has u32's layout.
         unsafe { &*self.words.as_ptr().cast::<AtomicU32>().add(p) }
     }
 
-    /// Record the checksum of page `p`'s contents as written back. The page
-    /// is Evicting and write-protected, so `data` is what the backend gets;
-    /// the state change to Absent that follows publishes the sum to any
-    /// later fetch.
+    fn word64(&self, p: usize) -> &AtomicU64 {
+        debug_assert!(p < self.npages && matches!(self.kind, Kind::Mac(_)));
+        // SAFETY: with a MAC the mapping holds npages aligned u64 words (see
+        // `new`) for the runtime's whole life; AtomicU64 has u64's layout.
+        unsafe { &*self.words.as_ptr().cast::<AtomicU64>().add(p) }
+    }
+
+    /// The check value of `data` as page `p`. No allocation: this runs in
+    /// the fault handler.
+    fn value(&self, p: usize, data: &[u8]) -> u64 {
+        match &self.kind {
+            Kind::Crc32c => u64::from(crc32c::crc32c(data)),
+            Kind::Mac(key) => {
+                let mut m = key.clone();
+                m.update(&(p as u64).to_le_bytes());
+                m.update(data);
+                let tag = m.finalize().into_bytes();
+                let mut first = [0u8; 8];
+                first.copy_from_slice(&tag[..8]);
+                u64::from_le_bytes(first)
+            }
+        }
+    }
+
+    fn stored(&self, p: usize) -> u64 {
+        match self.kind {
+            Kind::Crc32c => u64::from(self.word32(p).load(Ordering::Relaxed)),
+            Kind::Mac(_) => self.word64(p).load(Ordering::Relaxed),
+        }
+    }
+
+    /// What the check value is, for messages.
+    fn name(&self) -> &'static str {
+        match self.kind {
+            Kind::Crc32c => "CRC32C",
+            Kind::Mac(_) => "keyed MAC",
+        }
+    }
+
+    /// Record the check value of page `p`'s contents as written back. The
+    /// page is Evicting and write-protected, so `data` is what the backend
+    /// gets; the state change to Absent that follows publishes the value to
+    /// any later fetch.
     pub(crate) fn record(&self, p: usize, data: &[u8]) {
-        if self.on {
-            self.word(p).store(crc32c::crc32c(data), Ordering::Relaxed);
+        if !self.on {
+            return;
+        }
+        let v = self.value(p, data);
+        match self.kind {
+            // A CRC32C is 32 bits: the truncation is the value.
+            #[allow(clippy::cast_possible_truncation)]
+            Kind::Crc32c => self.word32(p).store(v as u32, Ordering::Relaxed),
+            Kind::Mac(_) => self.word64(p).store(v, Ordering::Relaxed),
         }
     }
 }
@@ -56,21 +137,22 @@ impl Runtime {
         if !self.sums.on {
             return;
         }
-        let want = self.sums.word(p).load(Ordering::Relaxed);
-        let mut got = crc32c::crc32c(data);
+        let want = self.sums.stored(p);
+        let mut got = self.sums.value(p, data);
         while got != want && self.backend.distrust(p as u64) {
             if let Err(e) = self.backend.read(&[p as u64], data) {
                 self.fatal_backend("fetch", p, &e);
             }
-            got = crc32c::crc32c(data);
+            got = self.sums.value(p, data);
         }
         if got != want {
             let mut m = MsgBuf::new();
             let _ = write!(
                 m,
-                "farmem: far page at {:#x} came back from {} with the wrong contents (CRC32C {got:#010x}, written as {want:#010x}): the server, its memory or the network corrupted it\nfarmem: stopping the program: the page was not installed, and continuing would give it wrong data.\n",
+                "farmem: far page at {:#x} came back from {} with the wrong contents ({} {got:#x}, written as {want:#x}): the server, its memory or the network corrupted or forged it\nfarmem: stopping the program: the page was not installed, and continuing would give it wrong data.\n",
                 self.addr_of(p),
                 self.backend.holder(p as u64),
+                self.sums.name(),
             );
             farmem_sys::fatal(m.as_bytes());
         }

@@ -251,7 +251,7 @@ impl Runtime {
             unsafe { farmem_sys::mem::madvise(arena.as_ptr(), arena_bytes, libc::MADV_NOHUGEPAGE) };
         let table_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
         let table = PageTable::new(npages).map_err(map_err(2 * table_bytes))?;
-        let sums = Sums::new(npages, cfg.checksum).map_err(map_err(table_bytes))?;
+        let sums = Sums::new(npages, cfg.checksum, cfg.integrity).map_err(map_err(table_bytes))?;
         let uffd = Uffd::new(
             farmem_sys::uffd::UFFD_FEATURE_SIGBUS
                 | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,

@@ -26,6 +26,9 @@ pub enum Misbehave {
     Stall,
     /// Close the connection instead of replying.
     Disconnect,
+    /// Change the first page's bytes so that its CRC32C stays the same (a
+    /// server forging a page on purpose, not noise).
+    ForgeKeepingCrc,
 }
 
 pub const ALL: [Misbehave; 6] = [
@@ -115,6 +118,7 @@ fn replies(
                     break;
                 }
                 Misbehave::Disconnect => break,
+                Misbehave::ForgeKeepingCrc => forge_keeping_crc32c(&mut payload[..4096]),
             }
         }
         if to.write_all(&head).is_err() || to.write_all(&payload).is_err() {
@@ -122,4 +126,58 @@ fn replies(
         }
     }
     let _ = to.shutdown(Shutdown::Both);
+}
+
+/// Change `page` so that its CRC32C is what it was. CRC32C is affine over
+/// GF(2) for a fixed length: crc(x ^ d) = crc(x) ^ crc(d) ^ crc(0). So XOR in
+/// a delta d with crc(d) = crc(0): its first 8 bytes are chosen (the
+/// forgery), and its last 4 solve a 32x32 linear system (the last 32 bits
+/// of a message map onto the CRC one to one).
+fn forge_keeping_crc32c(page: &mut [u8]) {
+    let n = page.len();
+    let zero = crc32c::crc32c(&vec![0u8; n]);
+    let linear = |d: &[u8]| crc32c::crc32c(d) ^ zero;
+    let mut head = vec![0u8; n];
+    head[..8].copy_from_slice(&[0x5A; 8]);
+    let target = linear(&head);
+    // Column i: the CRC's linear part for bit i of the last 4 bytes alone.
+    let mut rows: Vec<(u32, u32)> = (0..32)
+        .map(|i| {
+            let mut e = vec![0u8; n];
+            e[n - 4 + i / 8] = 1 << (i % 8);
+            (linear(&e), 1u32 << i)
+        })
+        .collect();
+    // Gaussian elimination: find the bits whose columns XOR to `target`.
+    let mut want = target;
+    let mut chosen = 0u32;
+    for bit in (0..32).rev() {
+        let Some(pivot) = rows.iter().position(|&(c, _)| c >> bit & 1 == 1) else {
+            continue;
+        };
+        let (pc, pm) = rows.swap_remove(pivot);
+        for r in &mut rows {
+            if r.0 >> bit & 1 == 1 {
+                r.0 ^= pc;
+                r.1 ^= pm;
+            }
+        }
+        if want >> bit & 1 == 1 {
+            want ^= pc;
+            chosen ^= pm;
+        }
+    }
+    assert_eq!(want, 0, "the last 32 bits always reach every CRC");
+    let mut delta = head;
+    for i in 0..32 {
+        if chosen >> i & 1 == 1 {
+            delta[n - 4 + i / 8] ^= 1 << (i % 8);
+        }
+    }
+    assert_eq!(linear(&delta), 0);
+    let before = crc32c::crc32c(page);
+    for (b, d) in page.iter_mut().zip(&delta) {
+        *b ^= d;
+    }
+    assert_eq!(crc32c::crc32c(page), before, "the forgery keeps the CRC32C");
 }

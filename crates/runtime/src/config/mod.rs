@@ -158,6 +158,17 @@ pub enum Transport {
     Memfd,
 }
 
+/// `FARMEM_INTEGRITY`: what each far page's check value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integrity {
+    /// CRC32C: catches corruption, not a server that forges pages.
+    Crc32c,
+    /// A keyed MAC (HMAC-SHA256 under a key only this process holds, over
+    /// the page number and its bytes, 64 bits kept): a server cannot
+    /// forge, swap or replay a page.
+    Mac,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileDirect {
     Auto,

@@ -1,7 +1,7 @@
 //! Parsers of setting values: each returns the value, or why it is not one
 //! (the caller names the variable and the value around it).
 
-use super::{FileDirect, RawSyscalls, Servers, Transport, LOG_LEVELS, MAX_ARENA};
+use super::{FileDirect, Integrity, RawSyscalls, Servers, Transport, LOG_LEVELS, MAX_ARENA};
 use farmem_sys::units::{format_size, parse_size};
 use farmem_wire::ServerAddr;
 use std::path::PathBuf;
@@ -103,6 +103,14 @@ pub(super) fn file_direct(v: &str) -> Result<FileDirect, String> {
         "1" | "on" | "true" => Ok(FileDirect::On),
         "0" | "off" | "false" => Ok(FileDirect::Off),
         _ => Err("expected auto, 1 or 0".into()),
+    }
+}
+
+pub(super) fn integrity(v: &str) -> Result<Integrity, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "crc32c" => Ok(Integrity::Crc32c),
+        "mac" => Ok(Integrity::Mac),
+        _ => Err("expected crc32c or mac".into()),
     }
 }
 

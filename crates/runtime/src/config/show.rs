@@ -1,7 +1,7 @@
 //! Values as `FARMEM_*` would spell them: what `farmem config` prints, and
 //! what the parser reads back to the same configuration.
 
-use super::{FileDirect, RawSyscalls, Transport};
+use super::{FileDirect, Integrity, RawSyscalls, Transport};
 use std::path::PathBuf;
 
 /// The getter of a `Copy` field.
@@ -33,6 +33,14 @@ pub(super) fn size(b: &u64) -> String {
 pub(super) fn path_or(p: &Option<PathBuf>, none: &str) -> String {
     p.as_ref()
         .map_or_else(|| none.to_string(), |p| p.display().to_string())
+}
+
+pub(super) fn integrity(i: &Integrity) -> String {
+    match i {
+        Integrity::Crc32c => "crc32c",
+        Integrity::Mac => "mac",
+    }
+    .into()
 }
 
 pub(super) fn file_direct(f: &FileDirect) -> String {

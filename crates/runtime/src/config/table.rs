@@ -7,7 +7,8 @@
 use super::parse::{self, parse_log_level};
 use super::show::{self, copy};
 use super::{
-    FileDirect, RawSyscalls, RunFlag, Servers, Transport, MAX_ARENA, MAX_BATCH, MAX_REPLICAS,
+    FileDirect, Integrity, RawSyscalls, RunFlag, Servers, Transport, MAX_ARENA, MAX_BATCH,
+    MAX_REPLICAS,
 };
 use farmem_wire::ServerAddr;
 use std::path::{Path, PathBuf};
@@ -105,6 +106,13 @@ settings! {
         parse parse::boolean;
         show show::flag;
         get checksum -> bool = copy;
+    /// What each far page's check value is.
+    "INTEGRITY" => integrity: Integrity = Integrity::Crc32c;
+        documented "`crc32c`", "What `FARMEM_CHECKSUM` keeps per far page. `crc32c`: a CRC32C (4 bytes a page), which catches corruption by a server, its memory or the network, but not a server that forges a page on purpose. `mac`: a keyed MAC, HMAC-SHA256 under a key drawn from the kernel at start that never leaves this process, over the page's number and bytes, 64 bits kept (8 bytes a page): a server, or anyone who can write its memory, cannot forge a page, swap two, or hand back an old version without the program stopping (or, with replicas, the page being read from another copy). For a network the operator does not trust. Costs more per page than CRC32C (docs/benchmarks.md).";
+        flag None;
+        parse parse::integrity;
+        show show::integrity;
+        get integrity -> Integrity = copy;
     /// Print statistics on stderr at exit.
     "STATS" => stats_at_exit: bool = false;
         documented "`0`", "`1`: print the statistics table on stderr at exit.";

@@ -173,6 +173,29 @@ impl RemoteBackend {
         RemoteBackend::from_links(cfg, all, max_pages, token)
     }
 
+    /// A backend over links the caller made (`(server name, its
+    /// connections)`): another transport, or a test's scripted server. The
+    /// same greeting, checks and page path as [`RemoteBackend::connect`].
+    pub fn over_links(
+        cfg: &Config,
+        servers: Vec<(String, Vec<Box<dyn Transport>>)>,
+        max_pages: u64,
+    ) -> Result<RemoteBackend, BackendError> {
+        let token = random_token().map_err(|e| BackendError::Transport {
+            server: servers
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            why: format!("the kernel gave no random session token (getrandom: {e})"),
+        })?;
+        let links = servers
+            .into_iter()
+            .map(|(name, links)| Links { name, links })
+            .collect();
+        RemoteBackend::from_links(cfg, links, max_pages, token)
+    }
+
     /// Greet every connection of every server (the handshake where needed,
     /// Hello with `token`), move the session onto UCX where `cfg.transport`
     /// says so, and stripe pages over the servers in the order given.
