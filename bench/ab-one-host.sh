@@ -10,6 +10,8 @@
 #   their checkouts are given (fetched and built by you, never copied here)
 # Each far run also reports the program's peak RSS (/usr/bin/time %M).
 # usage: bench/ab-one-host.sh OLD_TREE [RUNS=3] [GAPBS_DIR XSBENCH_DIR]
+#   PARTS="micro programs" (default both) and PROGRAMS="bfs pagerank xsbench"
+#   pick what runs (with RESULTS_DIR=... to add to an earlier run's folder).
 #   OLD_TREE: `git worktree add /tmp/old COMMIT`, built with cargo build --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,9 @@ echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $NEW ($(git rev-
 # side: name, farmem binary, libfarmem dir, transport setting
 sides=("ucx-old|$OLD/target/release|auto" "memfd|$NEW/target/release|auto" "socket|$NEW/target/release|socket")
 rss() { awk '/^RSS/ {printf "%.0fM", $2/1024}'; }
-for r in $(seq "$RUNS"); do
+PARTS=${PARTS:-micro programs}
+PROGRAMS=${PROGRAMS:-bfs pagerank xsbench}
+[[ " $PARTS " == *" micro "* ]] && for r in $(seq "$RUNS"); do
     for s in "${sides[@]}"; do
         IFS='|' read -r name T tr <<<"$s"
         # faultlat links libfarmem: point it at the side's library.
@@ -38,8 +42,8 @@ for r in $(seq "$RUNS"); do
         o=$( { FARMEM_TRANSPORT=$tr /usr/bin/time -f "RSS %M" "$T/farmem" run --local 64M -- "$W/chase" 268435456 4k 2000000; } 2>&1)
         echo "chase $name $r: $(echo "$o" | grep -oE 'ns=[0-9.]+' | head -1) peak RSS $(echo "$o" | rss)"
     done
-done | tee "$R/micro.txt"
-[ -n "$GAPBS" ] || exit 0
+done | tee -a "$R/micro.txt"
+[ -n "$GAPBS" ] && [[ " $PARTS " == *" programs "* ]] || exit 0
 progs=(
     "bfs|$GAPBS/bfs -g 21 -n 10|Average Time: *([0-9.]+)"
     "pagerank|$GAPBS/pr -g 21 -n 3|Average Time: *([0-9.]+)"
@@ -48,14 +52,17 @@ progs=(
 metric() { sed -nE "s/.*$1.*/\1/p" | tail -1; }
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd re <<<"$p"
-    o=$( { /usr/bin/time -f "RSS %M" $cmd; } 2>&1)
+    [[ " $PROGRAMS " == *" $name "* ]] || continue
+    # XSBench exits 1 when its checksum is not the default input's (any
+    # -p other than its own): its time still counts.
+    o=$( { /usr/bin/time -f "RSS %M" $cmd; } 2>&1 || true)
     peak=$(echo "$o" | awk '/^RSS/ {print $2}')
     echo "$name local: $(echo "$o" | metric "$re") s, peak RSS $((peak / 1024))M"
     for r in $(seq "$RUNS"); do
         for s in "${sides[@]}"; do
             IFS='|' read -r side T tr <<<"$s"
-            o=$( { FARMEM_TRANSPORT=$tr /usr/bin/time -f "RSS %M" "$T/farmem" run --local $((peak / 2))K --stats -- $cmd; } 2>&1)
+            o=$( { FARMEM_TRANSPORT=$tr /usr/bin/time -f "RSS %M" "$T/farmem" run --local $((peak / 2))K --stats -- $cmd; } 2>&1 || true)
             echo "$name $side $r: $(echo "$o" | metric "$re") s, fetched $(echo "$o" | sed -nE 's/ *fetched from backend +([^ ]+)/\1/p'), $(echo "$o" | grep -E 'fault latency' | sed -E 's/ +/ /g'), peak RSS $(echo "$o" | rss)"
         done
     done
-done | tee "$R/programs.txt"
+done | tee -a "$R/programs.txt"

@@ -10,6 +10,9 @@ results_dir() {
     mkdir -p "$R"
     local dirty=""
     git diff --quiet HEAD 2>/dev/null || dirty=" (with uncommitted changes)"
+    # A rerun into an earlier folder adds its own lines.
+    local out=$R/RUN.md
+    [ -e "$out" ] && { echo; echo "## Rerun"; } >> "$out"
     {
         echo "# $name, $(date -u '+%Y-%m-%d %H:%M UTC')"
         echo
@@ -21,5 +24,5 @@ results_dir() {
             "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
             "$(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l) NUMA node(s)," \
             "Linux $(uname -r), virtual machine: $(systemd-detect-virt --vm 2>/dev/null || echo none)"
-    } > "$R/RUN.md"
+    } >> "$out"
 }

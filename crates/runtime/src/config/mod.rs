@@ -163,9 +163,8 @@ pub enum Transport {
 pub enum Integrity {
     /// CRC32C: catches corruption, not a server that forges pages.
     Crc32c,
-    /// A keyed MAC (HMAC-SHA256 under a key only this process holds, over
-    /// the page number and its bytes, 64 bits kept): a server cannot
-    /// forge, swap or replay a page.
+    /// A keyed MAC (the BLAKE3 keyed hash under a key only this process
+    /// holds, 64 bits kept): a server cannot forge, swap or replay a page.
     Mac,
 }
 

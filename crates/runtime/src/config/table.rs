@@ -47,7 +47,7 @@ settings! {
     /// The shared secret's file for TCP servers (else the default file, if
     /// it exists).
     "SECRET_FILE" => secret_file: Option<PathBuf> = None;
-        documented "`~/.config/farmem/secret` if it exists", "The shared secret for memory servers reached over TCP: a file of 16–4096 random bytes that no other user may read (mode 0600), written by `farmem secret init`. The client and each server prove to each other that they hold it (HMAC-SHA256 challenge–response; the secret never crosses the wire). A file named here must exist and be usable. Without one, TCP connections are not authenticated. Unix sockets never are: only this machine reaches them. Page data is not encrypted.";
+        documented "`~/.config/farmem/secret` if it exists", "The shared secret for memory servers reached over TCP: a file of 16–4096 random bytes that no other user may read (mode 0600), written by `farmem secret init`. The client and each server prove to each other that they hold it (HMAC-SHA256 challenge–response; the secret never crosses the wire). A file named here must exist and be usable. Without one, TCP connections are not authenticated. Unix sockets need no secret: only this machine reaches them, and each side checks the other's user instead (`SO_PEERCRED`: a server must run as this program's user or root). Page data is not encrypted.";
         flag None;
         parse |v| parse::path(v, "empty path; name the secret file (`farmem secret init` writes one)");
         show |p: &Option<PathBuf>| show::path_or(p, "(default)");
@@ -108,7 +108,7 @@ settings! {
         get checksum -> bool = copy;
     /// What each far page's check value is.
     "INTEGRITY" => integrity: Integrity = Integrity::Crc32c;
-        documented "`crc32c`", "What `FARMEM_CHECKSUM` keeps per far page. `crc32c`: a CRC32C (4 bytes a page), which catches corruption by a server, its memory or the network, but not a server that forges a page on purpose. `mac`: a keyed MAC, HMAC-SHA256 under a key drawn from the kernel at start that never leaves this process, over the page's number and bytes, 64 bits kept (8 bytes a page): a server, or anyone who can write its memory, cannot forge a page, swap two, or hand back an old version without the program stopping (or, with replicas, the page being read from another copy). For a network the operator does not trust. Costs more per page than CRC32C (docs/benchmarks.md).";
+        documented "`crc32c`", "What `FARMEM_CHECKSUM` keeps per far page. `crc32c`: a CRC32C (4 bytes a page), which catches corruption by a server, its memory or the network, but not a server that forges a page on purpose. `mac`: a keyed MAC, the BLAKE3 keyed hash of the page under a key drawn from the kernel at start that never leaves this process, 64 bits kept (8 bytes a page): a server, or anyone who can write its memory, cannot forge a page, swap two, or hand back an old version without the program stopping (or, with replicas, the page being read from another copy). For a network the operator does not trust. Costs more per page than CRC32C (docs/benchmarks.md).";
         flag None;
         parse parse::integrity;
         show show::integrity;
