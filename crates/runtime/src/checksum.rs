@@ -160,7 +160,9 @@ mod tests {
     use super::*;
 
     fn page(fill: u8) -> Vec<u8> {
-        (0..PAGE_SIZE).map(|i| fill ^ (i % 251) as u8).collect()
+        (0..PAGE_SIZE)
+            .map(|i| fill ^ u8::try_from(i % 251).unwrap())
+            .collect()
     }
 
     #[test]
