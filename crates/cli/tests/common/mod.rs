@@ -152,24 +152,22 @@ impl Serve {
 
     /// As [`Serve::start`], with `env` added to the server's environment.
     pub fn start_with_env(capacity: &str, env: &[(&str, &str)]) -> Serve {
-        let mut child = farmem()
-            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let addr = banner_addr(&first_line(&mut child));
-        Serve { child, addr }
+        Serve::spawn(capacity, &[], env)
     }
 
     /// A server on loopback TCP that requires the shared secret in
     /// `secret` (made by [`new_secret`]): the only kind that offers UCX.
     pub fn start_with_secret(capacity: &str, secret: &Path, env: &[(&str, &str)]) -> Serve {
+        let file = secret.to_str().unwrap();
+        Serve::spawn(capacity, &["--secret-file", file], env)
+    }
+
+    /// `farmem serve` on loopback TCP with `args` and `env`, once it has
+    /// printed its address.
+    fn spawn(capacity: &str, args: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut child = farmem()
             .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
-            .arg("--secret-file")
-            .arg(secret)
+            .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
