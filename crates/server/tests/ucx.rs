@@ -23,14 +23,6 @@ fn open(c: &mut Client) -> (u64, Vec<u8>) {
     }
 }
 
-fn chunk(c: &mut Client, n: u64) -> Result<(u64, Vec<u8>), (Option<ErrorCode>, String)> {
-    let r = c.send(Frame::UcxChunk { chunk: n }, &[]);
-    match wire::decode_reply(&r.0, &r.1) {
-        Ok(wire::Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
-        _ => Err((error_code(&r), String::from_utf8_lossy(&r.1).into_owned())),
-    }
-}
-
 #[test]
 fn no_address_or_key_leaves_before_the_handshake() {
     let mut cfg = ServerConfig::new(
@@ -73,26 +65,32 @@ fn chunks_are_granted_per_session_and_charged_whole() {
     let h = server_with_secret(3 * CHUNK_PAGES, |_| {});
     let mut a = Client::authenticated_session(&h, 1, 4 * CHUNK_PAGES);
     // UcxChunk needs UcxOpen first.
-    assert_eq!(chunk(&mut a, 0).unwrap_err().0, Some(ErrorCode::Malformed));
+    assert_eq!(
+        ucx_chunk(&mut a, 0).unwrap_err().0,
+        Some(ErrorCode::Malformed)
+    );
     let (pages, address) = open(&mut a);
     assert_eq!(pages, CHUNK_PAGES);
     assert!(!address.is_empty());
-    let (base0, key0) = chunk(&mut a, 0).unwrap();
+    let (base0, key0) = ucx_chunk(&mut a, 0).unwrap();
     assert_eq!(h.used_pages(), CHUNK_PAGES, "a chunk is charged whole");
     // The same chunk again: the same memory, not charged twice.
-    assert_eq!(chunk(&mut a, 0).unwrap(), (base0, key0.clone()));
+    assert_eq!(ucx_chunk(&mut a, 0).unwrap(), (base0, key0.clone()));
     assert_eq!(h.used_pages(), CHUNK_PAGES);
     // Beyond the session's pages.
-    assert_eq!(chunk(&mut a, 4).unwrap_err().0, Some(ErrorCode::OutOfRange));
+    assert_eq!(
+        ucx_chunk(&mut a, 4).unwrap_err().0,
+        Some(ErrorCode::OutOfRange)
+    );
     // Another session gets its own memory, never session a's.
     let mut b = Client::authenticated_session(&h, 2, 4 * CHUNK_PAGES);
     open(&mut b);
-    let (base_b, key_b) = chunk(&mut b, 0).unwrap();
+    let (base_b, key_b) = ucx_chunk(&mut b, 0).unwrap();
     assert_ne!(base_b, base0);
     assert_ne!(key_b, key0);
     // Capacity: 3 chunks; the fourth is refused with the reason.
-    chunk(&mut a, 1).unwrap();
-    let (code, msg) = chunk(&mut a, 2).unwrap_err();
+    ucx_chunk(&mut a, 1).unwrap();
+    let (code, msg) = ucx_chunk(&mut a, 2).unwrap_err();
     assert_eq!(code, Some(ErrorCode::Capacity));
     assert!(msg.contains("--capacity"), "{msg}");
     // A session's chunks are released with its last connection.
@@ -106,8 +104,8 @@ fn the_session_quota_applies_per_chunk() {
     let h = server_with_secret(1 << 28, |cfg| cfg.session_quota_pages = CHUNK_PAGES + 1);
     let mut a = Client::authenticated_session(&h, 1, 4 * CHUNK_PAGES);
     open(&mut a);
-    chunk(&mut a, 0).unwrap();
-    let (code, msg) = chunk(&mut a, 1).unwrap_err();
+    ucx_chunk(&mut a, 0).unwrap();
+    let (code, msg) = ucx_chunk(&mut a, 1).unwrap_err();
     assert_eq!(code, Some(ErrorCode::Capacity));
     assert!(msg.contains("--session-quota"), "{msg}");
 }
@@ -119,7 +117,7 @@ fn pages_move_without_a_request_to_the_server() {
     let h = server_with_secret(CHUNK_PAGES, |_| {});
     let mut a = Client::authenticated_session(&h, 7, CHUNK_PAGES);
     let (_, address) = open(&mut a);
-    let (base, key) = chunk(&mut a, 0).unwrap();
+    let (base, key) = ucx_chunk(&mut a, 0).unwrap();
     let ctx = Context::new(c"farmem-test", false, &[]).unwrap();
     let worker = Worker::new(&ctx).unwrap();
     let ep = Endpoint::connect(&worker, &address).unwrap();

@@ -21,14 +21,6 @@ fn peak_vm() -> u64 {
     kb * 1024
 }
 
-fn chunk(c: &mut Client, n: u64) -> Result<(u64, Vec<u8>), (Option<ErrorCode>, String)> {
-    let r = c.send(Frame::UcxChunk { chunk: n }, &[]);
-    match wire::decode_reply(&r.0, &r.1) {
-        Ok(wire::Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
-        _ => Err((error_code(&r), String::from_utf8_lossy(&r.1).into_owned())),
-    }
-}
-
 #[test]
 fn a_chunk_over_quota_or_capacity_maps_nothing() {
     if farmem_sys::ucx::available().is_err() {
@@ -54,7 +46,7 @@ fn a_chunk_over_quota_or_capacity_maps_nothing() {
     );
     let before = peak_vm();
     for _ in 0..4 {
-        let (code, msg) = chunk(&mut a, 0).unwrap_err();
+        let (code, msg) = ucx_chunk(&mut a, 0).unwrap_err();
         assert_eq!(code, Some(ErrorCode::Capacity), "{msg}");
         assert!(msg.contains("quota"), "{msg}");
     }

@@ -22,8 +22,7 @@
 //! Ordering: a `pwrite` is complete in the file when it returns, so a read
 //! issued after it (from any thread) sees its bytes; no flush is needed.
 
-use super::ucx::Failure;
-use super::BackendError;
+use super::{BackendError, Failure, OneSided};
 use crate::config::MAX_REPLICAS;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::CHUNK_PAGES;
@@ -53,11 +52,6 @@ impl MemfdPages {
         }
     }
 
-    /// Pages per chunk (the protocol's constant).
-    pub(crate) fn chunk_pages(&self) -> u64 {
-        CHUNK_PAGES
-    }
-
     /// Pages in chunk `c` (the last one may be shorter).
     fn pages_in(&self, c: u64) -> u64 {
         CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES)
@@ -66,11 +60,6 @@ impl MemfdPages {
     fn file(&self, s: usize, page: u64) -> Option<&OwnedFd> {
         let c = farmem_sys::usize_from(page / CHUNK_PAGES);
         self.servers[s].get(c)?.get()
-    }
-
-    /// Whether `page`'s chunk is granted on server `s`.
-    pub(crate) fn granted(&self, s: usize, page: u64) -> bool {
-        self.file(s, page).is_some()
     }
 
     /// Make sure chunk `c` of server `s` is granted: `grant` asks the server
@@ -121,61 +110,6 @@ impl MemfdPages {
         (page % CHUNK_PAGES) * PAGE_SIZE as u64
     }
 
-    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
-    /// server `from[i]`; a run of consecutive pages of one chunk and server
-    /// is one `pread`.
-    pub(crate) fn read(
-        &self,
-        pages: &[u64],
-        from: &[usize],
-        buf: &mut [u8],
-    ) -> Result<(), Failure> {
-        let mut i = 0;
-        while i < pages.len() {
-            let (p, s) = (pages[i], from[i]);
-            let mut k = 1;
-            while i + k < pages.len()
-                && pages[i + k] == p + k as u64
-                && from[i + k] == s
-                && !(p + k as u64).is_multiple_of(CHUNK_PAGES)
-            {
-                k += 1;
-            }
-            let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
-            let dst = &mut buf[i * PAGE_SIZE..(i + k) * PAGE_SIZE];
-            match farmem_sys::fs::pread_full(fd.as_raw_fd(), dst, Self::offset(p)) {
-                Ok(n) if n == dst.len() => {}
-                Ok(n) => {
-                    return Err(Failure {
-                        server: s,
-                        why: format!("its chunk file ended {n} bytes into a read of page {p}"),
-                    })
-                }
-                Err(e) => {
-                    return Err(Failure {
-                        server: s,
-                        why: format!("reading page {p} from its chunk file failed: {e}"),
-                    })
-                }
-            }
-            i += k;
-        }
-        Ok(())
-    }
-
-    /// Write `data[i]` as `pages[i]` to every server in `to[i]` (its live
-    /// copies; `None` past the last): complete in the files when this
-    /// returns Ok.
-    pub(crate) fn write(
-        &self,
-        pages: &[u64],
-        data: &[&[u8]],
-        to: &[[Option<usize>; MAX_REPLICAS]],
-    ) -> Result<(), Failure> {
-        debug_assert!(pages.len() <= MAX_BATCH);
-        (0..MAX_REPLICAS).try_for_each(|copy| self.write_copy(pages, data, |i| to[i][copy]))
-    }
-
     /// One copy of a write: page i to server `server_of(i)`, if any; a run
     /// of consecutive pages of one chunk on one server is one `pwritev`.
     fn write_copy(
@@ -213,6 +147,63 @@ impl MemfdPages {
             i += k;
         }
         Ok(())
+    }
+}
+
+impl OneSided for MemfdPages {
+    /// Whether `page`'s chunk is granted on server `s`.
+    fn granted(&self, s: usize, page: u64) -> bool {
+        self.file(s, page).is_some()
+    }
+
+    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
+    /// server `from[i]`; a run of consecutive pages of one chunk and server
+    /// is one `pread`.
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
+        let mut i = 0;
+        while i < pages.len() {
+            let (p, s) = (pages[i], from[i]);
+            let mut k = 1;
+            while i + k < pages.len()
+                && pages[i + k] == p + k as u64
+                && from[i + k] == s
+                && !(p + k as u64).is_multiple_of(CHUNK_PAGES)
+            {
+                k += 1;
+            }
+            let fd = self.file(s, p).ok_or_else(|| never_granted(s, p))?;
+            let dst = &mut buf[i * PAGE_SIZE..(i + k) * PAGE_SIZE];
+            match farmem_sys::fs::pread_full(fd.as_raw_fd(), dst, Self::offset(p)) {
+                Ok(n) if n == dst.len() => {}
+                Ok(n) => {
+                    return Err(Failure {
+                        server: s,
+                        why: format!("its chunk file ended {n} bytes into a read of page {p}"),
+                    })
+                }
+                Err(e) => {
+                    return Err(Failure {
+                        server: s,
+                        why: format!("reading page {p} from its chunk file failed: {e}"),
+                    })
+                }
+            }
+            i += k;
+        }
+        Ok(())
+    }
+
+    /// Write `data[i]` as `pages[i]` to every server in `to[i]` (its live
+    /// copies; `None` past the last): complete in the files when this
+    /// returns Ok.
+    fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; MAX_REPLICAS]],
+    ) -> Result<(), Failure> {
+        debug_assert!(pages.len() <= MAX_BATCH);
+        (0..MAX_REPLICAS).try_for_each(|copy| self.write_copy(pages, data, |i| to[i][copy]))
     }
 }
 

@@ -22,6 +22,32 @@ use thiserror::Error;
 /// Most pages in one backend call: the fault path's batch.
 pub use crate::config::MAX_BATCH;
 
+/// Why a one-sided batch did not complete: which server, and what happened.
+pub(crate) struct Failure {
+    pub(crate) server: usize,
+    pub(crate) why: String,
+}
+
+/// A one-sided page path (memory files, UCX): pages live in chunks of
+/// `farmem_wire::CHUNK_PAGES` that the servers grant one at a time (see
+/// `remote/one_sided.rs`), and move without a request per page.
+pub(crate) trait OneSided {
+    /// Whether `page`'s chunk is granted on server `s`.
+    fn granted(&self, s: usize, page: u64) -> bool;
+    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
+    /// server `from[i]`.
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure>;
+    /// Write `data[i]` as `pages[i]` to every server in `to[i]` (its live
+    /// copies; `None` past the last): complete at the servers when this
+    /// returns Ok.
+    fn write(
+        &self,
+        pages: &[u64],
+        data: &[&[u8]],
+        to: &[[Option<usize>; crate::config::MAX_REPLICAS]],
+    ) -> Result<(), Failure>;
+}
+
 /// A configuration's backend, opened (see [`open`]).
 pub(crate) struct Opened {
     pub backend: Box<dyn Backend>,

@@ -41,24 +41,19 @@
 //! is still in flight then retires the lane for good ([`LaneFlags`]: it
 //! stays busy forever, and every taker skips it, never waits on it).
 
-use super::BackendError;
+use super::{BackendError, Failure, OneSided};
 use crate::config::MAX_REPLICAS;
 use farmem_sys::ucx::{
     self, Context, Endpoint, Memory, Op, RemoteKey, Started, Transports, Worker,
 };
 use farmem_sys::PAGE_SIZE;
+use farmem_wire::CHUNK_PAGES;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Most pages in one read or write.
 const MAX_BATCH: usize = super::MAX_BATCH;
-
-/// Why a batch did not complete: which server, and what happened.
-pub(crate) struct Failure {
-    pub(crate) server: usize,
-    pub(crate) why: String,
-}
 
 /// A page in a chunk without a key: never granted, or (a farmem bug) its
 /// key missing for a live lane.
@@ -285,7 +280,6 @@ pub(crate) struct UcxPages {
     slots: OnceLock<(usize, usize, Memory)>,
     grants: Mutex<()>,
     ctx: Context,
-    chunk_pages: u64,
     stride: usize,
     timeout_ns: u64,
     /// Whether the first chunk's memory is mapped here (shared memory).
@@ -312,29 +306,11 @@ impl Held<'_> {
 }
 
 impl UcxPages {
-    /// [`UcxPages::with_transports`] on [`Transports::PosixTestPath`]:
-    /// RDMA verbs, or UCX's shared memory with a server on this host.
+    /// A context on `transports` and `lanes` lanes, each with an endpoint
+    /// to every server (`addresses`, their UCX worker addresses).
     pub(crate) fn new(
         addresses: &[Vec<u8>],
         max_pages: u64,
-        chunk_pages: u64,
-        timeout_ns: u64,
-    ) -> Result<UcxPages, ucx::UcxError> {
-        UcxPages::with_transports(
-            addresses,
-            max_pages,
-            chunk_pages,
-            timeout_ns,
-            Transports::PosixTestPath,
-        )
-    }
-
-    /// A context on `transports` and `lanes` lanes, each with an endpoint
-    /// to every server (`addresses`, their UCX worker addresses).
-    pub(crate) fn with_transports(
-        addresses: &[Vec<u8>],
-        max_pages: u64,
-        chunk_pages: u64,
         timeout_ns: u64,
         transports: Transports,
     ) -> Result<UcxPages, ucx::UcxError> {
@@ -370,7 +346,7 @@ impl UcxPages {
                 }),
             });
         }
-        let nchunks = farmem_sys::usize_from(max_pages.div_ceil(chunk_pages));
+        let nchunks = farmem_sys::usize_from(max_pages.div_ceil(CHUNK_PAGES));
         let servers = addresses
             .iter()
             .map(|_| ServerChunks {
@@ -385,7 +361,6 @@ impl UcxPages {
             slots: OnceLock::new(),
             grants: Mutex::new(()),
             ctx,
-            chunk_pages,
             stride,
             timeout_ns,
             local: AtomicBool::new(false),
@@ -399,11 +374,6 @@ impl UcxPages {
         if let Ok(m) = Memory::map(&self.ctx, len, Some(ptr)) {
             let _ = self.slots.set((ptr as usize, ptr as usize + len, m));
         }
-    }
-
-    /// Pages per chunk (the servers' UcxOpenOk).
-    pub(crate) fn chunk_pages(&self) -> u64 {
-        self.chunk_pages
     }
 
     /// Whether the servers' memory is mapped in this process (UCX chose
@@ -463,8 +433,8 @@ impl UcxPages {
     /// Chunk and offset of `page`.
     fn place(&self, page: u64) -> (usize, u64) {
         (
-            farmem_sys::usize_from(page / self.chunk_pages),
-            (page % self.chunk_pages) * PAGE_SIZE as u64,
+            farmem_sys::usize_from(page / CHUNK_PAGES),
+            (page % CHUNK_PAGES) * PAGE_SIZE as u64,
         )
     }
 
@@ -481,11 +451,6 @@ impl UcxPages {
     fn key(&self, s: usize, page: u64, lane: usize) -> Option<(u64, &RemoteKey)> {
         let keys = self.keys(s, page)?;
         Some((keys.base + self.place(page).1, keys.keys[lane].as_ref()?))
-    }
-
-    /// Whether `page`'s chunk is granted on server `s`.
-    pub(crate) fn granted(&self, s: usize, page: u64) -> bool {
-        self.keys(s, page).is_some()
     }
 
     /// Lane `i`, waiting while another thread holds it; `None` when it is
@@ -601,36 +566,6 @@ impl UcxPages {
         failure
     }
 
-    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
-    /// server `from[i]`, all gets in flight at once.
-    pub(crate) fn read(
-        &self,
-        pages: &[u64],
-        from: &[usize],
-        buf: &mut [u8],
-    ) -> Result<(), Failure> {
-        let _inside = farmem_sys::Inside::enter();
-        let held = self.any_lane()?;
-        let inner = held.inner();
-        let mut pending = [(0usize, 0usize); MAX_BATCH];
-        let mut n = 0;
-        let memh = self.memh_for(buf.as_ptr(), buf.len());
-        let lane = self.lane_index(&held);
-        for (i, (&p, &s)) in pages.iter().zip(from).enumerate() {
-            let Some(key) = self.key(s, p, lane) else {
-                let f = ungranted(s, p);
-                return Err(self.abandon(&held, &mut pending[..n], f));
-            };
-            let op = Op::new(self.request(&held, i), memh);
-            let dst = buf[i * PAGE_SIZE..].as_mut_ptr();
-            // SAFETY: dst is writable for a page; it and the request stay
-            // untouched until `wait` sees the get complete.
-            let r = unsafe { op.get(&inner.eps[s], dst, PAGE_SIZE, key.0, key.1) };
-            self.track(r, (i, s), &held, &mut pending, &mut n, "get")?;
-        }
-        self.wait(&held, &mut pending[..n])
-    }
-
     /// Note what starting an operation returned: a pending one joins
     /// `pending` (request index, server); a failure first lets the earlier
     /// operations finish (their memory is in use), then names the server.
@@ -664,11 +599,43 @@ impl UcxPages {
         let base = self.lanes.as_ptr() as usize;
         (held.lane as *const Lane as usize - base) / std::mem::size_of::<Lane>()
     }
+}
+
+impl OneSided for UcxPages {
+    /// Whether `page`'s chunk is granted on server `s`.
+    fn granted(&self, s: usize, page: u64) -> bool {
+        self.keys(s, page).is_some()
+    }
+
+    /// Read `pages` into `buf` (page i at `i * PAGE_SIZE`), page i from
+    /// server `from[i]`, all gets in flight at once.
+    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
+        let _inside = farmem_sys::Inside::enter();
+        let held = self.any_lane()?;
+        let inner = held.inner();
+        let mut pending = [(0usize, 0usize); MAX_BATCH];
+        let mut n = 0;
+        let memh = self.memh_for(buf.as_ptr(), buf.len());
+        let lane = self.lane_index(&held);
+        for (i, (&p, &s)) in pages.iter().zip(from).enumerate() {
+            let Some(key) = self.key(s, p, lane) else {
+                let f = ungranted(s, p);
+                return Err(self.abandon(&held, &mut pending[..n], f));
+            };
+            let op = Op::new(self.request(&held, i), memh);
+            let dst = buf[i * PAGE_SIZE..].as_mut_ptr();
+            // SAFETY: dst is writable for a page; it and the request stay
+            // untouched until `wait` sees the get complete.
+            let r = unsafe { op.get(&inner.eps[s], dst, PAGE_SIZE, key.0, key.1) };
+            self.track(r, (i, s), &held, &mut pending, &mut n, "get")?;
+        }
+        self.wait(&held, &mut pending[..n])
+    }
 
     /// Write `data[i]` as `pages[i]` to every server in `to[i]` (its live
     /// copies; `None` past the last), then flush those servers: complete at
     /// the target when this returns Ok.
-    pub(crate) fn write(
+    fn write(
         &self,
         pages: &[u64],
         data: &[&[u8]],

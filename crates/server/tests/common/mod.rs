@@ -44,6 +44,16 @@ pub fn server_with_secret(
 
 pub type Reply = (Header, Vec<u8>);
 
+/// Ask for UCX chunk `n`: its base and packed key, or the refusal's code
+/// and message.
+pub fn ucx_chunk(c: &mut Client, n: u64) -> Result<(u64, Vec<u8>), (Option<ErrorCode>, String)> {
+    let r = c.send(Frame::UcxChunk { chunk: n }, &[]);
+    match wire::decode_reply(&r.0, &r.1) {
+        Ok(wire::Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
+        _ => Err((error_code(&r), String::from_utf8_lossy(&r.1).into_owned())),
+    }
+}
+
 pub fn error_code(r: &Reply) -> Option<ErrorCode> {
     (r.0.op == Op::Error).then(|| ErrorCode::from_u32(r.0.status).unwrap())
 }

@@ -54,7 +54,7 @@ use conn::{Conn, Owed};
 use farmem_sys::net::Wait;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
 use handshake::{authenticate, check_peer, hello, open_memfd, open_ucx, random_token};
-use one_sided::OneSided;
+use one_sided::Grant;
 use reply::frame_u32;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,14 +107,14 @@ impl PagePath {
     }
 }
 
-/// [`OneSided`] behind a reference, for the calls that do not care which.
+/// [`Grant`] behind a reference, for the calls that do not care which.
 trait OneSidedDyn {
     fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
     fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
     fn reserve(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError>;
 }
 
-impl<P: OneSided> OneSidedDyn for P {
+impl<P: Grant> OneSidedDyn for P {
     fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
         b.one_sided_read(self, pages, buf)
     }
@@ -396,12 +396,19 @@ fn choose_path(
             None => return Ok(PagePath::Sockets),
         }
     }
-    let ucx = UcxPages::new(&addrs, max_pages, farmem_wire::CHUNK_PAGES, wait.timeout_ns).map_err(
-        |e| BackendError::Transport {
+    // Shared memory only when asked for by name (the one-host test path);
+    // `auto` got here on an RDMA host and takes verbs only.
+    let transports = if required {
+        farmem_sys::ucx::Transports::PosixTestPath
+    } else {
+        farmem_sys::ucx::Transports::Verbs
+    };
+    let ucx = UcxPages::new(&addrs, max_pages, wait.timeout_ns, transports).map_err(|e| {
+        BackendError::Transport {
             server: names(),
             why: format!("cannot set up UCX: {e}"),
-        },
-    )?;
+        }
+    })?;
     Ok(PagePath::Ucx(ucx))
 }
 

@@ -6,81 +6,30 @@
 use super::reply::{check_reply, frame_u32, recv_blob};
 use super::RemoteBackend;
 use crate::backend::memfd::MemfdPages;
-use crate::backend::ucx::{Failure, UcxPages};
-use crate::backend::{Backend, BackendError, MAX_BATCH};
-use crate::config::MAX_REPLICAS;
+use crate::backend::ucx::UcxPages;
+use crate::backend::{Backend, BackendError, Failure, OneSided, MAX_BATCH};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 
-/// What the remote backend asks of a one-sided page path: pages live in
-/// chunks the servers grant one at a time, and move without a request per
-/// page.
-pub(super) trait OneSided {
-    /// Pages per chunk.
-    fn chunk_pages(&self) -> u64;
-    /// Whether `page`'s chunk is granted on server `s`.
-    fn granted(&self, s: usize, page: u64) -> bool;
+/// A one-sided path whose chunks this backend can ask its servers for.
+pub(super) trait Grant: OneSided {
     /// Make sure chunk `c` is granted on server `s`, asking it through
     /// `backend`'s control connection if not yet.
     fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError>;
-    /// Read `pages` into `buf`, page i from server `from[i]`.
-    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure>;
-    /// Write `data[i]` as `pages[i]` to every server in `to[i]`; complete
-    /// at the servers when this returns Ok.
-    fn write(
-        &self,
-        pages: &[u64],
-        data: &[&[u8]],
-        to: &[[Option<usize>; MAX_REPLICAS]],
-    ) -> Result<(), Failure>;
 }
 
-impl OneSided for UcxPages {
-    fn chunk_pages(&self) -> u64 {
-        UcxPages::chunk_pages(self)
-    }
-    fn granted(&self, s: usize, page: u64) -> bool {
-        UcxPages::granted(self, s, page)
-    }
+impl Grant for UcxPages {
     fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError> {
         self.ensure(s, c, || backend.ucx_grant_on(s, c))
     }
-    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
-        UcxPages::read(self, pages, from, buf)
-    }
-    fn write(
-        &self,
-        pages: &[u64],
-        data: &[&[u8]],
-        to: &[[Option<usize>; MAX_REPLICAS]],
-    ) -> Result<(), Failure> {
-        UcxPages::write(self, pages, data, to)
-    }
 }
 
-impl OneSided for MemfdPages {
-    fn chunk_pages(&self) -> u64 {
-        MemfdPages::chunk_pages(self)
-    }
-    fn granted(&self, s: usize, page: u64) -> bool {
-        MemfdPages::granted(self, s, page)
-    }
+impl Grant for MemfdPages {
     fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError> {
         let name = &backend.servers[s].name;
         self.ensure(s, c, name, || backend.memfd_grant_on(s, c))
-    }
-    fn read(&self, pages: &[u64], from: &[usize], buf: &mut [u8]) -> Result<(), Failure> {
-        MemfdPages::read(self, pages, from, buf)
-    }
-    fn write(
-        &self,
-        pages: &[u64],
-        data: &[&[u8]],
-        to: &[[Option<usize>; MAX_REPLICAS]],
-    ) -> Result<(), Failure> {
-        MemfdPages::write(self, pages, data, to)
     }
 }
 
@@ -89,7 +38,7 @@ impl RemoteBackend {
     /// holds a copy of one of them (pages sit at their own number's offset).
     pub(super) fn grant_range(
         &self,
-        ucx: &impl OneSided,
+        ucx: &impl Grant,
         first: u64,
         n: u64,
     ) -> Result<(), BackendError> {
@@ -97,7 +46,7 @@ impl RemoteBackend {
         let mut p = first;
         while p < end {
             // One route and one chunk up to the next stripe or chunk edge.
-            let chunk_end = (p / ucx.chunk_pages() + 1) * ucx.chunk_pages();
+            let chunk_end = (p / wire::CHUNK_PAGES + 1) * wire::CHUNK_PAGES;
             let step_end = (p + self.route_run(p)).min(chunk_end).min(end);
             self.grant_page(ucx, p)?;
             p = step_end;
@@ -106,13 +55,13 @@ impl RemoteBackend {
     }
 
     /// Grant `page`'s chunk on every live server holding a copy of it.
-    fn grant_page(&self, ucx: &impl OneSided, page: u64) -> Result<(), BackendError> {
+    fn grant_page(&self, ucx: &impl Grant, page: u64) -> Result<(), BackendError> {
         for k in 0..self.replicas {
             let (s, _) = self.route(page, k);
             if self.is_down(s) || ucx.granted(s, page) {
                 continue;
             }
-            let c = page / ucx.chunk_pages();
+            let c = page / wire::CHUNK_PAGES;
             match ucx.grant(self, s, c) {
                 Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
                 other => other?,
@@ -125,7 +74,7 @@ impl RemoteBackend {
     /// bench's direct use of a backend): grant their chunks now. The
     /// runtime's pages were granted at allocation, so on the fault path
     /// this is one atomic load per copy and nothing else.
-    fn grant_pages(&self, ucx: &impl OneSided, pages: &[u64]) -> Result<(), BackendError> {
+    fn grant_pages(&self, ucx: &impl Grant, pages: &[u64]) -> Result<(), BackendError> {
         for &p in pages {
             self.grant_page(ucx, p)?;
         }
@@ -263,7 +212,7 @@ impl RemoteBackend {
 
     pub(super) fn one_sided_read(
         &self,
-        ucx: &impl OneSided,
+        ucx: &impl Grant,
         pages: &[u64],
         buf: &mut [u8],
     ) -> Result<(), BackendError> {
@@ -290,7 +239,7 @@ impl RemoteBackend {
 
     pub(super) fn one_sided_write(
         &self,
-        ucx: &impl OneSided,
+        ucx: &impl Grant,
         pages: &[u64],
         data: &[&[u8]],
     ) -> Result<(), BackendError> {
