@@ -178,3 +178,91 @@ fn a_program_runs_with_the_right_secret_and_stops_clearly_without_it() {
     assert!(l.contains("did not accept"), "server log: {l}");
     std::fs::remove_dir_all(home).ok();
 }
+
+/// A man in the middle: forwards every byte both ways, and on the first
+/// connection changes one byte of the server's stream at `flip` (None:
+/// changes nothing). Its address.
+fn tamper_proxy(server: &str, flip: Option<usize>) -> String {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let server = server.to_string();
+    std::thread::spawn(move || {
+        for (i, c) in l.incoming().enumerate() {
+            let Ok(mut c) = c else { break };
+            let Ok(mut s) = TcpStream::connect(&server) else {
+                break;
+            };
+            let _ = c.set_nodelay(true);
+            let _ = s.set_nodelay(true);
+            let (mut c2, mut s2) = (c.try_clone().unwrap(), s.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c2, &mut s2);
+                let _ = s2.shutdown(Shutdown::Both);
+            });
+            let flip = flip.filter(|_| i == 0);
+            std::thread::spawn(move || {
+                let mut at = 0usize;
+                let mut buf = [0u8; 65536];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if let Some(f) = flip.filter(|&f| (at..at + n).contains(&f)) {
+                        buf[f - at] ^= 0x01;
+                    }
+                    at += n;
+                    if c.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = c.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    addr
+}
+
+/// After the handshake every frame is sealed: a man in the middle who
+/// lets the handshake through and then changes one byte of a reply stops
+/// the program with one line, and one who changes nothing is invisible.
+#[test]
+fn a_reply_changed_on_the_way_after_the_handshake_stops_the_program() {
+    let home = scratch("mitm");
+    let secret = home.join("secret");
+    assert!(farmem_at(&home)
+        .args(["secret", "init", "--path"])
+        .arg(&secret)
+        .status()
+        .unwrap()
+        .success());
+    let log = home.join("serve.log");
+    let (mut server, addr) = serve_with(&home, &secret, &log);
+    let exe = build_c("integrity_omp");
+    let program = |via: &str| {
+        Command::new(&exe)
+            .arg("32")
+            .env("HOME", &home)
+            .env("FARMEM_SECRET_FILE", &secret)
+            .env("FARMEM_LOCAL", "8M")
+            .env("FARMEM_SERVERS", via)
+            .env("OMP_NUM_THREADS", "2")
+            .output()
+            .unwrap()
+    };
+    let o = program(&tamper_proxy(&addr, None));
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("mismatches=0"),
+        "through a faithful proxy: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The server's stream: AuthChallenge (24 + 64 bytes), AuthOk (24), then
+    // the sealed HelloOk: header (24), payload (24), tag. Change the
+    // payload's used-pages figure, which the client never checks itself.
+    let used_pages = 24 + 64 + 24 + 24 + 8;
+    let o = program(&tamper_proxy(&addr, Some(used_pages)));
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("failed its seal"), "{e}");
+    let _ = server.kill();
+    let _ = server.wait();
+    std::fs::remove_dir_all(home).ok();
+}

@@ -3,6 +3,8 @@
 //! the socket straight into the session's store, and a Read's pages from the
 //! store straight into the socket.
 
+use crate::gate::{authenticate, Gate, Seal};
+use crate::input::Input;
 use crate::metrics::{ConnCounters, Refusal};
 use crate::session::{self, Token};
 use crate::store::{Access, Store};
@@ -11,8 +13,8 @@ use farmem_sys::net::{
     send_vectored, send_vectored_raw, send_with_fd, set_nonblocking, RawBuf, Wait, MAX_IOV,
 };
 use farmem_wire::{
-    self as wire, auth, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError, HEADER_LEN,
-    MAX_FRAME_PAGES, PAGE_SIZE,
+    self as wire, seal::TAG_LEN, ErrorCode, Frame, Header, Op, Request, ServerStats, WireError,
+    HEADER_LEN, MAX_FRAME_PAGES, PAGE_SIZE,
 };
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -27,94 +29,8 @@ pub(crate) enum ConnError {
     Io(#[from] io::Error),
     #[error("protocol error, connection closed: {0}")]
     Protocol(#[from] wire::WireError),
-}
-
-/// Where a connection stands with the shared secret.
-enum Gate {
-    /// Requests are served: a Unix socket, a server without a secret, or a
-    /// client that has proved it holds the secret.
-    Open,
-    /// A TCP connection to a server with a secret: only Auth is taken.
-    Closed,
-    /// The challenge is sent; only the client's proof is taken.
-    Challenged {
-        cn: [u8; auth::NONCE_LEN],
-        sn: [u8; auth::NONCE_LEN],
-    },
-}
-
-/// Take one step of the handshake (module docs of `farmem_wire::auth`).
-/// Returns whether the connection stays open; every refusal also prints
-/// one line here, so both sides say what went wrong.
-fn authenticate(
-    sh: &Shared,
-    gate: &mut Gate,
-    h: &Header,
-    req: Request<'_>,
-    out: &mut Vec<u8>,
-    peer: &str,
-) -> bool {
-    let refuse = |out: &mut Vec<u8>, code: ErrorCode, to_client: &str, here: &str| {
-        sh.metrics.refused(Refusal::Auth);
-        sh.metrics.auth_failed();
-        tracing::warn!("refused {peer}: {here}");
-        error_reply(out, h.tag, code, to_client);
-        false
-    };
-    let Some(secret) = sh.cfg.secret.as_deref() else {
-        return refuse(
-            out,
-            ErrorCode::AuthFailed,
-            "this server has no shared secret, so it cannot prove itself; start it with --secret-file, or give this client no secret",
-            "it asked to authenticate, and this server has no secret (start it with --secret-file)",
-        );
-    };
-    match (req, &*gate) {
-        (Request::Auth { nonce: cn }, Gate::Closed) => {
-            let mut sn = [0u8; auth::NONCE_LEN];
-            if let Err(e) = farmem_sys::process::fill_random(&mut sn) {
-                return refuse(
-                    out,
-                    ErrorCode::AuthFailed,
-                    "the server could not draw a nonce",
-                    &format!("the kernel gave no random nonce (getrandom: {e})"),
-                );
-            }
-            let proof = secret.server_proof(&cn, &sn);
-            out.extend_from_slice(
-                &Frame::AuthChallenge {
-                    nonce: &sn,
-                    proof: &proof,
-                }
-                .encode(h.tag),
-            );
-            *gate = Gate::Challenged { cn, sn };
-            true
-        }
-        (Request::AuthProof { proof }, Gate::Challenged { cn, sn }) => {
-            if secret.verify_client(cn, sn, &proof) {
-                out.extend_from_slice(&Frame::AuthOk.encode(h.tag));
-                *gate = Gate::Open;
-                true
-            } else {
-                refuse(
-                    out,
-                    ErrorCode::AuthFailed,
-                    "wrong secret: this client's secret file differs from the server's",
-                    &format!(
-                        "its proof does not match the secret in {} (a different secret file?)",
-                        secret.path().display()
-                    ),
-                )
-            }
-        }
-        _ => refuse(
-            out,
-            ErrorCode::AuthFailed,
-            "authentication out of order (Auth, then AuthProof, once per connection)",
-            "authentication out of order",
-        ),
-    }
+    #[error("a {0:?} failed its seal (altered, replayed or forged on the way, or a client with another session key); connection closed")]
+    Forged(Op),
 }
 
 pub(crate) fn serve_connection(
@@ -143,7 +59,7 @@ pub(crate) fn serve_connection(
         spin_ns: sh.cfg.spin_ns,
         timeout_ns: sh.cfg.client_timeout_ns,
     };
-    let link = Link {
+    let base = Link {
         fd,
         wait: reply_wait,
         peer,
@@ -151,7 +67,11 @@ pub(crate) fn serve_connection(
         // Such a connection serves nothing before the handshake passed
         // (the gate below), so by `handle` it has.
         authenticated: tcp && sh.cfg.secret.is_some(),
+        seal: None,
     };
+    // Set once the handshake has passed: from then on every frame both ways
+    // carries a tag (`farmem_wire::seal`).
+    let mut seal: Option<Seal> = None;
     let mut session: Option<(Token, Arc<Store>)> = None;
     let mut gate = if tcp && sh.cfg.secret.is_some() {
         Gate::Closed
@@ -174,18 +94,30 @@ pub(crate) fn serve_connection(
             Ok(false) => break Ok(()),
             Err(e) => break Err(e.into()),
         }
+        let link = Link {
+            seal: seal.as_ref(),
+            ..base
+        };
+        let tag_len = if seal.is_some() { TAG_LEN } else { 0 };
         let mut hb = [0u8; HEADER_LEN];
         hb.copy_from_slice(input.peek(HEADER_LEN));
         let h = match Header::decode(&hb) {
             Ok(h) => h,
             Err(e) => {
                 let msg = e.to_string();
-                let reply = Frame::Error {
+                let mut reply = Frame::Error {
                     code: e.code(),
                     message: &msg,
-                };
+                }
+                .encode(0)
+                .to_vec();
                 counters.error(e.code() as u32);
-                let _ = send_vectored(fd, &[&reply.encode(0)], reply_wait);
+                if seal
+                    .as_ref()
+                    .is_none_or(|s| s.seal_reply(&mut reply).is_ok())
+                {
+                    let _ = send_vectored(fd, &[&reply], reply_wait);
+                }
                 break Err(e.into());
             }
         };
@@ -195,6 +127,7 @@ pub(crate) fn serve_connection(
             // Nothing but the handshake before it has passed: read past the
             // payload (so the refusal is not lost to a reset), refuse, close.
             _ if gated => {
+                // (Never sealed: the seal starts after the handshake.)
                 input.consume(HEADER_LEN);
                 input.skip(fd, h.len as usize, reply_wait).map(|()| {
                     sh.metrics.refused(Refusal::Auth);
@@ -206,10 +139,10 @@ pub(crate) fn serve_connection(
                         "this server requires the shared secret: give this client the server's secret file (FARMEM_SECRET_FILE, default ~/.config/farmem/secret; see `farmem secret init`)",
                     );
                     false
-                })
+                }).map_err(ConnError::from)
             }
             // Page data goes straight into the store, not through `input`.
-            Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, fd, reply_wait),
+            Op::Write => serve_write(sh, &session, &h, &mut input, &mut out, &link),
             Op::Hello
             | Op::Read
             | Op::Free
@@ -220,10 +153,17 @@ pub(crate) fn serve_connection(
             | Op::UcxChunk
             | Op::MemfdOpen
             | Op::MemfdChunk => {
-                // Small payloads (a Read's page list is at most 2 KiB).
+                // Small payloads (a Read's page list is at most 2 KiB),
+                // each covered whole by a sealed frame's tag.
                 let frame = HEADER_LEN + h.len as usize;
-                if let Err(e) = input.fill(fd, frame, reply_wait) {
+                if let Err(e) = input.fill(fd, frame + tag_len, reply_wait) {
                     break Err(e.into());
+                }
+                if let Some(seal) = &seal {
+                    let (covered, tag) = input.peek(frame + TAG_LEN).split_at(frame);
+                    if !seal.open(covered, tag) {
+                        break Err(ConnError::Forged(h.op));
+                    }
                 }
                 let payload = &input.peek(frame)[HEADER_LEN..];
                 let keep = match wire::decode_request(&h, payload) {
@@ -231,7 +171,7 @@ pub(crate) fn serve_connection(
                         Ok(authenticate(sh, &mut gate, &h, req, &mut out, peer))
                     }
                     Ok(req) => match Served::try_from(req) {
-                        Ok(req) => handle(sh, &mut session, &h, req, &mut out, &link),
+                        Ok(req) => handle(sh, &mut session, &h, req, &mut out, link),
                         // Writes are routed by their header before any
                         // decoding; a decoder that returned one anyway is
                         // answered, not trusted.
@@ -250,33 +190,47 @@ pub(crate) fn serve_connection(
                         Ok(e.code().keeps_connection())
                     }
                 };
-                input.consume(frame);
-                keep
+                input.consume(frame + tag_len);
+                keep.map_err(ConnError::from)
             }
             // A reply sent as a request: read past its payload (closing with
             // unread input would reset the connection under the error
             // reply), refuse it and close.
             _ => {
                 input.consume(HEADER_LEN);
-                input.skip(fd, h.len as usize, reply_wait).map(|()| {
-                    let e = WireError::UnknownOp(h.op as u16);
-                    error_reply(&mut out, h.tag, e.code(), &e.to_string());
-                    false
-                })
+                input
+                    .skip(fd, h.len as usize + tag_len, reply_wait)
+                    .map(|()| {
+                        let e = WireError::UnknownOp(h.op as u16);
+                        error_reply(&mut out, h.tag, e.code(), &e.to_string());
+                        false
+                    })
+                    .map_err(ConnError::from)
             }
         };
         let keep = match keep {
             Ok(k) => k,
-            Err(e) => break Err(e.into()),
+            Err(e) => break Err(e),
         };
         counters.frame(&h, &out);
         if !out.is_empty() {
+            if let Some(seal) = &seal {
+                if let Err(e) = seal.seal_reply(&mut out) {
+                    break Err(e.into());
+                }
+            }
             if let Err(e) = send_vectored(fd, &[&out], reply_wait) {
                 break Err(e.into());
             }
         }
         if !keep {
             break Ok(());
+        }
+        // AuthOk has left unsealed; every frame from here on is sealed.
+        if let Gate::Passed { .. } = gate {
+            if let Gate::Passed { key } = std::mem::replace(&mut gate, Gate::Open) {
+                seal = Some(Seal::new(key));
+            }
         }
     };
     if let Some((token, _)) = session {
@@ -294,98 +248,6 @@ pub(crate) fn serve_connection(
     }
     result
 }
-
-/// Requests arrive through a buffer: one `recv` usually brings a whole
-/// request (header and payload), saving a system call per request. It is
-/// small, so that little of a Write's page data lands here (to be copied)
-/// rather than straight in the store.
-struct Input {
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
-}
-
-impl Input {
-    fn new() -> Input {
-        Input {
-            buf: vec![0u8; INPUT_BUFFER].into_boxed_slice(),
-            start: 0,
-            end: 0,
-        }
-    }
-
-    /// Make `n` bytes available (n <= the buffer size). Ok(false): the peer
-    /// closed cleanly between frames.
-    fn fill(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<bool> {
-        if self.start + n > self.buf.len() {
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        // Ask for no more than the largest request but a Write's data, so
-        // that a Write's pages mostly stay in the socket for `receive_pages`
-        // (limit > end: the loop runs while end < start + n <= buf.len()).
-        let limit = (self.start + n.max(SMALL_REQUEST)).min(self.buf.len());
-        while self.end - self.start < n {
-            let r = farmem_sys::net::recv_some(fd, &mut self.buf[self.end..limit], wait)?;
-            if r == 0 {
-                if self.end == self.start {
-                    return Ok(false);
-                }
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "truncated frame",
-                ));
-            }
-            self.end += r;
-        }
-        Ok(true)
-    }
-
-    fn peek(&self, n: usize) -> &[u8] {
-        &self.buf[self.start..self.start + n]
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-
-    /// Up to `max` bytes already buffered, consumed.
-    fn take(&mut self, max: usize) -> &[u8] {
-        let n = max.min(self.end - self.start);
-        let from = self.start;
-        self.consume(n);
-        &self.buf[from..from + n]
-    }
-
-    /// Read and drop the next `n` bytes of the stream (a refused frame's payload).
-    fn skip(&mut self, fd: std::os::fd::RawFd, n: usize, wait: Wait) -> io::Result<()> {
-        let mut left = n - self.take(n).len();
-        while left > 0 {
-            let k = left.min(self.buf.len());
-            let r = farmem_sys::net::recv_some(fd, &mut self.buf[..k], wait)?;
-            if r == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "truncated frame",
-                ));
-            }
-            left -= r;
-        }
-        Ok(())
-    }
-}
-
-/// The largest request but a Write's page data: a header and `MAX_FRAME_PAGES`
-/// page numbers.
-const SMALL_REQUEST: usize = HEADER_LEN + MAX_FRAME_PAGES as usize * 8;
-/// Room for a small request, with space to spare for a following one.
-const INPUT_BUFFER: usize = 8192;
-const _: () = assert!(2 * SMALL_REQUEST <= INPUT_BUFFER);
 
 /// The requests [`handle`] serves: every request but a Write (whose pages
 /// stream into the store, `serve_write`) and the handshake
@@ -435,7 +297,8 @@ impl<'a> TryFrom<Request<'a>> for Served<'a> {
 }
 
 /// The connection's socket, how long a reply may wait to leave, the
-/// peer's name (for sessions it opens), and what kind of peer it is.
+/// peer's name (for sessions it opens), what kind of peer it is, and the
+/// seal on its frames once the handshake has passed.
 #[derive(Clone, Copy)]
 struct Link<'a> {
     fd: std::os::fd::RawFd,
@@ -445,10 +308,11 @@ struct Link<'a> {
     tcp: bool,
     /// The peer proved it holds the shared secret (the HMAC handshake).
     authenticated: bool,
+    seal: Option<&'a Seal>,
 }
 
 /// Put an Error reply into `out`.
-fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
+pub(crate) fn error_reply(out: &mut Vec<u8>, tag: u32, code: ErrorCode, message: &str) {
     out.extend_from_slice(&Frame::Error { code, message }.encode(tag));
 }
 
@@ -461,9 +325,9 @@ fn handle(
     h: &Header,
     req: Served<'_>,
     out: &mut Vec<u8>,
-    link: &Link,
+    link: Link,
 ) -> io::Result<bool> {
-    let Link { fd, wait, peer, .. } = *link;
+    let Link { fd, wait, peer, .. } = link;
     let err = |out: &mut Vec<u8>, code: ErrorCode, msg: &str| {
         error_reply(out, h.tag, code, msg);
         Ok(code.keeps_connection())
@@ -519,12 +383,18 @@ fn handle(
             // Gather the pages straight from the store into the socket, in
             // groups that fit one sendmsg.
             let hdr = Frame::ReadOk { count: h.count }.encode(h.tag);
+            // A ReadOk's tag covers its header and goes before the pages.
+            let tag = link.seal.map(|s| s.reply_tag(&hdr));
             let mut parts = [RawBuf::EMPTY; MAX_IOV];
             parts[0] = RawBuf::of(&hdr);
             let mut k = 1;
+            if let Some(tag) = &tag {
+                parts[1] = RawBuf::of(tag);
+                k = 2;
+            }
             for p in wire::pages(pages) {
                 if k == MAX_IOV {
-                    // SAFETY: `hdr` is live; the pages are inside the
+                    // SAFETY: `hdr` and `tag` are live; the pages are inside the
                     // session's mapping, kept by the `Arc` and, under
                     // `access`, safe from Free's discard.
                     unsafe { send_vectored_raw(fd, &parts[..k], wait)? };
@@ -608,7 +478,7 @@ fn handle(
             let Some((_, s)) = session else {
                 return err(out, ErrorCode::NoSession, "say Hello before MemfdOpen");
             };
-            if let Err(why) = memfd_peer_ok(sh, link) {
+            if let Err(why) = memfd_peer_ok(sh, &link) {
                 sh.metrics.refused(Refusal::Auth);
                 tracing::warn!("refused {peer} memory files: {why}");
                 return err(out, ErrorCode::Unsupported, &why);
@@ -637,6 +507,8 @@ fn handle(
             };
             match pool.grant(chunk, |pages| charge_chunk(sh, s, pages), uncharge) {
                 Ok((chunk_fd, pages)) => {
+                    // Never sealed: memory files pass only on a Unix
+                    // socket (`memfd_peer_ok`), which takes no handshake.
                     let reply = Frame::MemfdChunkOk { chunk, pages }.encode(h.tag);
                     // Sent here, with the descriptor; `out` stays empty.
                     send_with_fd(fd, &reply, chunk_fd.as_raw_fd(), wait)?;
@@ -736,19 +608,29 @@ fn serve_write(
     h: &Header,
     input: &mut Input,
     out: &mut Vec<u8>,
-    fd: std::os::fd::RawFd,
-    wait: Wait,
-) -> io::Result<bool> {
+    link: &Link,
+) -> Result<bool, ConnError> {
+    let Link { fd, wait, .. } = *link;
     let n = h.count as usize;
-    input.fill(fd, HEADER_LEN + n * 8, wait)?;
+    // The header and page list, then a sealed frame's tag (covering both),
+    // checked before any page data is taken.
+    let head = HEADER_LEN + n * 8;
+    let tag_len = if link.seal.is_some() { TAG_LEN } else { 0 };
+    input.fill(fd, head + tag_len, wait)?;
+    if let Some(seal) = link.seal {
+        let (covered, tag) = input.peek(head + TAG_LEN).split_at(head);
+        if !seal.open(covered, tag) {
+            return Err(ConnError::Forged(Op::Write));
+        }
+    }
     let mut list = [0u64; MAX_FRAME_PAGES as usize];
     for (d, p) in list
         .iter_mut()
-        .zip(wire::pages(&input.peek(HEADER_LEN + n * 8)[HEADER_LEN..]))
+        .zip(wire::pages(&input.peek(head)[HEADER_LEN..]))
     {
         *d = p;
     }
-    input.consume(HEADER_LEN + n * 8);
+    input.consume(head + tag_len);
     let pages = &list[..n];
     // A refused Write's data is still on the wire: read past it, then reply.
     let mut refuse = |code: ErrorCode, msg: &str| {
@@ -816,7 +698,7 @@ fn serve_write(
         // new bytes, as a client whose write failed must expect.
         access.discard_absent(unique);
         sh.used_pages.fetch_sub(new, Ordering::AcqRel);
-        return Err(e);
+        return Err(e.into());
     }
     // Fewer than reserved only when another connection of the session wrote
     // one of these pages meanwhile (hazard 1); give the surplus back.

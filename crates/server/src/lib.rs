@@ -16,6 +16,8 @@
 //! [`ServerConfig`], the shared-secret rule, the stop conditions).
 
 mod connection;
+mod gate;
+mod input;
 mod listener;
 mod memfd;
 mod metrics;

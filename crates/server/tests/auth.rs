@@ -1,6 +1,8 @@
 //! The shared-secret handshake against a real server on real sockets: the
 //! right secret works; no secret, a wrong secret, a replayed handshake and
-//! an out-of-order one are refused; Unix sockets need none.
+//! an out-of-order one are refused; Unix sockets need none. After the
+//! handshake every frame is sealed: one without its tag, with another
+//! connection's, replayed or altered ends the connection unserved.
 
 mod common;
 use common::*;
@@ -49,6 +51,7 @@ fn the_right_secret_opens_the_connection() {
         "the server proves it holds the secret"
     );
     assert_eq!(prove(&mut c, &k.client_proof(&cn, &sn)).0.op, Op::AuthOk);
+    c.seal = Some((k.session_key(&cn, &sn), 0, 0));
     assert_eq!(c.hello(1, 16).0.op, Op::HelloOk);
     assert_eq!(c.write(&[3], &[pattern(3, 1)]).0.op, Op::WriteOk);
     assert_eq!(c.read(&[3]).1, pattern(3, 1));
@@ -130,6 +133,7 @@ fn the_handshake_must_come_in_order() {
     let mut c = Client::connect(&h);
     let (sn, _) = challenge(&mut c, &cn);
     assert_eq!(prove(&mut c, &k.client_proof(&cn, &sn)).0.op, Op::AuthOk);
+    c.seal = Some((k.session_key(&cn, &sn), 0, 0));
     let r = c.send(Frame::Auth { nonce: &cn }, &[]);
     assert_eq!(error_code(&r), Some(ErrorCode::AuthFailed));
 }
@@ -160,4 +164,66 @@ fn unix_sockets_need_no_secret() {
     let mut hb = [0u8; wire::HEADER_LEN];
     s.read_exact(&mut hb).unwrap();
     assert_eq!(wire::Header::decode(&hb).unwrap().op, Op::StatsOk);
+}
+
+/// A connection through the handshake with nonce `cn`, its session key.
+fn passed(h: &ServerHandle, cn: u8) -> (Client, wire::seal::SessionKey) {
+    let k = key(1);
+    let mut c = Client::connect(h);
+    let cn = [cn; NONCE_LEN];
+    let (sn, _) = challenge(&mut c, &cn);
+    assert_eq!(prove(&mut c, &k.client_proof(&cn, &sn)).0.op, Op::AuthOk);
+    (c, k.session_key(&cn, &sn))
+}
+
+fn hello_frame() -> Vec<u8> {
+    let t = [5u8; wire::TOKEN_LEN];
+    Frame::Hello {
+        token: &t,
+        max_pages: 16,
+    }
+    .encode(2)
+    .to_vec()
+}
+
+#[test]
+fn after_the_handshake_a_frame_without_its_seal_is_not_served() {
+    use wire::seal::Direction::ToServer;
+    let h = server_with_secret("127.0.0.1:0");
+    // Unsealed, as an attacker who let the handshake through would send it.
+    let (mut c, _) = passed(&h, 1);
+    c.send_raw(&hello_frame());
+    assert!(c.closed(), "an unsealed Hello was answered");
+    // Sealed under another connection's key.
+    let (_, other) = passed(&h, 2);
+    let (mut c, _) = passed(&h, 3);
+    let mut f = hello_frame();
+    other.seal_frame(ToServer, 0, &mut f).unwrap();
+    c.send_raw(&f);
+    assert!(c.closed(), "another connection's seal was accepted");
+    // Replayed: the first frame's tag again as the second.
+    let (mut c, k) = passed(&h, 4);
+    let mut f = hello_frame();
+    k.seal_frame(ToServer, 0, &mut f).unwrap();
+    c.send_raw(&f);
+    c.seal = Some((k.clone(), 1, 0)); // to check the sealed reply
+    assert_eq!(c.reply().unwrap().0.op, Op::HelloOk);
+    c.send_raw(&f);
+    assert!(c.closed(), "a replayed frame was served");
+    // Altered after sealing: a Write's page list.
+    let (mut c, k) = passed(&h, 5);
+    c.seal = Some((k.clone(), 0, 0));
+    assert_eq!(c.hello(1, 16).0.op, Op::HelloOk);
+    let mut w = Frame::Write { pages: &[3] }.encode(9).to_vec();
+    w.extend_from_slice(&pattern(3, 1));
+    k.seal_frame(ToServer, 1, &mut w).unwrap();
+    w[wire::HEADER_LEN] ^= 1; // page 3 becomes page 2
+    c.send_raw(&w);
+    assert!(c.closed(), "an altered Write was served");
+    // The page was not written: a fresh sealed connection finds nothing.
+    let (mut c, k) = passed(&h, 6);
+    c.seal = Some((k, 0, 0));
+    assert_eq!(c.hello(1, 16).0.op, Op::HelloOk);
+    let r = c.read(&[2]);
+    assert_eq!(error_code(&r), Some(ErrorCode::NotFound));
 }

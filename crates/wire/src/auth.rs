@@ -18,9 +18,13 @@
 //! the two proofs carry different labels, so one side's proof can never be
 //! reflected back as the other's; proofs are compared in constant time.
 //!
+//! Both nonces also give the connection its own session key, under which
+//! every later frame is sealed ([`crate::seal`]).
+//!
 //! This authenticates the peers. It does not encrypt: page data crosses the
 //! network in the clear (see docs/configuration.md).
 
+use crate::seal::SessionKey;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 use std::fs::File;
@@ -100,6 +104,7 @@ type HmacSha256 = Hmac<Sha256>;
 
 const SERVER_LABEL: &[u8] = b"farmem v1 server proof";
 const CLIENT_LABEL: &[u8] = b"farmem v1 client proof";
+const SESSION_LABEL: &[u8] = b"farmem v1 session key";
 
 impl Secret {
     /// Read a secret file: a regular file of 16 to 4096 bytes that no other
@@ -167,6 +172,18 @@ impl Secret {
         m.update(b"farmem derive\0");
         m.update(label);
         m.finalize().into_bytes().into()
+    }
+
+    /// The key that seals the frames of the connection whose handshake
+    /// used nonces `cn` and `sn` (see [`crate::seal`]): a fourth label, so
+    /// it equals no proof and no derived key.
+    pub fn session_key(&self, cn: &[u8; NONCE_LEN], sn: &[u8; NONCE_LEN]) -> SessionKey {
+        SessionKey::from_bytes(
+            self.mac(SESSION_LABEL, cn, sn)
+                .finalize()
+                .into_bytes()
+                .into(),
+        )
     }
 
     /// The server's proof for nonces `cn` (client's) and `sn` (server's).

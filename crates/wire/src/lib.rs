@@ -57,6 +57,11 @@
 //! only this machine can reach, and on a server without a secret, a
 //! connection starts at Hello.
 //!
+//! After the handshake, every frame on that connection, both ways, carries
+//! a 32-byte tag under the connection's own session key, placed after the
+//! header and the payload it covers and before any page data (see
+//! [`seal`]).
+//!
 //! One codec for both sides: [`Frame`] encodes any frame's head (header
 //! and fixed payload; page data travels after it, gathered from where it
 //! lies), [`decode_request`] and [`decode_reply`] decode them. The client
@@ -71,6 +76,7 @@ pub mod auth;
 mod decode;
 mod encode;
 mod header;
+pub mod seal;
 
 pub use addr::{AddrError, ServerAddr, MAX_UNIX_NAME};
 pub use decode::{decode_reply, decode_request, pages, Reply, Request};

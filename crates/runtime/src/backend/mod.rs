@@ -7,6 +7,7 @@
 mod file;
 mod memfd;
 mod remote;
+mod sealed;
 pub mod transport;
 mod ucx;
 

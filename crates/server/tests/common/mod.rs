@@ -69,6 +69,9 @@ pub fn pattern(page: u64, round: u64) -> Vec<u8> {
 pub struct Client {
     pub s: TcpStream,
     tag: u32,
+    /// After the handshake: the session key and the frames sent and
+    /// received since (every frame is sealed, `farmem_wire::seal`).
+    pub seal: Option<(wire::seal::SessionKey, u64, u64)>,
 }
 
 impl Client {
@@ -76,7 +79,11 @@ impl Client {
         let s = TcpStream::connect(h.addr().to_string()).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         s.set_nodelay(true).unwrap();
-        Client { s, tag: 1 }
+        Client {
+            s,
+            tag: 1,
+            seal: None,
+        }
     }
 
     /// Connect and say Hello for session `token` of `max_pages` pages.
@@ -101,6 +108,7 @@ impl Client {
             c.send(Frame::AuthProof { proof: &proof }, &[]).0.op,
             Op::AuthOk
         );
+        c.seal = Some((k.session_key(&cn, &sn), 0, 0));
         let r = c.hello(token, max_pages);
         assert_eq!(r.0.op, Op::HelloOk, "{}", String::from_utf8_lossy(&r.1));
         c
@@ -123,14 +131,37 @@ impl Client {
         self.s.write_all(b).unwrap();
     }
 
-    /// One reply; None if the server closed the connection.
+    /// One reply; None if the server closed the connection. A sealed
+    /// reply's tag is checked (and a bad one fails the test).
     pub fn reply(&mut self) -> Option<Reply> {
         let mut hb = [0u8; HEADER_LEN];
         self.s.read_exact(&mut hb).ok()?;
         let h = Header::decode(&hb).expect("server sent a valid header");
         let mut p = vec![0u8; h.len as usize];
-        self.s.read_exact(&mut p).ok()?;
+        if let Some((key, _, received)) = &mut self.seal {
+            let covered = wire::seal::covered_len(&h);
+            self.s.read_exact(&mut p[..covered]).ok()?;
+            let mut tag = [0u8; wire::seal::TAG_LEN];
+            self.s.read_exact(&mut tag).ok()?;
+            let mut m = key.frame_mac(wire::seal::Direction::ToClient, *received);
+            m.update(&hb);
+            m.update(&p[..covered]);
+            assert!(m.verify(&tag), "reply {received} fails its seal: {h:?}");
+            *received += 1;
+            self.s.read_exact(&mut p[covered..]).ok()?;
+        } else {
+            self.s.read_exact(&mut p).ok()?;
+        }
         Some((h, p))
+    }
+
+    /// Seal `frame` as the next one sent, if the connection is sealed.
+    pub fn seal(&mut self, frame: &mut Vec<u8>) {
+        if let Some((key, sent, _)) = &mut self.seal {
+            key.seal_frame(wire::seal::Direction::ToServer, *sent, frame)
+                .unwrap();
+            *sent += 1;
+        }
     }
 
     /// A hand-built frame: `op`'s header over `payload` as given (for the
@@ -141,6 +172,7 @@ impl Client {
             .encode()
             .to_vec();
         b.extend_from_slice(payload);
+        self.seal(&mut b);
         self.send_raw(&b);
         self.expect_reply()
     }
@@ -152,6 +184,7 @@ impl Client {
         for d in data {
             b.extend_from_slice(d);
         }
+        self.seal(&mut b);
         self.send_raw(&b);
         self.expect_reply()
     }

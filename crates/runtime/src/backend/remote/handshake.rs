@@ -11,17 +11,19 @@ use crate::backend::BackendError;
 use farmem_sys::net::Wait;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::auth::{self, Secret};
+use farmem_wire::seal::SessionKey;
 use farmem_wire::{self as wire, Frame, Header, Op, Reply};
 use std::io;
 
 /// Prove this client holds the shared secret, and check that the server
-/// does (see `farmem_wire::auth`).
+/// does (see `farmem_wire::auth`); the key that seals every later frame on
+/// this connection.
 pub(super) fn authenticate(
     server: &Server,
     link: &dyn Transport,
     secret: &Secret,
     wait: Wait,
-) -> Result<(), BackendError> {
+) -> Result<SessionKey, BackendError> {
     let io_err = |source| BackendError::Io {
         server: server.name.clone(),
         source,
@@ -55,7 +57,7 @@ pub(super) fn authenticate(
     link.send(&[&Frame::AuthProof { proof: &mine }.encode(0)], wait)
         .map_err(io_err)?;
     expect_reply(server, link, Op::AuthOk, 0, &mut [], wait)?;
-    Ok(())
+    Ok(secret.session_key(&cn, &sn))
 }
 
 /// A fresh session token from the kernel's random source. The token is

@@ -45,6 +45,7 @@ mod reply;
 mod tests;
 
 use super::memfd::MemfdPages;
+use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
 use super::ucx::UcxPages;
 use super::{Backend, BackendError, MAX_BATCH};
@@ -233,18 +234,20 @@ impl RemoteBackend {
         // one for all its servers.
         let mut out = Vec::with_capacity(servers.len());
         for Links { name, links } in servers {
-            let server = Server {
+            let mut server = Server {
                 name,
-                conns: links.into_iter().map(Conn::new).collect(),
+                conns: Vec::with_capacity(links.len()),
                 down: AtomicBool::new(false),
             };
-            for conn in &server.conns {
-                let link = &*conn.link;
-                check_peer(&server, link)?;
+            for mut link in links {
+                check_peer(&server, &*link)?;
                 if let (Some(secret), false) = (&secret, link.is_local()) {
-                    authenticate(&server, link, secret, wait)?;
+                    // From here on, every frame both ways carries its tag.
+                    let key = authenticate(&server, &*link, secret, wait)?;
+                    link = Box::new(Sealed::new(link, key));
                 }
-                hello(&server, link, &token, max_pages, wait)?;
+                hello(&server, &*link, &token, max_pages, wait)?;
+                server.conns.push(Conn::new(link));
             }
             out.push(server);
         }
