@@ -74,6 +74,10 @@ fn chunks_are_granted_per_session_and_charged_whole() {
     assert!(!address.is_empty());
     let (base0, key0) = ucx_chunk(&mut a, 0).unwrap();
     assert_eq!(h.used_pages(), CHUNK_PAGES, "a chunk is charged whole");
+    // What this UCX packs has the layout a client checks, to the byte.
+    farmem_sys::ucx::packed::check_rkey(&key0).unwrap();
+    assert!(farmem_sys::ucx::packed::check_rkey(&key0[..key0.len() - 1]).is_err());
+    assert_eq!(base0 % wire::PAGE_SIZE as u64, 0);
     // The same chunk again: the same memory, not charged twice.
     assert_eq!(ucx_chunk(&mut a, 0).unwrap(), (base0, key0.clone()));
     assert_eq!(h.used_pages(), CHUNK_PAGES);

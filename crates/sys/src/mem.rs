@@ -279,3 +279,38 @@ mod tests {
         unsafe { t.as_ptr().write_bytes(1, t.len()) };
     }
 }
+
+/// Whether `[addr, addr + len)` lies inside one mapping of this process
+/// (one line of `/proc/self/maps`): memory a peer's shared-memory key
+/// mapped here, checked before anything is copied to or from it.
+pub fn within_one_mapping(addr: usize, len: usize) -> io::Result<bool> {
+    let Some(end) = addr.checked_add(len) else {
+        return Ok(false);
+    };
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    Ok(maps.lines().any(|l| {
+        let range = l.split_whitespace().next().unwrap_or("");
+        let mut ends = range
+            .split('-')
+            .map(|h| usize::from_str_radix(h, 16).unwrap_or(0));
+        matches!((ends.next(), ends.next()), (Some(a), Some(b)) if a <= addr && end <= b)
+    }))
+}
+
+#[cfg(test)]
+mod mapping_tests {
+    use super::*;
+
+    #[test]
+    fn a_range_is_inside_one_mapping_or_not() {
+        let m = Mapping::anonymous(4 * PAGE_SIZE, true).unwrap();
+        let a = m.as_ptr() as usize;
+        assert!(within_one_mapping(a, 4 * PAGE_SIZE).unwrap());
+        assert!(within_one_mapping(a + PAGE_SIZE, PAGE_SIZE).unwrap());
+        assert!(!within_one_mapping(usize::MAX - 10, 100).unwrap());
+        assert!(
+            !within_one_mapping(8, PAGE_SIZE).unwrap(),
+            "page zero is never mapped"
+        );
+    }
+}

@@ -305,6 +305,31 @@ impl Held<'_> {
     }
 }
 
+/// Check a chunk's `base` from its server against what it must be: page
+/// aligned, a whole chunk before the address space ends, and where the key
+/// maps the chunk into this process (shared memory, the one-host test
+/// path), inside one mapping, so that no copy reaches memory beyond it.
+/// Over verbs the NIC holds the key to its registered range. Whether the
+/// chunk is mapped here.
+fn check_base(base: u64, key: &RemoteKey) -> Result<bool, String> {
+    let len = CHUNK_PAGES * PAGE_SIZE as u64;
+    if base == 0 || !base.is_multiple_of(PAGE_SIZE as u64) || base.checked_add(len).is_none() {
+        return Err(format!(
+            "the server's base address {base:#x} cannot start a chunk of {len} bytes"
+        ));
+    }
+    let Some(p) = key.local_ptr(base) else {
+        return Ok(false);
+    };
+    match farmem_sys::mem::within_one_mapping(p as usize, farmem_sys::usize_from(len)) {
+        Ok(true) => Ok(true),
+        Ok(false) => Err(format!(
+            "the server's base address {base:#x} puts the chunk outside the memory its key maps here"
+        )),
+        Err(e) => Err(format!("this process's mappings cannot be read (/proc/self/maps: {e})")),
+    }
+}
+
 impl UcxPages {
     /// A context on `transports` and `lanes` lanes, each with an endpoint
     /// to every server (`addresses`, their UCX worker addresses).
@@ -390,6 +415,7 @@ impl UcxPages {
         &self,
         s: usize,
         c: u64,
+        name: &str,
         grant: impl FnOnce() -> Result<(u64, Vec<u8>), BackendError>,
     ) -> Result<(), BackendError> {
         let _inside = farmem_sys::Inside::enter();
@@ -414,11 +440,17 @@ impl UcxPages {
             let key = held.inner().eps[s]
                 .unpack(&packed)
                 .map_err(|e| BackendError::Protocol {
-                    server: format!("#{s}"),
-                    why: format!("its remote key does not unpack: {e}"),
+                    server: name.to_string(),
+                    why: format!("chunk {c}: its remote key is refused: {e}"),
                 })?;
-            if s == 0 && c == 0 && keys.iter().all(Option::is_none) {
-                self.local.store(key.is_local(base), Ordering::Relaxed);
+            if keys.iter().all(Option::is_none) {
+                let local = check_base(base, &key).map_err(|why| BackendError::Protocol {
+                    server: name.to_string(),
+                    why: format!("chunk {c}: {why}"),
+                })?;
+                if s == 0 && c == 0 {
+                    self.local.store(local, Ordering::Relaxed);
+                }
             }
             keys.push(Some(key));
         }

@@ -32,6 +32,7 @@ use std::sync::OnceLock;
 use thiserror::Error;
 
 mod abi;
+pub mod packed;
 pub use abi::*;
 
 type Ptr = *mut c_void;
@@ -784,8 +785,12 @@ unsafe impl Send for Endpoint {}
 unsafe impl Sync for Endpoint {}
 
 impl Endpoint {
+    /// An endpoint to the worker at `peer` (a peer's address: checked
+    /// against this UCX's own, and handed over zero-padded, see [`packed`]).
     pub fn connect(worker: &Worker, peer: &[u8]) -> Result<Endpoint, UcxError> {
         let l = lib()?;
+        packed::check_address(peer, &worker.address()?)?;
+        let peer = packed::padded(peer);
         let params = UcpEpParams {
             field_mask: UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
             address: peer.as_ptr().cast(),
@@ -797,8 +802,9 @@ impl Endpoint {
             rest: [0; EP_PARAMS_REST],
         };
         let mut h: Ptr = std::ptr::null_mut();
-        // SAFETY: a live worker; `peer` is a worker address from UCX
-        // (a wrong one fails with a status, UCX validates it).
+        // SAFETY: a live worker; `peer` is of this UCX's address version
+        // and followed by zeros of our own, so UCX's parse, which takes no
+        // length, reads inside our buffer; it is read during the call only.
         check(l, "ucp_ep_create", unsafe {
             (l.ep_create)(worker.h, &params, &mut h)
         })?;
@@ -808,11 +814,16 @@ impl Endpoint {
         })
     }
 
-    /// Unpack a peer's remote key for use on this endpoint.
-    pub fn unpack(&self, packed: &[u8]) -> Result<RemoteKey, UcxError> {
+    /// Unpack a peer's remote key for use on this endpoint (its layout
+    /// checked first, and handed over zero-padded, see [`packed`]).
+    pub fn unpack(&self, key: &[u8]) -> Result<RemoteKey, UcxError> {
         let l = lib()?;
+        packed::check_rkey(key)?;
+        let packed = packed::padded(key);
         let mut h: Ptr = std::ptr::null_mut();
-        // SAFETY: a live endpoint; UCX checks the packed bytes.
+        // SAFETY: a live endpoint; the key's lengths add up to its size
+        // and zeros of ours follow it, so UCX, which takes no length,
+        // reads inside our buffer, during the call only.
         check(l, "ucp_ep_rkey_unpack", unsafe {
             (l.ep_rkey_unpack)(self.h, packed.as_ptr().cast(), &mut h)
         })?;
@@ -866,10 +877,17 @@ impl RemoteKey {
     /// Whether the remote memory is mapped in this process (a shared-memory
     /// transport): then the peer is on this host.
     pub fn is_local(&self, raddr: u64) -> bool {
-        let Ok(l) = lib() else { return false };
+        self.local_ptr(raddr).is_some()
+    }
+
+    /// Where remote address `raddr` is mapped in this process, on a
+    /// shared-memory transport (UCX adds the mapping's offset; it checks
+    /// no bounds).
+    pub fn local_ptr(&self, raddr: u64) -> Option<*mut u8> {
+        let l = lib().ok()?;
         let mut p: Ptr = std::ptr::null_mut();
-        // SAFETY: a live key; UCX only reports.
-        unsafe { (l.rkey_ptr)(self.h, raddr, &mut p) == UCS_OK }
+        // SAFETY: a live key; UCX only computes an address.
+        (unsafe { (l.rkey_ptr)(self.h, raddr, &mut p) } == UCS_OK).then_some(p.cast())
     }
 }
 

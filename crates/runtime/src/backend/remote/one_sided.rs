@@ -22,7 +22,8 @@ pub(super) trait Grant: OneSided {
 
 impl Grant for UcxPages {
     fn grant(&self, backend: &RemoteBackend, s: usize, c: u64) -> Result<(), BackendError> {
-        self.ensure(s, c, || backend.ucx_grant_on(s, c))
+        let name = &backend.servers[s].name;
+        self.ensure(s, c, name, || backend.ucx_grant_on(s, c))
     }
 }
 

@@ -5,6 +5,8 @@
 //! without sockets; the integration tests do the same against real servers.
 
 use super::{Links, RemoteBackend};
+#[path = "../../../../../tests/support/skip.rs"]
+mod skip_support;
 use crate::backend::transport::Transport;
 use crate::backend::{Backend, BackendError};
 use crate::config::Config;
@@ -15,11 +17,37 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::{Arc, Mutex};
 
-/// One fake server's session: its pages, and whether it has died.
+/// One fake server's session: its pages, whether it has died, and its
+/// UCX side where it offers one.
 #[derive(Default)]
 struct Store {
     pages: HashMap<u64, Vec<u8>>,
     dead: bool,
+    ucx: Option<UcxSide>,
+}
+
+/// A real UCX worker and one chunk of registered memory (the posix test
+/// path), so that a hostile server's address and keys are what UCX packs,
+/// but for what it changes. Fields drop in order: memory, worker, context.
+struct UcxSide {
+    chunk: farmem_sys::ucx::Memory,
+    worker: farmem_sys::ucx::Worker,
+    _ctx: farmem_sys::ucx::Context,
+}
+
+impl UcxSide {
+    fn new() -> UcxSide {
+        use farmem_sys::ucx::{Context, Memory, Transports, Worker};
+        let ctx = Context::with_transports(c"fake", false, Transports::PosixTestPath, &[]).unwrap();
+        let worker = Worker::new(&ctx).unwrap();
+        let len = farmem_sys::usize_from(wire::CHUNK_PAGES) * PAGE_SIZE;
+        let chunk = Memory::map(&ctx, len, None).unwrap();
+        UcxSide {
+            chunk,
+            worker,
+            _ctx: ctx,
+        }
+    }
 }
 
 /// How a fake server lies about its one-sided pages (every server is
@@ -36,6 +64,12 @@ enum Hostile {
     MemfdChunkPages1,
     /// Says its UCX chunks are 1 page.
     UcxChunkPages1,
+    /// Sends a real UCX key, its last 3 bytes cut off.
+    UcxTruncatedKey,
+    /// Sends a real UCX key, with a base half a chunk past its memory.
+    UcxBaseOutside,
+    /// Sends its real worker address with another address version.
+    UcxAddressVersion,
 }
 
 /// One connection to a fake server. Requests are served as they arrive,
@@ -125,11 +159,38 @@ impl FakeLink {
                 }
                 .encode(h.tag));
             }
-            Request::UcxOpen => put(&Frame::UcxOpenOk {
-                chunk_pages: 1,
-                address: b"an address",
+            Request::UcxOpen if self.hostile == Some(Hostile::UcxChunkPages1) => {
+                put(&Frame::UcxOpenOk {
+                    chunk_pages: 1,
+                    address: b"an address",
+                }
+                .encode(h.tag));
             }
-            .encode(h.tag)),
+            Request::UcxOpen => {
+                let side = store.ucx.get_or_insert_with(UcxSide::new);
+                let mut address = side.worker.address().unwrap();
+                if self.hostile == Some(Hostile::UcxAddressVersion) {
+                    address[0] ^= 0x07;
+                }
+                put(&Frame::UcxOpenOk {
+                    chunk_pages: wire::CHUNK_PAGES,
+                    address: &address,
+                }
+                .encode(h.tag));
+            }
+            Request::UcxChunk { .. } => {
+                let side = store.ucx.as_ref().expect("UcxOpen came first");
+                let mut rkey = side.chunk.pack_rkey().unwrap();
+                let mut base = side.chunk.addr() as u64;
+                match self.hostile {
+                    Some(Hostile::UcxTruncatedKey) => rkey.truncate(rkey.len() - 3),
+                    Some(Hostile::UcxBaseOutside) => {
+                        base += wire::CHUNK_PAGES * PAGE_SIZE as u64 / 2;
+                    }
+                    _ => {}
+                }
+                put(&Frame::UcxChunkOk { base, rkey: &rkey }.encode(h.tag));
+            }
             other => panic!("the fake server does not serve {other:?}"),
         }
     }
@@ -422,4 +483,31 @@ fn chunk_sizes_other_than_the_protocols_are_refused() {
             "{hostile:?}: {e}"
         );
     }
+}
+
+#[test]
+fn a_truncated_ucx_key_a_base_outside_its_memory_or_a_foreign_address_is_refused() {
+    if farmem_sys::ucx::available().is_err() {
+        return skip_support::skip(
+            "a_truncated_ucx_key_a_base_outside_its_memory_or_a_foreign_address_is_refused",
+            "UCX is not installed",
+        );
+    }
+    for (hostile, says) in [
+        (Hostile::UcxTruncatedKey, "remote key"),
+        (
+            Hostile::UcxBaseOutside,
+            "outside the memory its key maps here",
+        ),
+    ] {
+        let (b, _) = fake_servers(1, "transport=ucx", Some(hostile), None);
+        let e = error_text(b.unwrap().reserve(0, 1));
+        assert!(e.contains("fake0") && e.contains(says), "{hostile:?}: {e}");
+    }
+    let (b, _) = fake_servers(1, "transport=ucx", Some(Hostile::UcxAddressVersion), None);
+    let e = match b {
+        Ok(_) => panic!("an address of another UCX version was taken"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("address version"), "{e}");
 }
