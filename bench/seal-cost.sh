@@ -19,16 +19,22 @@ make -C workloads >/dev/null
 F=$PWD/target/release/farmem
 W=$PWD/target/release/workloads
 home=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$home"' EXIT
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$home"' EXIT
 HOME=$home "$F" secret init --path "$home/secret" >/dev/null
 serve() { # $1: log file, then extra arguments
     local log=$1; shift
     env -u FARMEM_SECRET_FILE HOME="$home" "$F" serve --listen 127.0.0.1:0 --capacity 3G "$@" >"$log" 2>/dev/null &
-    for _ in $(seq 100); do [ -s "$log" ] && break; sleep 0.1; done
-    awk 'NR==1 {print $5}' "$log"
+    pids+=($!)
 }
-sealed=$(serve "$home/sealed.log" --secret-file "$home/secret")
-open=$(serve "$home/open.log")
+addr() { # the address in the banner of log $1
+    for _ in $(seq 100); do [ -s "$1" ] && break; sleep 0.1; done
+    awk 'NR==1 {print $5}' "$1"
+}
+serve "$home/sealed.log" --secret-file "$home/secret"
+serve "$home/open.log"
+sealed=$(addr "$home/sealed.log")
+open=$(addr "$home/open.log")
 echo "servers: sealed $sealed, open $open"
 for r in $(seq "$RUNS"); do
     for kind in open sealed; do

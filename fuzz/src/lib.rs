@@ -53,6 +53,7 @@ pub fn wire_decode(data: &[u8]) {
         Request::UcxOpen => Frame::UcxOpen,
         Request::UcxChunk { chunk } => Frame::UcxChunk { chunk },
         Request::MemfdOpen => Frame::MemfdOpen,
+        Request::MemfdWhere => Frame::MemfdWhere,
         Request::MemfdChunk { chunk } => Frame::MemfdChunk { chunk },
     };
     let head = frame.encode(h.tag);
@@ -129,7 +130,7 @@ pub fn server_requests(data: &[u8]) {
     let data = &data[..data.len().min(160)];
     let mut i = 0;
     while i + 4 <= data.len() {
-        let (op, a, b, fill) = (data[i] % 10, data[i + 1], data[i + 2], data[i + 3]);
+        let (op, a, b, fill) = (data[i] % 11, data[i + 1], data[i + 2], data[i + 3]);
         i += 4;
         let pages: Vec<u64> = (0..u64::from(b % 5) + 1)
             .map(|k| (u64::from(a) + k * 3) % PAGE_SPACE)
@@ -268,6 +269,19 @@ pub fn server_requests(data: &[u8]) {
                     (true, _) => ErrorCode::Malformed,
                 };
                 assert_eq!(code(&h, &p), Some(want), "{frame:?}");
+            }
+            10 => {
+                // A Unix server has no side door (only a TCP server opens
+                // one, for clients on its host).
+                let Some((h, p)) = c.call(Frame::MemfdWhere, &[]) else {
+                    return;
+                };
+                let want = if said_hello {
+                    ErrorCode::Unsupported
+                } else {
+                    ErrorCode::NoSession
+                };
+                assert_eq!(code(&h, &p), Some(want));
             }
             _ => {
                 // Not the protocol at all: an Error reply, then the server

@@ -214,6 +214,60 @@ fn nothing_listens_and_nothing_another_user_could_attach_appears() {
     assert!(files.is_empty(), "/dev/shm files appeared: {files:?}");
 }
 
+/// A `farmem serve` on this host reached over TCP, with a shared secret:
+/// the session's pages still move through memory files, taken at the
+/// server's side door (an abstract Unix socket whose name only the sealed
+/// TCP session learns), and the program listens on nothing.
+#[test]
+fn a_same_host_server_over_tcp_hands_out_memory_files_at_its_side_door() {
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("farmem-side-door-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    assert!(farmem()
+        .args(["secret", "init", "--path"])
+        .arg(&secret)
+        .status()
+        .unwrap()
+        .success());
+    let serve = Serve::start_with_secret("1G", &secret, &[]);
+    let program = {
+        let mut c = farmem();
+        c.args([
+            "run",
+            "--local",
+            "16M",
+            "--stats",
+            "--servers",
+            &serve.addr,
+            "--",
+        ])
+        .arg(target_dir().join("workloads/memwrite"))
+        .args(["--size", "256", "--passes", "6"])
+        .env_remove("FARMEM_TRANSPORT")
+        .env("FARMEM_SECRET_FILE", &secret)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let (listening, segs, files) = watch(program, &[]);
+    assert!(listening.is_empty(), "listening: {listening:?}");
+    assert!(segs.is_empty(), "SysV segments: {segs:?}");
+    assert!(files.is_empty(), "/dev/shm files appeared: {files:?}");
+    // Under FARMEM_TRANSPORT=memfd too, where a server without a door
+    // would stop the program.
+    let o = farmem()
+        .args(["run", "--local", "16M", "--servers", &serve.addr, "--"])
+        .arg(target_dir().join("workloads/memwrite"))
+        .args(["--size", "64", "--passes", "2"])
+        .env("FARMEM_TRANSPORT", "memfd")
+        .env("FARMEM_SECRET_FILE", &secret)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// The program's peak resident memory (`VmHWM`, what `ps`, `top` and
 /// `/usr/bin/time` report) stays near its budget: its far pages are read
 /// and written through descriptors, never mapped into it.

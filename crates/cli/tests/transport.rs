@@ -2,8 +2,10 @@
 //! files over the server's Unix socket (`memfd`, what `auto` picks for the
 //! embedded server); `socket` never moves them one-sided; `ucx` is offered
 //! only on TCP to a client that passed the shared-secret handshake (on one
-//! host through UCX's posix shared memory, a test path). A choice that
-//! cannot be had is one clear line; `auto` falls back to sockets.
+//! host through UCX's posix shared memory, a test path). A server on this
+//! host reached over TCP hands out its memory files at its side door. A
+//! choice that cannot be had is one clear line; `auto` falls back to
+//! sockets.
 
 mod common;
 use common::*;
@@ -65,11 +67,17 @@ fn each_choice_is_what_runs() {
             transport_line(&o)
         );
     }
-    // A server on loopback TCP with a secret: UCX only when asked for.
+    // A server on loopback TCP with a secret: memory files at its side
+    // door, UCX only when asked for.
     let (dir, path) = secret("choice");
     let s = Serve::start_with_secret("256M", &path, &[]);
     let env = with_secret(&path);
-    for (choice, want) in [("auto", "socket"), ("socket", "socket"), ("ucx", UCX_SHM)] {
+    for (choice, want) in [
+        ("auto", MEMFD),
+        ("memfd", MEMFD),
+        ("socket", "socket"),
+        ("ucx", UCX_SHM),
+    ] {
         let o = run(&["--transport", choice, "--servers", &s.addr], &env);
         assert!(o.status.success(), "{choice}: {}", stderr(&o));
         assert!(
@@ -107,13 +115,47 @@ fn a_choice_that_cannot_be_had_is_one_line() {
         1,
         "{e}"
     );
-    // Memory files over TCP.
-    let o = run(&["--transport", "memfd", "--servers", &s.addr], &[]);
+    // Memory files from a server on TCP that runs as another user (and
+    // so neither lets this user in at its side door, nor is trusted by it).
+    // setpriv execs the server itself (runuser would stay its parent), so
+    // killing the child stops the server.
+    if Command::new("setpriv").arg("--help").output().is_err() {
+        return skip(
+            "a_choice_that_cannot_be_had_is_one_line",
+            "setpriv is missing",
+        );
+    }
+    let mut other = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_farmem"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64M"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = banner_addr(&first_line(&mut other));
+    let o = run(&["--transport", "memfd", "--servers", &addr], &[]);
+    let _ = other.kill();
+    let _ = other.wait();
     assert!(!o.status.success());
     let e = stderr(&o);
+    assert!(e.contains("uid"), "{e}");
+    // Under `auto`, the same server is reached over TCP sockets.
+    let mut other = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_farmem"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--capacity", "64M"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = banner_addr(&first_line(&mut other));
+    let o = run(&["--transport", "auto", "--servers", &addr], &[]);
+    let _ = other.kill();
+    let _ = other.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        e.contains("FARMEM_TRANSPORT=memfd") && e.contains("Unix socket"),
-        "{e}"
+        transport_line(&o).ends_with("socket"),
+        "{}",
+        transport_line(&o)
     );
 }
 
@@ -141,9 +183,10 @@ fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
         e.contains(&s.addr) && e.contains("FARMEM_TRANSPORT=ucx") && e.contains("no UCX"),
         "{e}"
     );
+    // `auto` takes its memory files (the server is on this host).
     let o = run(&["--transport", "auto", "--servers", &s.addr], &env);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(transport_line(&o).ends_with("socket"));
+    assert!(transport_line(&o).ends_with(MEMFD));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -33,14 +33,29 @@ pub(crate) enum ConnError {
     Forged(Op),
 }
 
+/// Which door a connection came in by.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Door {
+    /// The TCP address the server was told to listen on.
+    Tcp,
+    /// The Unix socket the server was told to listen on.
+    Unix,
+    /// The side door of a TCP server: an abstract Unix socket of a random
+    /// name that only a session's client learns (MemfdWhere), for a client
+    /// on this host to take the session's memory files. It joins sessions
+    /// already open, and serves only users memory files may go to.
+    Side,
+}
+
 pub(crate) fn serve_connection(
     sh: &Shared,
     stream: OwnedFd,
-    tcp: bool,
+    door: Door,
     peer: &str,
     counters: &ConnCounters,
 ) -> Result<(), ConnError> {
     let fd = stream.as_raw_fd();
+    let tcp = door == Door::Tcp;
     set_nonblocking(fd)?;
     // Between frames, wait for the next one forever once the client has
     // said Hello (EOF or shutdown ends the loop), spinning first; before
@@ -64,6 +79,7 @@ pub(crate) fn serve_connection(
         wait: reply_wait,
         peer,
         tcp,
+        door,
         // Such a connection serves nothing before the handshake passed
         // (the gate below), so by `handle` it has.
         authenticated: tcp && sh.cfg.secret.is_some(),
@@ -152,7 +168,8 @@ pub(crate) fn serve_connection(
             | Op::UcxOpen
             | Op::UcxChunk
             | Op::MemfdOpen
-            | Op::MemfdChunk => {
+            | Op::MemfdChunk
+            | Op::MemfdWhere => {
                 // Small payloads (a Read's page list is at most 2 KiB),
                 // each covered whole by a sealed frame's tag.
                 let frame = HEADER_LEN + h.len as usize;
@@ -274,6 +291,7 @@ enum Served<'a> {
     MemfdChunk {
         chunk: u64,
     },
+    MemfdWhere,
 }
 
 impl<'a> TryFrom<Request<'a>> for Served<'a> {
@@ -288,6 +306,7 @@ impl<'a> TryFrom<Request<'a>> for Served<'a> {
             Request::UcxOpen => Served::UcxOpen,
             Request::UcxChunk { chunk } => Served::UcxChunk { chunk },
             Request::MemfdOpen => Served::MemfdOpen,
+            Request::MemfdWhere => Served::MemfdWhere,
             Request::MemfdChunk { chunk } => Served::MemfdChunk { chunk },
             other @ (Request::Write { .. } | Request::Auth { .. } | Request::AuthProof { .. }) => {
                 return Err(other)
@@ -306,6 +325,7 @@ struct Link<'a> {
     peer: &'a str,
     /// Over TCP (else a Unix socket).
     tcp: bool,
+    door: Door,
     /// The peer proved it holds the shared secret (the HMAC handshake).
     authenticated: bool,
     seal: Option<&'a Seal>,
@@ -341,7 +361,7 @@ fn handle(
                     "this connection already said Hello",
                 );
             }
-            let s = match session::join(sh, token, max_pages, peer) {
+            let s = match session::join(sh, token, max_pages, peer, link.door != Door::Side) {
                 Ok(s) => s,
                 Err((code, msg)) => return err(out, code, &msg),
             };
@@ -491,6 +511,25 @@ fn handle(
             out.extend_from_slice(&reply.encode(h.tag));
             Ok(true)
         }
+        Served::MemfdWhere => {
+            if session.is_none() {
+                return err(out, ErrorCode::NoSession, "say Hello before MemfdWhere");
+            }
+            match (&sh.side_door, link.door) {
+                (Some(name), Door::Tcp) => {
+                    let reply = Frame::MemfdWhereOk {
+                        name: name.as_bytes(),
+                    };
+                    out.extend_from_slice(&reply.encode(h.tag));
+                    Ok(true)
+                }
+                _ => err(
+                    out,
+                    ErrorCode::Unsupported,
+                    "this server has no side door for memory files (it listens on a Unix socket, or could not open one)",
+                ),
+            }
+        }
         Served::MemfdChunk { chunk } => {
             let Some((_, s)) = session else {
                 return err(out, ErrorCode::NoSession, "say Hello before MemfdChunk");
@@ -584,9 +623,15 @@ fn charge_chunk(sh: &Shared, s: &Store, pages: u64) -> Result<(), String> {
 /// (`SO_PEERCRED`; its own user, or one named with `--memfd-uid`).
 fn memfd_peer_ok(sh: &Shared, link: &Link) -> Result<(), String> {
     if link.tcp {
-        return Err("memory files pass only over a Unix socket; over TCP pages move through the socket (or UCX on RDMA)".into());
+        return Err("memory files pass only over a Unix socket; a client on this host takes them at the side door (MemfdWhere), over TCP from elsewhere pages move through the socket (or UCX on RDMA)".into());
     }
-    let uid = farmem_sys::net::peer_uid(link.fd)
+    side_peer_ok(sh, link.fd)
+}
+
+/// Whether the process on Unix socket `fd` runs as a user this server
+/// hands memory files to (and so may come in by the side door).
+pub(crate) fn side_peer_ok(sh: &Shared, fd: std::os::fd::RawFd) -> Result<(), String> {
+    let uid = farmem_sys::net::peer_uid(fd)
         .map_err(|e| format!("the peer's credentials cannot be read (SO_PEERCRED: {e})"))?;
     let me = farmem_sys::process::geteuid();
     if uid == me || sh.cfg.memfd_uids.contains(&uid) {

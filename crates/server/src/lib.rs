@@ -28,7 +28,7 @@ mod ucx;
 pub use farmem_wire::CHUNK_PAGES;
 pub use metrics::{metrics_token, MetricsAccess, MetricsEndpoint, SCRAPE_DEADLINE};
 
-use connection::serve_connection;
+use connection::{serve_connection, Door};
 use farmem_sys::net::{send_vectored, Wait};
 use farmem_wire::{ErrorCode, Frame, PAGE_SIZE};
 use listener::{is_transient_accept_error, Listener};
@@ -128,6 +128,9 @@ struct Shared {
     ucx: std::sync::OnceLock<Result<Arc<ucx::Engine>, String>>,
     /// `tcp` or `unix`: how clients reach the listener.
     transport: &'static str,
+    /// The side door's abstract socket name (a TCP server's, see
+    /// `connection::Door::Side`).
+    side_door: Option<String>,
     /// Numbers sessions for the metrics (the token itself is a secret).
     next_session: AtomicU64,
     metrics: metrics::Metrics,
@@ -155,6 +158,8 @@ impl Shared {
 /// A bound server, not yet accepting.
 pub struct Server {
     listener: Listener,
+    /// A TCP server's side door (`connection::Door::Side`).
+    side: Option<Listener>,
     shared: Arc<Shared>,
 }
 
@@ -178,10 +183,24 @@ impl Server {
 
     fn with_listener(listener: Listener, cfg: ServerConfig) -> Server {
         let transport = if listener.is_tcp() { "tcp" } else { "unix" };
+        let side = if listener.is_tcp() {
+            match side_door() {
+                Ok(door) => Some(door),
+                Err(e) => {
+                    tracing::warn!("no side door for memory files ({e}): clients on this host move pages over TCP");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (side, side_door) = side.map_or((None, None), |(l, n)| (Some(l), Some(n)));
         Server {
             listener,
+            side,
             shared: Arc::new(Shared {
                 transport,
+                side_door,
                 next_session: AtomicU64::new(1),
                 metrics: metrics::Metrics::default(),
                 cfg,
@@ -258,92 +277,25 @@ impl Server {
         let server_span = tracing::info_span!("serve", server = %self.local_addr());
         let _in = server_span.enter();
         let shared = self.shared;
-        while !shared.shutdown.load(Ordering::Acquire) {
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-                    let sh = shared.clone();
-                    let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
-                    if full {
-                        shared.metrics.refused(metrics::Refusal::Limit);
-                        tracing::warn!(
-                            "refused {peer}: this server has its most connections ({}); start it with a larger --max-connections",
-                            shared.cfg.max_connections
-                        );
-                        let out = Frame::Error {
-                            code: ErrorCode::Capacity,
-                            message: "server has too many connections",
-                        }
-                        .encode(0);
-                        let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
-                        drop(stream);
-                        continue;
-                    }
-                    if let Ok(clone) = stream.try_clone() {
-                        lock(&shared.conns).insert(id, clone);
-                    }
-                    let tcp = self.listener.is_tcp();
-                    let counters = shared.metrics.open(id);
-                    // Every line this connection logs names the server,
-                    // the peer and (once it says Hello) the session.
-                    let span = tracing::info_span!(
-                        parent: &server_span,
-                        "conn",
-                        peer = %peer,
-                        session = tracing::field::Empty
-                    );
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("farmem-conn-{id}"))
-                        .spawn(move || {
-                            let _in = span.enter();
-                            tracing::debug!("connected");
-                            let r = serve_connection(&sh, stream, tcp, &peer, &counters);
-                            match r {
-                                Err(e) if !sh.shutdown.load(Ordering::Relaxed) => {
-                                    if sh.cfg.verbose {
-                                        tracing::info!("client {peer}: {e}");
-                                    } else {
-                                        tracing::debug!("client {peer}: {e}");
-                                    }
-                                }
-                                _ => tracing::debug!("disconnected"),
-                            }
-                            sh.metrics.close(id);
-                            lock(&sh.conns).remove(&id);
-                        });
-                    if let Err(e) = spawned {
-                        shared.metrics.close(id);
-                        lock(&shared.conns).remove(&id);
-                        tracing::error!("cannot start a connection thread: {e}");
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    farmem_sys::net::wait_readable(self.listener.fd(), 100);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if is_transient_accept_error(&e) => {
-                    // Out of descriptors (or memory) for now: new clients
-                    // wait in the backlog, and those connected go on. Say so
-                    // once a minute at most.
-                    let now = farmem_sys::now_ns();
-                    if now.saturating_sub(shared.last_accept_warning.load(Ordering::Relaxed))
-                        > 60_000_000_000
-                    {
-                        shared.last_accept_warning.store(now, Ordering::Relaxed);
-                        tracing::warn!(
-                            "cannot accept connections for now ({e}); they wait until some close{}",
-                            if e.raw_os_error() == Some(libc::EMFILE) {
-                                ": raise the descriptor limit (ulimit -n) or lower --max-connections"
-                            } else {
-                                ""
-                            }
-                        );
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err(e) => return Err(ServerError::Accept(e)),
+        let front = if self.listener.is_tcp() {
+            Door::Tcp
+        } else {
+            Door::Unix
+        };
+        let side = self.side.map(|l| {
+            let (sh, span) = (shared.clone(), server_span.clone());
+            std::thread::Builder::new()
+                .name("farmem-side-door".into())
+                .spawn(move || accept_loop(&l, Door::Side, &sh, &span))
+        });
+        let r = accept_loop(&self.listener, front, &shared, &server_span);
+        shared.shutdown.store(true, Ordering::Release);
+        if let Some(Ok(t)) = side {
+            if let Ok(Err(e)) = t.join() {
+                tracing::warn!("the side door stopped: {e}");
             }
         }
+        r?;
         if let Some(Ok(e)) = shared.ucx.get() {
             e.stop();
         }
@@ -368,6 +320,125 @@ impl Server {
             thread: Some(thread),
         })
     }
+}
+
+/// Accept on `listener` (clients arriving by `door`) and serve each
+/// connection on a thread of its own, until the shutdown flag is set.
+fn accept_loop(
+    listener: &Listener,
+    door: Door,
+    shared: &Arc<Shared>,
+    server_span: &tracing::Span,
+) -> Result<(), ServerError> {
+    while !shared.shutdown.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                // The side door lets in only the users this server
+                // hands memory files to.
+                if door == Door::Side {
+                    if let Err(why) = connection::side_peer_ok(shared, stream.as_raw_fd()) {
+                        shared.metrics.refused(metrics::Refusal::Auth);
+                        tracing::warn!("refused a client at the side door: {why}");
+                        continue;
+                    }
+                }
+                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                let sh = shared.clone();
+                let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
+                if full {
+                    shared.metrics.refused(metrics::Refusal::Limit);
+                    tracing::warn!(
+                            "refused {peer}: this server has its most connections ({}); start it with a larger --max-connections",
+                            shared.cfg.max_connections
+                        );
+                    let out = Frame::Error {
+                        code: ErrorCode::Capacity,
+                        message: "server has too many connections",
+                    }
+                    .encode(0);
+                    let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
+                    drop(stream);
+                    continue;
+                }
+                if let Ok(clone) = stream.try_clone() {
+                    lock(&shared.conns).insert(id, clone);
+                }
+                let counters = shared.metrics.open(id);
+                // Every line this connection logs names the server,
+                // the peer and (once it says Hello) the session.
+                let span = tracing::info_span!(
+                    parent: server_span,
+                    "conn",
+                    peer = %peer,
+                    session = tracing::field::Empty
+                );
+                let spawned = std::thread::Builder::new()
+                    .name(format!("farmem-conn-{id}"))
+                    .spawn(move || {
+                        let _in = span.enter();
+                        tracing::debug!("connected");
+                        let r = serve_connection(&sh, stream, door, &peer, &counters);
+                        match r {
+                            Err(e) if !sh.shutdown.load(Ordering::Relaxed) => {
+                                if sh.cfg.verbose {
+                                    tracing::info!("client {peer}: {e}");
+                                } else {
+                                    tracing::debug!("client {peer}: {e}");
+                                }
+                            }
+                            _ => tracing::debug!("disconnected"),
+                        }
+                        sh.metrics.close(id);
+                        lock(&sh.conns).remove(&id);
+                    });
+                if let Err(e) = spawned {
+                    shared.metrics.close(id);
+                    lock(&shared.conns).remove(&id);
+                    tracing::error!("cannot start a connection thread: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                farmem_sys::net::wait_readable(listener.fd(), 100);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_transient_accept_error(&e) => {
+                // Out of descriptors (or memory) for now: new clients
+                // wait in the backlog, and those connected go on. Say so
+                // once a minute at most.
+                let now = farmem_sys::now_ns();
+                if now.saturating_sub(shared.last_accept_warning.load(Ordering::Relaxed))
+                    > 60_000_000_000
+                {
+                    shared.last_accept_warning.store(now, Ordering::Relaxed);
+                    tracing::warn!(
+                        "cannot accept connections for now ({e}); they wait until some close{}",
+                        if e.raw_os_error() == Some(libc::EMFILE) {
+                            ": raise the descriptor limit (ulimit -n) or lower --max-connections"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(ServerError::Accept(e)),
+        }
+    }
+    Ok(())
+}
+
+/// A side door: an abstract Unix socket of a random name (nothing on the
+/// file system, and no name another user could guess), listening.
+fn side_door() -> io::Result<(Listener, String)> {
+    let mut r = [0u8; 16];
+    farmem_sys::process::fill_random(&mut r)?;
+    let name = format!(
+        "farmem-side-{}",
+        r.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    let l = Listener::bind(&ServerAddr::UnixAbstract(name.clone()))?;
+    l.set_nonblocking()?;
+    Ok((l, name))
 }
 
 /// Stops a running server from another thread or a signal handler.

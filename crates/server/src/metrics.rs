@@ -34,18 +34,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-/// Request kinds counted, by their `Op`.
-const OPS: [(Op, &str); 9] = [
-    (Op::Hello, "hello"),
-    (Op::Read, "read"),
-    (Op::Write, "write"),
-    (Op::Free, "free"),
-    (Op::Stats, "stats"),
-    (Op::Auth, "auth"),
-    (Op::AuthProof, "auth_proof"),
-    (Op::UcxOpen, "ucx_open"),
-    (Op::UcxChunk, "ucx_chunk"),
-];
+/// Request kinds counted, by their `Op` (the wire's own list, so a new
+/// request is counted under its name, never as "other").
+const OPS: [Op; Op::REQUESTS.len()] = Op::REQUESTS;
 
 /// Error replies counted, by their code (1..=13; 0 collects codes unknown
 /// to this build).
@@ -83,10 +74,7 @@ impl ConnCounters {
     /// A frame `h` came in; `reply` went out (empty for a Read served
     /// straight from the store, whose size the header tells).
     pub(crate) fn frame(&self, h: &Header, reply: &[u8]) {
-        let i = OPS
-            .iter()
-            .position(|(op, _)| *op == h.op)
-            .unwrap_or(OPS.len());
+        let i = OPS.iter().position(|op| *op == h.op).unwrap_or(OPS.len());
         self.requests[i].fetch_add(1, Relaxed);
         self.bytes_in
             .fetch_add(HEADER_LEN as u64 + u64::from(h.len), Relaxed);
@@ -369,9 +357,9 @@ impl Collector for Scrape {
             None,
             MetricType::Counter,
         )?;
-        for (i, (_, op)) in OPS.iter().enumerate() {
+        for (i, op) in OPS.iter().map(|op| op.name()).enumerate() {
             ConstCounter::new(t.requests[i].load(Relaxed))
-                .encode(f.encode_family(&[("op", *op)])?)?;
+                .encode(f.encode_family(&[("op", op)])?)?;
         }
         ConstCounter::new(t.requests[OPS.len()].load(Relaxed))
             .encode(f.encode_family(&[("op", "other")])?)?;

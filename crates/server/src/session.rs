@@ -61,17 +61,26 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
 }
 
 /// Add a connection to session `token` (made at its first Hello, with
-/// `max_pages`), returning its store.
+/// `max_pages`, unless `may_open` is false: the side door only joins),
+/// returning its store.
 pub(crate) fn join(
     sh: &Shared,
     token: Token,
     max_pages: u64,
     peer: &str,
+    may_open: bool,
 ) -> Result<Arc<Store>, (ErrorCode, String)> {
     let mut sessions = lock(&sh.sessions);
     let open = sessions.len();
     let entry = match sessions.entry(token) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(_) if !may_open => {
+            return Err((
+                ErrorCode::NoSession,
+                "the side door joins only a session already open on this server's TCP address"
+                    .into(),
+            ));
+        }
         std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {
             sh.metrics.refused(crate::metrics::Refusal::Limit);
             let msg = format!(

@@ -34,6 +34,7 @@ pub enum Request<'a> {
         chunk: u64,
     },
     MemfdOpen,
+    MemfdWhere,
     MemfdChunk {
         chunk: u64,
     },
@@ -97,6 +98,7 @@ pub fn decode_request<'a>(h: &Header, payload: &'a [u8]) -> Result<Request<'a>, 
             chunk: u64_at(payload, 0),
         },
         Op::MemfdOpen => Request::MemfdOpen,
+        Op::MemfdWhere => Request::MemfdWhere,
         Op::MemfdChunk => Request::MemfdChunk {
             chunk: u64_at(payload, 0),
         },
@@ -143,6 +145,10 @@ pub enum Reply<'a> {
     MemfdChunkOk {
         chunk: u64,
         pages: u64,
+    },
+    /// The abstract Unix socket name of the server's side door.
+    MemfdWhereOk {
+        name: &'a [u8],
     },
     Error {
         /// None for a code this version does not know.
@@ -200,6 +206,7 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
             chunk: u64_at(payload, 0),
             pages: u64_at(payload, 8),
         },
+        Op::MemfdWhereOk => Reply::MemfdWhereOk { name: payload },
         Op::Error => Reply::Error {
             code: ErrorCode::from_u32(h.status),
             message: payload,

@@ -81,8 +81,13 @@ pub enum Frame<'a> {
         rkey: &'a [u8],
     },
     MemfdOpen,
+    MemfdWhere,
     MemfdChunk {
         chunk: u64,
+    },
+    /// `name` is 1 to [`crate::MAX_UNIX_NAME`] bytes.
+    MemfdWhereOk {
+        name: &'a [u8],
     },
     MemfdOpenOk {
         chunk_pages: u64,
@@ -145,6 +150,8 @@ impl Frame<'_> {
             Frame::UcxOpenOk { address: b, .. } => (Op::UcxOpenOk, 0, 8 + b.len()),
             Frame::UcxChunkOk { rkey: b, .. } => (Op::UcxChunkOk, 0, 8 + b.len()),
             Frame::MemfdOpen => (Op::MemfdOpen, 0, 0),
+            Frame::MemfdWhere => (Op::MemfdWhere, 0, 0),
+            Frame::MemfdWhereOk { name } => (Op::MemfdWhereOk, 0, name.len()),
             Frame::MemfdChunk { .. } => (Op::MemfdChunk, 0, 8),
             Frame::MemfdOpenOk { .. } => (Op::MemfdOpenOk, 0, 8),
             Frame::MemfdChunkOk { .. } => (Op::MemfdChunkOk, 0, 16),
@@ -163,6 +170,10 @@ impl Frame<'_> {
             !matches!(op, Op::UcxOpenOk | Op::UcxChunkOk) || len <= 8 + MAX_UCX_BLOB,
             "a UCX blob of {} bytes exceeds MAX_UCX_BLOB",
             len - 8
+        );
+        assert!(
+            op != Op::MemfdWhereOk || (1..=crate::MAX_UNIX_NAME).contains(&len),
+            "a side door's name of {len} bytes"
         );
         assert!(
             count <= MAX_FRAME_PAGES
@@ -233,9 +244,11 @@ impl Frame<'_> {
                 out.put(&base.to_le_bytes());
                 out.put(rkey);
             }
+            Frame::MemfdWhereOk { name } => out.put(name),
             Frame::AuthOk
             | Frame::UcxOpen
             | Frame::MemfdOpen
+            | Frame::MemfdWhere
             | Frame::Stats
             | Frame::ReadOk { .. }
             | Frame::WriteOk { .. }

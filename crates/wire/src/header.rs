@@ -22,6 +22,7 @@ pub enum Op {
     UcxChunk = 9,
     MemfdOpen = 10,
     MemfdChunk = 11,
+    MemfdWhere = 12,
     HelloOk = 0x81,
     ReadOk = 0x82,
     WriteOk = 0x83,
@@ -33,10 +34,58 @@ pub enum Op {
     UcxChunkOk = 0x89,
     MemfdOpenOk = 0x8A,
     MemfdChunkOk = 0x8B,
+    MemfdWhereOk = 0x8C,
     Error = 0xFF,
 }
 
 impl Op {
+    /// Every request, in code order: what a server counts by kind.
+    pub const REQUESTS: [Op; 12] = [
+        Op::Hello,
+        Op::Read,
+        Op::Write,
+        Op::Free,
+        Op::Stats,
+        Op::Auth,
+        Op::AuthProof,
+        Op::UcxOpen,
+        Op::UcxChunk,
+        Op::MemfdOpen,
+        Op::MemfdChunk,
+        Op::MemfdWhere,
+    ];
+
+    /// The op's name in metrics and messages (snake case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Hello => "hello",
+            Op::Read => "read",
+            Op::Write => "write",
+            Op::Free => "free",
+            Op::Stats => "stats",
+            Op::Auth => "auth",
+            Op::AuthProof => "auth_proof",
+            Op::UcxOpen => "ucx_open",
+            Op::UcxChunk => "ucx_chunk",
+            Op::MemfdOpen => "memfd_open",
+            Op::MemfdChunk => "memfd_chunk",
+            Op::MemfdWhere => "memfd_where",
+            Op::HelloOk => "hello_ok",
+            Op::ReadOk => "read_ok",
+            Op::WriteOk => "write_ok",
+            Op::FreeOk => "free_ok",
+            Op::StatsOk => "stats_ok",
+            Op::AuthChallenge => "auth_challenge",
+            Op::AuthOk => "auth_ok",
+            Op::UcxOpenOk => "ucx_open_ok",
+            Op::UcxChunkOk => "ucx_chunk_ok",
+            Op::MemfdOpenOk => "memfd_open_ok",
+            Op::MemfdChunkOk => "memfd_chunk_ok",
+            Op::MemfdWhereOk => "memfd_where_ok",
+            Op::Error => "error",
+        }
+    }
+
     pub fn from_u16(v: u16) -> Option<Op> {
         Some(match v {
             1 => Op::Hello,
@@ -50,6 +99,7 @@ impl Op {
             9 => Op::UcxChunk,
             10 => Op::MemfdOpen,
             11 => Op::MemfdChunk,
+            12 => Op::MemfdWhere,
             0x81 => Op::HelloOk,
             0x82 => Op::ReadOk,
             0x83 => Op::WriteOk,
@@ -61,6 +111,7 @@ impl Op {
             0x89 => Op::UcxChunkOk,
             0x8A => Op::MemfdOpenOk,
             0x8B => Op::MemfdChunkOk,
+            0x8C => Op::MemfdWhereOk,
             0xFF => Op::Error,
             _ => return None,
         })
@@ -263,7 +314,8 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::UcxOpen => l == 0,
         Op::UcxChunk => l == 8,
         Op::UcxOpenOk | Op::UcxChunkOk => l > 8 && l <= 8 + MAX_UCX_BLOB,
-        Op::MemfdOpen => l == 0,
+        Op::MemfdOpen | Op::MemfdWhere => l == 0,
+        Op::MemfdWhereOk => l > 0 && l <= crate::MAX_UNIX_NAME,
         Op::MemfdOpenOk | Op::MemfdChunk => l == 8,
         Op::MemfdChunkOk => l == 16,
         Op::Error => l <= MAX_ERROR_MSG,

@@ -30,6 +30,7 @@
 //! | UcxChunk | chunk u64 | UcxChunkOk: base address u64, packed remote key |
 //! | MemfdOpen | — | MemfdOpenOk: chunk_pages u64 (always [`CHUNK_PAGES`]) |
 //! | MemfdChunk | chunk u64 | MemfdChunkOk: chunk u64, pages u64; the chunk's descriptor passed with it (`SCM_RIGHTS`) |
+//! | MemfdWhere | — | MemfdWhereOk: the abstract Unix socket name of the server's side door (1 to 107 bytes) |
 //!
 //! UcxOpen and UcxChunk (after Hello, so after the handshake too) move a
 //! session's pages onto UCX: its pages then live in chunks of `chunk_pages`
@@ -47,6 +48,16 @@
 //! kernel enforces it: no address or key names a page. A server passes one
 //! only to a peer whose `SO_PEERCRED` uid it accepts; a client accepts only
 //! a sealed memory file of exactly the chunk's size.
+//!
+//! A server listening on TCP also opens a side door: an abstract Unix
+//! socket of a random name, which it tells only a session's client
+//! (MemfdWhere, after Hello, so after the handshake). A client on the same
+//! host connects there, passes the server's `SO_PEERCRED` check, says Hello
+//! with its session's token, and takes the memory files there: a same-host
+//! server reached over TCP moves pages through them too. The side door
+//! serves only the users the server hands memory files to, and only joins
+//! sessions already open: it opens no session of its own, so it never
+//! stands in for the shared secret.
 //!
 //! Chunks are [`CHUNK_PAGES`] pages on both one-sided paths: a protocol
 //! constant, so a server cannot make a client allocate bookkeeping for

@@ -2,6 +2,23 @@ use super::*;
 use proptest::prelude::*;
 
 #[test]
+fn every_request_code_is_listed_once() {
+    let requests: Vec<Op> = (0..=0xFFu16)
+        .filter_map(Op::from_u16)
+        .filter(|op| (*op as u16) < 0x80)
+        .collect();
+    assert_eq!(requests, Op::REQUESTS, "Op::REQUESTS lists every request");
+    let mut names: Vec<&str> = (0..=0xFFu16)
+        .filter_map(Op::from_u16)
+        .map(Op::name)
+        .collect();
+    let n = names.len();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), n, "each op has its own name");
+}
+
+#[test]
 fn header_roundtrip() {
     let h = Header::new(Op::Read, 7, 3, 24);
     assert_eq!(Header::decode(&h.encode()).unwrap(), h);
@@ -207,6 +224,28 @@ fn replies_roundtrip_through_the_codec() {
         }
         other => panic!("decoded {other:?}"),
     }
+    // A side door's name, and none too long or empty.
+    let head = Frame::MemfdWhereOk {
+        name: b"farmem-side-0123",
+    }
+    .encode(7);
+    let (h, p) = split(&head);
+    assert_eq!(
+        decode_reply(&h, p).unwrap(),
+        Reply::MemfdWhereOk {
+            name: b"farmem-side-0123"
+        }
+    );
+    let mut bad = Header::new(Op::MemfdWhereOk, 1, 0, 0).encode();
+    assert!(Header::decode(&bad).is_err(), "an empty name");
+    bad[16..20].copy_from_slice(&(u32::try_from(crate::MAX_UNIX_NAME).unwrap() + 1).to_le_bytes());
+    assert!(
+        Header::decode(&bad).is_err(),
+        "a name longer than a socket's"
+    );
+    let head = Frame::MemfdWhere.encode(8);
+    let (h, p) = split(&head);
+    assert_eq!(decode_request(&h, p).unwrap(), Request::MemfdWhere);
     // A request is not a reply.
     let head = Frame::Stats.encode(6);
     let (h, p) = split(&head);

@@ -97,7 +97,11 @@ impl Conn {
 impl RemoteBackend {
     /// Take connection `c` of server `s` (spinning while another thread holds it).
     pub(super) fn acquire(&self, s: usize, c: usize) -> &Conn {
-        let conn = &self.servers[s].conns[c];
+        Self::hold(&self.servers[s].conns[c])
+    }
+
+    /// Take `conn` (spinning while another thread holds it).
+    pub(super) fn hold(conn: &Conn) -> &Conn {
         let mut spins = 0u32;
         while conn
             .busy

@@ -4,15 +4,16 @@
 //! UcxOpen, after which the session's pages may move one-sided. Nothing of
 //! either is asked for before the handshake passed.
 
+use super::conn::Conn;
 use super::reply::{expect_reply, frame_u32, recv_blob};
 use super::Server;
-use crate::backend::transport::Transport;
+use crate::backend::transport::{StreamSocket, Transport};
 use crate::backend::BackendError;
 use farmem_sys::net::Wait;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::auth::{self, Secret};
 use farmem_wire::seal::SessionKey;
-use farmem_wire::{self as wire, Frame, Header, Op, Reply};
+use farmem_wire::{self as wire, Frame, Header, Op, Reply, ServerAddr};
 use std::io;
 
 /// Prove this client holds the shared secret, and check that the server
@@ -125,6 +126,71 @@ pub(super) fn open_memfd(
             server: server.name.clone(),
             why: format!("FARMEM_TRANSPORT=memfd, and the server cannot: {message}"),
         }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Come in by the side door of a TCP server on this host (see
+/// `farmem_wire`): ask it where the door is (on the session's greeted,
+/// and where there is a secret sealed, first connection), connect there,
+/// check who holds it (`SO_PEERCRED`: this program's user or root), and
+/// join the session with its token. None where the server has no door or
+/// it cannot be used and `required` is false: pages then move over TCP.
+pub(super) fn side_door(
+    server: &Server,
+    token: &[u8; wire::TOKEN_LEN],
+    max_pages: u64,
+    timeout_ms: u64,
+    wait: Wait,
+    required: bool,
+) -> Result<Option<Conn>, BackendError> {
+    let link = &*server.conns[0].link;
+    link.send(&[&Frame::MemfdWhere.encode(0)], wait)
+        .map_err(|source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        })?;
+    let mut payload = [0u8; wire::MAX_UNIX_NAME];
+    let n = match recv_blob(server, link, Op::MemfdWhereOk, 0, &mut payload, wait) {
+        Ok(n) => n,
+        Err(BackendError::Refused {
+            code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
+            ..
+        }) if !required => return Ok(None),
+        Err(BackendError::Refused { message, .. }) if required => {
+            return Err(BackendError::Transport {
+                server: server.name.clone(),
+                why: format!("FARMEM_TRANSPORT=memfd, and the server has no side door for memory files: {message}"),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let h = Header::new(Op::MemfdWhereOk, 0, 0, frame_u32(n));
+    let name = match wire::decode_reply(&h, &payload[..n]) {
+        Ok(Reply::MemfdWhereOk { name }) if name.iter().all(u8::is_ascii_graphic) => {
+            String::from_utf8_lossy(name).into_owned()
+        }
+        other => {
+            return Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!("a side door's name that is not printable: {other:?}"),
+            })
+        }
+    };
+    let door = ServerAddr::UnixAbstract(name);
+    let opened = (|| {
+        let sock =
+            StreamSocket::connect(&door, timeout_ms).map_err(|source| BackendError::Connect {
+                server: format!("{} (its side door {door})", server.name),
+                source,
+            })?;
+        check_peer(server, &sock)?;
+        hello(server, &sock, token, max_pages, wait)?;
+        Ok(Conn::new(Box::new(sock)))
+    })();
+    match opened {
+        Ok(c) => Ok(Some(c)),
+        Err(_) if !required => Ok(None),
         Err(e) => Err(e),
     }
 }

@@ -54,7 +54,7 @@ use crate::config::Transport as Choice;
 use conn::{Conn, Owed};
 use farmem_sys::net::Wait;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
-use handshake::{authenticate, check_peer, hello, open_memfd, open_ucx, random_token};
+use handshake::{authenticate, check_peer, hello, open_memfd, open_ucx, random_token, side_door};
 use one_sided::Grant;
 use reply::frame_u32;
 use std::io;
@@ -64,8 +64,18 @@ use std::sync::OnceLock;
 struct Server {
     name: String,
     conns: Vec<Conn>,
+    /// A TCP server on this host: the connection by its side door, where
+    /// the session's memory files are granted (see `farmem_wire`).
+    side: Option<Conn>,
     /// Lost for good: nothing is routed to it any more.
     down: AtomicBool,
+}
+
+impl Server {
+    /// The connection that grants this server's memory files.
+    fn memfd_conn(&self) -> &Conn {
+        self.side.as_ref().unwrap_or(&self.conns[0])
+    }
 }
 
 /// Pages striped over `farmem serve` memory servers.
@@ -237,6 +247,7 @@ impl RemoteBackend {
             let mut server = Server {
                 name,
                 conns: Vec::with_capacity(links.len()),
+                side: None,
                 down: AtomicBool::new(false),
             };
             for mut link in links {
@@ -251,7 +262,7 @@ impl RemoteBackend {
             }
             out.push(server);
         }
-        let path = choose_path(cfg, &out, max_pages, wait)?;
+        let path = choose_path(cfg, &mut out, max_pages, &token, wait)?;
         Ok(RemoteBackend {
             servers: out,
             stripe: cfg.stripe_pages,
@@ -335,45 +346,63 @@ impl RemoteBackend {
 /// The page path of a session over `servers` (greeted), as
 /// `FARMEM_TRANSPORT` says: `memfd` and `ucx` insist (a server that cannot
 /// stops the program with one line), `socket` never asks, and `auto` takes
-/// memory files when every server is on a Unix socket and offers them, UCX
-/// when this host has an RDMA device and every server offers it, sockets
-/// otherwise. Pages of one session move one way.
+/// memory files when every server is on this host (a Unix socket, or TCP
+/// with a side door) and offers them, UCX when this host has an RDMA device
+/// and every server offers it, sockets otherwise. Pages of one session move
+/// one way.
 fn choose_path(
     cfg: &Config,
-    servers: &[Server],
+    servers: &mut [Server],
     max_pages: u64,
+    token: &[u8; TOKEN_LEN],
     wait: Wait,
 ) -> Result<PagePath, BackendError> {
-    let names = || {
-        servers
-            .iter()
-            .map(|s| s.name.clone())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let all_names = servers
+        .iter()
+        .map(|s| s.name.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let names = || all_names.clone();
     let all_unix = servers.iter().all(|s| s.conns[0].link.is_local());
+    // A Unix socket's server is on this host whatever else it says.
+    let all_here = servers
+        .iter()
+        .all(|s| s.conns[0].link.is_local() || s.conns[0].link.same_host());
     let want_memfd = match cfg.transport {
-        Choice::Memfd if !all_unix => {
+        Choice::Memfd if !all_here => {
             return Err(BackendError::Transport {
                 server: names(),
-                why: "FARMEM_TRANSPORT=memfd needs every server on a Unix socket (unix:PATH or unix:@NAME); memory files pass only there".into(),
+                why: "FARMEM_TRANSPORT=memfd needs every server on this host (a Unix socket, unix:PATH or unix:@NAME, or TCP to an address of this host); memory files pass only there".into(),
             })
         }
         Choice::Memfd => true,
-        Choice::Auto => all_unix,
+        Choice::Auto => all_here,
         Choice::Socket | Choice::Ucx => false,
     };
     if want_memfd {
         let required = cfg.transport == Choice::Memfd;
         let mut all = true;
-        for server in servers {
-            if !open_memfd(server, &*server.conns[0].link, wait, required)? {
+        for server in servers.iter_mut() {
+            if !server.conns[0].link.is_local() {
+                match side_door(server, token, max_pages, cfg.timeout_ms, wait, required)? {
+                    Some(side) => server.side = Some(side),
+                    None => {
+                        all = false;
+                        break;
+                    }
+                }
+            }
+            if !open_memfd(server, &*server.memfd_conn().link, wait, required)? {
                 all = false;
                 break;
             }
         }
         if all {
             return Ok(PagePath::Memfd(MemfdPages::new(servers.len(), max_pages)));
+        }
+        // Sockets after all: a side door already opened goes unused.
+        for server in servers.iter_mut() {
+            server.side = None;
         }
     }
     let want_ucx = match cfg.transport {
@@ -393,7 +422,7 @@ fn choose_path(
     }
     let required = cfg.transport == Choice::Ucx;
     let mut addrs = Vec::with_capacity(servers.len());
-    for server in servers {
+    for server in servers.iter() {
         match open_ucx(server, &*server.conns[0].link, wait, required)? {
             Some(a) => addrs.push(a),
             None => return Ok(PagePath::Sockets),

@@ -122,7 +122,9 @@ impl RemoteBackend {
     /// says (both checked by [`MemfdPages::ensure`]).
     pub(super) fn memfd_grant_on(&self, s: usize, c: u64) -> Result<(OwnedFd, u64), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s, 0);
+        // The side door of a TCP server on this host, else the first
+        // connection (a Unix socket).
+        let conn = Self::hold(server.memfd_conn());
         let r = (|| {
             self.drain(server, conn)?;
             let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
