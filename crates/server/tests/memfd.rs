@@ -235,3 +235,54 @@ fn another_user_gets_no_memory_files_unless_named() {
     let out = memfd_open_as_nobody(&name).unwrap();
     assert!(out.starts_with("0x8a"), "{out}");
 }
+
+/// A server on TCP tells a session (after the handshake) where its side
+/// door is; there a client of an open session takes memory files, and a
+/// token of no open session opens nothing.
+#[test]
+fn a_tcp_server_hands_out_memory_files_at_its_side_door_to_open_sessions_only() {
+    let _one = one();
+    let h = server_with_secret(2 * CHUNK_PAGES, |_| {});
+    let mut c = Client::authenticated_session(&h, 9, CHUNK_PAGES);
+    let r = c.send(Frame::MemfdWhere, &[]);
+    let name = match wire::decode_reply(&r.0, &r.1) {
+        Ok(wire::Reply::MemfdWhereOk { name }) => String::from_utf8(name.to_vec()).unwrap(),
+        other => panic!("MemfdWhere answered {other:?}"),
+    };
+    assert!(name.starts_with("farmem-side-") && name.len() == 12 + 32, "{name}");
+    // The token of no open session: refused, and no session is opened.
+    let mut d = unix_connect(&name);
+    let stranger = [0x55u8; wire::TOKEN_LEN];
+    let r = d.send(
+        Frame::Hello {
+            token: &stranger,
+            max_pages: CHUNK_PAGES,
+        },
+        &[],
+    );
+    assert_eq!(error_code(&r), Some(ErrorCode::NoSession));
+    assert!(String::from_utf8_lossy(&r.1).contains("side door"));
+    assert_eq!(c.stats()[2], 1, "the side door opened a session");
+    // The session's own token (as `authenticated_session` made it).
+    let mut t = [0u8; wire::TOKEN_LEN];
+    t[..8].copy_from_slice(&9u64.to_le_bytes());
+    t[8..].copy_from_slice(&(!9u64).to_le_bytes());
+    let mut d = unix_connect(&name);
+    let r = d.send(
+        Frame::Hello {
+            token: &t,
+            max_pages: CHUNK_PAGES,
+        },
+        &[],
+    );
+    assert_eq!(r.0.op, Op::HelloOk, "{}", String::from_utf8_lossy(&r.1));
+    assert_eq!(d.send(Frame::MemfdOpen, &[]).0.op, Op::MemfdOpenOk);
+    let ((h2, _), fd) = d.send_for_fd(Frame::MemfdChunk { chunk: 0 }, &[]);
+    assert_eq!(h2.op, Op::MemfdChunkOk);
+    assert!(fd.is_some(), "no descriptor at the side door");
+    // A Unix server has no side door.
+    let u = unix_server(CHUNK_PAGES, |_| {});
+    let mut e = unix_session(&u, 3, CHUNK_PAGES);
+    let r = e.send(Frame::MemfdWhere, &[]);
+    assert_eq!(error_code(&r), Some(ErrorCode::Unsupported));
+}

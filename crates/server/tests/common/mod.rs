@@ -262,16 +262,21 @@ pub struct UnixClient {
     tag: u32,
 }
 
-/// Connect to `h` (a Unix server) and say Hello for session `token`.
-pub fn unix_session(h: &ServerHandle, token: u64, max_pages: u64) -> UnixClient {
+/// A client on the abstract Unix socket `name`, before Hello.
+pub fn unix_connect(name: &str) -> UnixClient {
     use std::os::linux::net::SocketAddrExt;
-    let farmem_server::ServerAddr::UnixAbstract(name) = h.addr() else {
-        panic!("not an abstract Unix server: {}", h.addr());
-    };
     let sa = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let s = std::os::unix::net::UnixStream::connect_addr(&sa).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut c = UnixClient { s, tag: 1 };
+    UnixClient { s, tag: 1 }
+}
+
+/// Connect to `h` (a Unix server) and say Hello for session `token`.
+pub fn unix_session(h: &ServerHandle, token: u64, max_pages: u64) -> UnixClient {
+    let farmem_server::ServerAddr::UnixAbstract(name) = h.addr() else {
+        panic!("not an abstract Unix server: {}", h.addr());
+    };
+    let mut c = unix_connect(&name);
     let mut t = [0u8; wire::TOKEN_LEN];
     t[..8].copy_from_slice(&token.to_le_bytes());
     let r = c.send(
