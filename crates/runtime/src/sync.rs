@@ -5,8 +5,11 @@ use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A test-and-test-and-set lock. Held only for a few hundred instructions;
-/// never across I/O. Code in normal (non-handler) context that takes it must
+/// A test-and-test-and-set lock. Held only for a few hundred instructions,
+/// never across I/O, with one exception: a memory-server connection's lock
+/// (`backend/remote/conn.rs`), held for one request and its reply, since the
+/// stream has one position; another thread that wants that connection
+/// waits for the request, as it would for the socket. Code in normal (non-handler) context that takes it must
 /// block signals first (farmem_sys::signal::SignalBlock), so that no signal
 /// handler on the same thread can fault into far memory and spin on it forever.
 pub struct SpinLock<T> {

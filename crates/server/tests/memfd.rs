@@ -249,7 +249,10 @@ fn a_tcp_server_hands_out_memory_files_at_its_side_door_to_open_sessions_only() 
         Ok(wire::Reply::MemfdWhereOk { name }) => String::from_utf8(name.to_vec()).unwrap(),
         other => panic!("MemfdWhere answered {other:?}"),
     };
-    assert!(name.starts_with("farmem-side-") && name.len() == 12 + 32, "{name}");
+    assert!(
+        name.starts_with("farmem-side-") && name.len() == 12 + 32,
+        "{name}"
+    );
     // The token of no open session: refused, and no session is opened.
     let mut d = unix_connect(&name);
     let stranger = [0x55u8; wire::TOKEN_LEN];

@@ -1,33 +1,50 @@
 //! One connection's state: who holds it, its request tags, and the
 //! replies it still owes (write acknowledgements and asynchronous reads),
 //! oldest first; and the calls that use it: send, drain, read, write, free.
+//!
+//! A connection is used by one thread at a time, for a whole request and
+//! its reply (the stream has one position): [`Held`] is that use, taken by
+//! [`RemoteBackend::acquire`] and given back when it drops, on every path,
+//! `?` included.
 
 use super::reply::{check_reply, frame_u32, read_header, recv_reply, select};
 use super::{RemoteBackend, Server};
 use crate::backend::transport::Transport;
 use crate::backend::BackendError;
+use crate::sync::{SpinGuard, SpinLock};
 use farmem_sys::net::MAX_IOV;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::{Frame, Op};
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 pub(super) struct Conn {
-    pub(super) busy: AtomicBool,
     pub(super) link: Box<dyn Transport>,
     pub(super) tag: AtomicU32,
-    /// Requests sent whose replies are still unread, oldest first. Only the
-    /// holder of `busy` touches it.
-    pending: UnsafeCell<Pending>,
+    /// Requests sent whose replies are still unread, oldest first; its
+    /// lock is the connection's: held for a request's I/O, by one user.
+    pending: SpinLock<Pending>,
 }
 
-// SAFETY: `pending` (and the buffers its reads point to) is only accessed by
-// the thread holding `busy`, which is taken with Acquire and released with
-// Release ordering.
-unsafe impl Sync for Conn {}
-// SAFETY: as above; the raw buffer pointers are owned by the runtime's fetch
-// slots for as long as the read is pending.
-unsafe impl Send for Conn {}
+/// A connection in use: the only way to reach its pending replies, and
+/// given back when dropped.
+pub(super) struct Held<'a> {
+    conn: &'a Conn,
+    pending: SpinGuard<'a, Pending>,
+}
+
+impl Deref for Held<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+    }
+}
+
+impl Held<'_> {
+    pub(super) fn pending(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+}
 
 /// Replies one connection may owe before a new request drains them: enough
 /// to keep the pipe busy, few enough that an error surfaces soon after the
@@ -54,6 +71,11 @@ pub(super) struct Pending {
     head: usize,
     pub(super) len: usize,
 }
+
+// SAFETY: the only non-Send parts are the buffer pointers of pending
+// reads, which the runtime's fetch slots own, untouched, until the read
+// completes (`read_async`'s contract), whichever thread completes it.
+unsafe impl Send for Pending {}
 
 impl Pending {
     pub(super) fn new() -> Pending {
@@ -86,45 +108,25 @@ impl Conn {
     /// A connection not yet used.
     pub(super) fn new(link: Box<dyn Transport>) -> Conn {
         Conn {
-            busy: AtomicBool::new(false),
             link,
             tag: AtomicU32::new(1),
-            pending: UnsafeCell::new(Pending::new()),
+            pending: SpinLock::new(Pending::new()),
         }
     }
 }
 
 impl RemoteBackend {
     /// Take connection `c` of server `s` (spinning while another thread holds it).
-    pub(super) fn acquire(&self, s: usize, c: usize) -> &Conn {
+    pub(super) fn acquire(&self, s: usize, c: usize) -> Held<'_> {
         Self::hold(&self.servers[s].conns[c])
     }
 
     /// Take `conn` (spinning while another thread holds it).
-    pub(super) fn hold(conn: &Conn) -> &Conn {
-        let mut spins = 0u32;
-        while conn
-            .busy
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            spins += 1;
-            if spins.is_multiple_of(32) {
-                farmem_sys::sched_yield();
-            } else {
-                farmem_sys::cpu_relax();
-            }
+    pub(super) fn hold(conn: &Conn) -> Held<'_> {
+        Held {
+            conn,
+            pending: conn.pending.lock(),
         }
-        conn
-    }
-
-    /// The pending replies of `conn`, which the caller holds.
-    #[allow(clippy::mut_from_ref)]
-    pub(super) fn pending<'a>(&self, conn: &'a Conn) -> &'a mut Pending {
-        debug_assert!(conn.busy.load(Ordering::Relaxed));
-        // SAFETY: the caller holds `conn.busy`, so no other thread touches
-        // `pending` until it is released (see `Conn`).
-        unsafe { &mut *conn.pending.get() }
     }
 
     /// Receive every reply `conn` (held) still owes, in order: write
@@ -133,13 +135,13 @@ impl RemoteBackend {
     ///
     /// An entry leaves the queue only once its reply is in, so after an
     /// error the queue still holds every reply owed, for [`Self::fail_over`].
-    pub(super) fn drain(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
-        while let Some(o) = self.pending(conn).front() {
+    pub(super) fn drain(&self, server: &Server, conn: &mut Held) -> Result<(), BackendError> {
+        while let Some(o) = conn.pending().front() {
             match o {
                 Owed::Ack { tag, .. } => {
                     let h = read_header(server, &*conn.link, self.wait)?;
                     check_reply(server, &*conn.link, &h, Op::WriteOk, tag, 0, self.wait)?;
-                    self.pending(conn).pop();
+                    conn.pending().pop();
                 }
                 Owed::Read {
                     tag,
@@ -153,7 +155,7 @@ impl RemoteBackend {
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(buf, pages as usize * PAGE_SIZE) };
                     recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
-                    self.pending(conn).pop();
+                    conn.pending().pop();
                     if let Some(done) = self.complete.get() {
                         done(token);
                     }
@@ -165,10 +167,8 @@ impl RemoteBackend {
 
     /// Take connection `c` of server `s`, receive what it owes, release it.
     pub(super) fn drain_conn(&self, s: usize, c: usize) -> Result<(), BackendError> {
-        let conn = self.acquire(s, c);
-        let r = self.drain(&self.servers[s], conn);
-        conn.busy.store(false, Ordering::Release);
-        r
+        let mut conn = self.acquire(s, c);
+        self.drain(&self.servers[s], &mut conn)
     }
 
     /// Send a Read request for the pages of `pages` at positions `idx` on
@@ -196,8 +196,8 @@ impl RemoteBackend {
     }
 
     /// Make room for one more owed reply on `conn` (held).
-    pub(super) fn room(&self, server: &Server, conn: &Conn) -> Result<(), BackendError> {
-        if self.pending(conn).len >= MAX_PENDING {
+    pub(super) fn room(&self, server: &Server, conn: &mut Held) -> Result<(), BackendError> {
+        if conn.pending().len >= MAX_PENDING {
             self.drain(server, conn)?;
         }
         Ok(())
@@ -212,37 +212,33 @@ impl RemoteBackend {
         buf: &mut [u8],
     ) -> Result<(), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s, c);
-        let r = (|| {
-            let tag = self.send_read(server, conn, pages, idx)?;
-            let n = idx.len();
-            let io_err = |source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            };
-            // Earlier requests' replies come first; this one is already on
-            // its way meanwhile.
-            self.drain(server, conn)?;
-            // Common case: the whole batch, in order: receive header and
-            // pages with one scattered recvmsg, straight into place.
-            let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
-            if contiguous {
-                let start = idx[0] * PAGE_SIZE;
-                let dst = &mut buf[start..start + n * PAGE_SIZE];
-                recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
-            } else {
-                let h = read_header(server, &*conn.link, self.wait)?;
-                let len = frame_u32(n * PAGE_SIZE);
-                check_reply(server, &*conn.link, &h, Op::ReadOk, tag, len, self.wait)?;
-                for &i in idx {
-                    let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
-                    conn.link.recv_exact(dst, self.wait).map_err(io_err)?;
-                }
+        let mut conn = self.acquire(s, c);
+        let tag = self.send_read(server, &conn, pages, idx)?;
+        let n = idx.len();
+        let io_err = |source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        };
+        // Earlier requests' replies come first; this one is already on
+        // its way meanwhile.
+        self.drain(server, &mut conn)?;
+        // Common case: the whole batch, in order: receive header and
+        // pages with one scattered recvmsg, straight into place.
+        let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
+        if contiguous {
+            let start = idx[0] * PAGE_SIZE;
+            let dst = &mut buf[start..start + n * PAGE_SIZE];
+            recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;
+        } else {
+            let h = read_header(server, &*conn.link, self.wait)?;
+            let len = frame_u32(n * PAGE_SIZE);
+            check_reply(server, &*conn.link, &h, Op::ReadOk, tag, len, self.wait)?;
+            for &i in idx {
+                let dst = &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                conn.link.recv_exact(dst, self.wait).map_err(io_err)?;
             }
-            Ok(())
-        })();
-        conn.busy.store(false, Ordering::Release);
-        r
+        }
+        Ok(())
     }
 
     pub(super) fn write_to(
@@ -253,34 +249,30 @@ impl RemoteBackend {
         idx: &[usize],
     ) -> Result<(), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s, c);
-        let r = (|| {
-            self.room(server, conn)?;
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-            let n = idx.len();
-            let list = select(pages, idx);
-            let head = Frame::Write { pages: &list[..n] }.encode(tag);
-            let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
-            parts[0] = &head;
-            for (k, &i) in idx.iter().enumerate() {
-                parts[1 + k] = data[i];
-            }
-            conn.link
-                .send(&parts[..1 + n], self.wait)
-                .map_err(|source| BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                })?;
-            // Sent: the data is in the socket buffer. The reply is read by
-            // the next request on this connection (see the module comment).
-            self.pending(conn).push(Owed::Ack {
-                tag,
-                pages: frame_u32(n),
-            });
-            Ok(())
-        })();
-        conn.busy.store(false, Ordering::Release);
-        r
+        let mut conn = self.acquire(s, c);
+        self.room(server, &mut conn)?;
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        let n = idx.len();
+        let list = select(pages, idx);
+        let head = Frame::Write { pages: &list[..n] }.encode(tag);
+        let mut parts: [&[u8]; MAX_IOV] = [&[]; MAX_IOV];
+        parts[0] = &head;
+        for (k, &i) in idx.iter().enumerate() {
+            parts[1 + k] = data[i];
+        }
+        conn.link
+            .send(&parts[..1 + n], self.wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+        // Sent: the data is in the socket buffer. The reply is read by
+        // the next request on this connection (see the module comment).
+        conn.pending().push(Owed::Ack {
+            tag,
+            pages: frame_u32(n),
+        });
+        Ok(())
     }
 
     /// Free `[start, start+n)` on server `s`, after draining its connections
@@ -295,21 +287,17 @@ impl RemoteBackend {
         for c in 1..server.conns.len() {
             self.drain_conn(s, c)?;
         }
-        let conn = self.acquire(s, 0);
-        let r = (|| {
-            self.drain(server, conn)?;
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-            let head = Frame::Free { start, pages: n }.encode(tag);
-            conn.link
-                .send(&[&head], self.wait)
-                .map_err(|source| BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                })?;
-            let h = read_header(server, &*conn.link, self.wait)?;
-            check_reply(server, &*conn.link, &h, Op::FreeOk, tag, 0, self.wait)
-        })();
-        conn.busy.store(false, Ordering::Release);
-        r
+        let mut conn = self.acquire(s, 0);
+        self.drain(server, &mut conn)?;
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        let head = Frame::Free { start, pages: n }.encode(tag);
+        conn.link
+            .send(&[&head], self.wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+        let h = read_header(server, &*conn.link, self.wait)?;
+        check_reply(server, &*conn.link, &h, Op::FreeOk, tag, 0, self.wait)
     }
 }

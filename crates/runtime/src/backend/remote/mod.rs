@@ -640,22 +640,23 @@ impl Backend for RemoteBackend {
         };
         let (s, c) = route;
         let server = &self.servers[s];
-        let conn = self.acquire(s, c);
-        let r = (|| {
-            self.room(server, conn)?;
-            let n = pages.len();
-            let idx: [usize; MAX_BATCH] = std::array::from_fn(|i| i);
-            let tag = self.send_read(server, conn, pages, &idx[..n])?;
-            self.pending(conn).push(Owed::Read {
-                tag,
-                first: pages[0],
-                pages: frame_u32(n),
-                buf,
-                token,
-            });
-            Ok(true)
-        })();
-        conn.busy.store(false, Ordering::Release);
+        let r = {
+            let mut conn = self.acquire(s, c);
+            (|| {
+                self.room(server, &mut conn)?;
+                let n = pages.len();
+                let idx: [usize; MAX_BATCH] = std::array::from_fn(|i| i);
+                let tag = self.send_read(server, &conn, pages, &idx[..n])?;
+                conn.pending().push(Owed::Read {
+                    tag,
+                    first: pages[0],
+                    pages: frame_u32(n),
+                    buf,
+                    token,
+                });
+                Ok(true)
+            })()
+        };
         match r {
             // Every error comes before the request is queued (the push
             // is the last step): salvage what the server owed, and let the

@@ -85,36 +85,32 @@ impl RemoteBackend {
     /// Ask server `s` for chunk `c` of this session's UCX pool.
     pub(super) fn ucx_grant_on(&self, s: usize, c: u64) -> Result<(u64, Vec<u8>), BackendError> {
         let server = &self.servers[s];
-        let conn = self.acquire(s, 0);
-        let r = (|| {
-            self.drain(server, conn)?;
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-            conn.link
-                .send(&[&Frame::UcxChunk { chunk: c }.encode(tag)], self.wait)
-                .map_err(|source| BackendError::Io {
-                    server: server.name.clone(),
-                    source,
-                })?;
-            let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
-            let n = recv_blob(
-                server,
-                &*conn.link,
-                Op::UcxChunkOk,
-                tag,
-                &mut payload,
-                self.wait,
-            )?;
-            let h = Header::new(Op::UcxChunkOk, tag, 0, frame_u32(n));
-            match wire::decode_reply(&h, &payload[..n]) {
-                Ok(Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
-                other => Err(BackendError::Protocol {
-                    server: server.name.clone(),
-                    why: format!("a UcxChunkOk that does not decode: {other:?}"),
-                }),
-            }
-        })();
-        conn.busy.store(false, Ordering::Release);
-        r
+        let mut conn = self.acquire(s, 0);
+        self.drain(server, &mut conn)?;
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        conn.link
+            .send(&[&Frame::UcxChunk { chunk: c }.encode(tag)], self.wait)
+            .map_err(|source| BackendError::Io {
+                server: server.name.clone(),
+                source,
+            })?;
+        let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
+        let n = recv_blob(
+            server,
+            &*conn.link,
+            Op::UcxChunkOk,
+            tag,
+            &mut payload,
+            self.wait,
+        )?;
+        let h = Header::new(Op::UcxChunkOk, tag, 0, frame_u32(n));
+        match wire::decode_reply(&h, &payload[..n]) {
+            Ok(Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
+            other => Err(BackendError::Protocol {
+                server: server.name.clone(),
+                why: format!("a UcxChunkOk that does not decode: {other:?}"),
+            }),
+        }
     }
 
     /// Ask server `s` for chunk `c` of this session's memory files: the
@@ -124,59 +120,54 @@ impl RemoteBackend {
         let server = &self.servers[s];
         // The side door of a TCP server on this host, else the first
         // connection (a Unix socket).
-        let conn = Self::hold(server.memfd_conn());
-        let r = (|| {
-            self.drain(server, conn)?;
-            let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-            let io_err = |source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            };
-            conn.link
-                .send(&[&Frame::MemfdChunk { chunk: c }.encode(tag)], self.wait)
-                .map_err(io_err)?;
-            // The descriptor travels with the reply's first byte; anything
-            // but the reply asked for closes it (it is owned from here on).
-            let mut hb = [0u8; HEADER_LEN];
-            let fd = conn
-                .link
-                .recv_exact_with_fd(&mut hb, self.wait)
-                .map_err(io_err)?;
-            let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
-                server: server.name.clone(),
-                why: e.to_string(),
-            })?;
-            check_reply(
-                server,
-                &*conn.link,
-                &h,
-                Op::MemfdChunkOk,
-                tag,
-                16,
-                self.wait,
-            )?;
-            let mut payload = [0u8; 16];
-            conn.link
-                .recv_exact(&mut payload, self.wait)
-                .map_err(io_err)?;
-            let bad = |why: String| BackendError::Protocol {
-                server: server.name.clone(),
-                why,
-            };
-            match wire::decode_reply(&h, &payload) {
-                Ok(Reply::MemfdChunkOk { chunk, pages }) if chunk == c => {
-                    let fd = fd.ok_or_else(|| {
-                        bad(format!("it granted chunk {c} and passed no descriptor"))
-                    })?;
-                    Ok((fd, pages))
-                }
-                other => Err(bad(format!(
-                    "a MemfdChunkOk for chunk {c} that does not match: {other:?}"
-                ))),
+        let mut conn = Self::hold(server.memfd_conn());
+        self.drain(server, &mut conn)?;
+        let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
+        let io_err = |source| BackendError::Io {
+            server: server.name.clone(),
+            source,
+        };
+        conn.link
+            .send(&[&Frame::MemfdChunk { chunk: c }.encode(tag)], self.wait)
+            .map_err(io_err)?;
+        // The descriptor travels with the reply's first byte; anything
+        // but the reply asked for closes it (it is owned from here on).
+        let mut hb = [0u8; HEADER_LEN];
+        let fd = conn
+            .link
+            .recv_exact_with_fd(&mut hb, self.wait)
+            .map_err(io_err)?;
+        let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
+            server: server.name.clone(),
+            why: e.to_string(),
+        })?;
+        check_reply(
+            server,
+            &*conn.link,
+            &h,
+            Op::MemfdChunkOk,
+            tag,
+            16,
+            self.wait,
+        )?;
+        let mut payload = [0u8; 16];
+        conn.link
+            .recv_exact(&mut payload, self.wait)
+            .map_err(io_err)?;
+        let bad = |why: String| BackendError::Protocol {
+            server: server.name.clone(),
+            why,
+        };
+        match wire::decode_reply(&h, &payload) {
+            Ok(Reply::MemfdChunkOk { chunk, pages }) if chunk == c => {
+                let fd = fd
+                    .ok_or_else(|| bad(format!("it granted chunk {c} and passed no descriptor")))?;
+                Ok((fd, pages))
             }
-        })();
-        conn.busy.store(false, Ordering::Release);
-        r
+            other => Err(bad(format!(
+                "a MemfdChunkOk for chunk {c} that does not match: {other:?}"
+            ))),
+        }
     }
 
     /// Mark servers whose control connection closed as down (UCX over

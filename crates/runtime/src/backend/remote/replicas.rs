@@ -6,7 +6,6 @@ use super::conn::{Owed, MAX_PENDING};
 use super::RemoteBackend;
 use crate::backend::{Backend, BackendError, MAX_BATCH};
 use farmem_sys::PAGE_SIZE;
-use std::sync::atomic::Ordering;
 
 impl RemoteBackend {
     pub(super) fn lost(&self, e: &BackendError) -> bool {
@@ -36,14 +35,14 @@ impl RemoteBackend {
             farmem_sys::write_stderr(m.as_bytes());
         }
         for c in 0..self.servers[s].conns.len() {
-            let conn = self.acquire(s, c);
             let mut owed = [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING];
             let mut n = 0;
-            while let Some(o) = self.pending(conn).pop() {
+            let mut conn = self.acquire(s, c);
+            while let Some(o) = conn.pending().pop() {
                 owed[n] = o;
                 n += 1;
             }
-            conn.busy.store(false, Ordering::Release);
+            drop(conn);
             for o in &owed[..n] {
                 match *o {
                     Owed::Ack { pages, .. } => {
