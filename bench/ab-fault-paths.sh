@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The fault path on every page path, before and after, in one run: an OLD
 # tree's sockets and its default (UCX shared memory, through the embedded
-# server), and this tree's sockets, memory files (the embedded server) and
-# UCX (its posix test path: a loopback server with a shared secret, the
-# only kind that offers UCX now). Alternating, RUNS rounds.
+# server), and this tree's sockets, memory files (the embedded server, and
+# a loopback TCP server with a shared secret through its side door) and UCX
+# (its posix test path: that TCP server, the only kind that offers UCX
+# now). Alternating, RUNS rounds.
 #   faultlat 20000   random 4 KiB faults through the C API: p50/p99
 #   memwrite 1G at 4x under `farmem run --local 256M`: MB/s per pass
 # usage: bench/ab-fault-paths.sh OLD_TREE [RUNS=2]
@@ -28,7 +29,7 @@ until grep -q listening "$R/serve.out"; do sleep 0.1; done
 addr=$(sed -nE 's/.*listening on ([^ ]+).*/\1/p' "$R/serve.out")
 # name | tree | transport | servers (empty: the embedded server)
 sides=("socket-old|$OLD/target/release|socket|" "ucx-old|$OLD/target/release|auto|"
-       "socket|$NEW|socket|" "memfd|$NEW|auto|" "ucx|$NEW|ucx|$addr")
+       "socket|$NEW|socket|" "memfd|$NEW|auto|" "memfd-tcp|$NEW|memfd|$addr" "ucx|$NEW|ucx|$addr")
 for r in $(seq "$RUNS"); do
     for s in "${sides[@]}"; do
         IFS='|' read -r name T tr srv <<<"$s"
