@@ -114,6 +114,10 @@ pub enum BackendError {
     Transport { server: String, why: String },
     #[error("{0}")]
     Secret(#[from] farmem_wire::auth::SecretError),
+    /// Settings that cannot work with the servers given (said before any
+    /// server is reached, and never blamed on one).
+    #[error("{0}")]
+    Config(String),
     #[error("far-memory file {path}: {source}")]
     File { path: PathBuf, source: io::Error },
 }

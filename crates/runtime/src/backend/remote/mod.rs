@@ -158,6 +158,7 @@ impl RemoteBackend {
         servers: &[ServerAddr],
         max_pages: u64,
     ) -> Result<RemoteBackend, BackendError> {
+        enough_servers(cfg.replicas, servers.len())?;
         let mut all = Vec::with_capacity(servers.len());
         for addr in servers {
             let name = addr.to_string();
@@ -216,24 +217,7 @@ impl RemoteBackend {
         max_pages: u64,
         token: [u8; TOKEN_LEN],
     ) -> Result<RemoteBackend, BackendError> {
-        let names = || {
-            servers
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        if cfg.replicas > servers.len() {
-            return Err(BackendError::Protocol {
-                server: names(),
-                why: format!(
-                    "FARMEM_REPLICAS={} needs at least {} servers, and {} are given (FARMEM_SERVERS)",
-                    cfg.replicas,
-                    cfg.replicas,
-                    servers.len()
-                ),
-            });
-        }
+        enough_servers(cfg.replicas, servers.len())?;
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let secret = farmem_wire::auth::find(cfg.secret_file.as_deref(), home.as_deref())?;
         let wait = Wait {
@@ -341,6 +325,17 @@ impl RemoteBackend {
         }
         Ok(())
     }
+}
+
+/// Each page's copies go to different servers: `replicas` needs as many.
+fn enough_servers(replicas: usize, servers: usize) -> Result<(), BackendError> {
+    if replicas > servers {
+        return Err(BackendError::Config(format!(
+            "FARMEM_REPLICAS={replicas} needs at least {replicas} memory servers, and {servers} {} given (FARMEM_SERVERS or --servers)",
+            if servers == 1 { "is" } else { "are" }
+        )));
+    }
+    Ok(())
 }
 
 /// The page path of a session over `servers` (greeted), as
