@@ -282,20 +282,12 @@ impl Server {
         } else {
             Door::Unix
         };
-        let side = self.side.map(|l| {
-            let (sh, span) = (shared.clone(), server_span.clone());
-            std::thread::Builder::new()
-                .name("farmem-side-door".into())
-                .spawn(move || accept_loop(&l, Door::Side, &sh, &span))
-        });
-        let r = accept_loop(&self.listener, front, &shared, &server_span);
-        shared.shutdown.store(true, Ordering::Release);
-        if let Some(Ok(t)) = side {
-            if let Ok(Err(e)) = t.join() {
-                tracing::warn!("the side door stopped: {e}");
-            }
+        // Both doors in one loop, polled together: no thread of their own.
+        let mut doors = vec![(&self.listener, front)];
+        if let Some(side) = &self.side {
+            doors.push((side, Door::Side));
         }
-        r?;
+        accept_loop(&doors, &shared, &server_span)?;
         if let Some(Ok(e)) = shared.ucx.get() {
             e.stop();
         }
@@ -322,106 +314,111 @@ impl Server {
     }
 }
 
-/// Accept on `listener` (clients arriving by `door`) and serve each
-/// connection on a thread of its own, until the shutdown flag is set.
+/// Accept on each of `doors` (a listener, and how clients arriving there
+/// came in) and serve each connection on a thread of its own, until the
+/// shutdown flag is set.
 fn accept_loop(
-    listener: &Listener,
-    door: Door,
+    doors: &[(&Listener, Door)],
     shared: &Arc<Shared>,
     server_span: &tracing::Span,
 ) -> Result<(), ServerError> {
+    let fds: Vec<_> = doors.iter().map(|(l, _)| l.fd()).collect();
     while !shared.shutdown.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                // The side door lets in only the users this server
-                // hands memory files to.
-                if door == Door::Side {
-                    if let Err(why) = connection::side_peer_ok(shared, stream.as_raw_fd()) {
-                        shared.metrics.refused(metrics::Refusal::Auth);
-                        tracing::warn!("refused a client at the side door: {why}");
-                        continue;
+        let mut idle = 0;
+        for &(listener, door) in doors {
+            match listener.accept() {
+                Ok((stream, peer)) => {
+                    // The side door lets in only the users this server
+                    // hands memory files to.
+                    if door == Door::Side {
+                        if let Err(why) = connection::side_peer_ok(shared, stream.as_raw_fd()) {
+                            shared.metrics.refused(metrics::Refusal::Auth);
+                            tracing::warn!("refused a client at the side door: {why}");
+                            continue;
+                        }
                     }
-                }
-                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
-                let sh = shared.clone();
-                let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
-                if full {
-                    shared.metrics.refused(metrics::Refusal::Limit);
-                    tracing::warn!(
+                    let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                    let sh = shared.clone();
+                    let full = lock(&shared.conns).len() >= shared.cfg.max_connections;
+                    if full {
+                        shared.metrics.refused(metrics::Refusal::Limit);
+                        tracing::warn!(
                             "refused {peer}: this server has its most connections ({}); start it with a larger --max-connections",
                             shared.cfg.max_connections
                         );
-                    let out = Frame::Error {
-                        code: ErrorCode::Capacity,
-                        message: "server has too many connections",
+                        let out = Frame::Error {
+                            code: ErrorCode::Capacity,
+                            message: "server has too many connections",
+                        }
+                        .encode(0);
+                        let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
+                        drop(stream);
+                        continue;
                     }
-                    .encode(0);
-                    let _ = send_vectored(stream.as_raw_fd(), &[&out], quick_wait());
-                    drop(stream);
-                    continue;
-                }
-                if let Ok(clone) = stream.try_clone() {
-                    lock(&shared.conns).insert(id, clone);
-                }
-                let counters = shared.metrics.open(id);
-                // Every line this connection logs names the server,
-                // the peer and (once it says Hello) the session.
-                let span = tracing::info_span!(
-                    parent: server_span,
-                    "conn",
-                    peer = %peer,
-                    session = tracing::field::Empty
-                );
-                let spawned = std::thread::Builder::new()
-                    .name(format!("farmem-conn-{id}"))
-                    .spawn(move || {
-                        let _in = span.enter();
-                        tracing::debug!("connected");
-                        let r = serve_connection(&sh, stream, door, &peer, &counters);
-                        match r {
-                            Err(e) if !sh.shutdown.load(Ordering::Relaxed) => {
-                                if sh.cfg.verbose {
-                                    tracing::info!("client {peer}: {e}");
-                                } else {
-                                    tracing::debug!("client {peer}: {e}");
-                                }
-                            }
-                            _ => tracing::debug!("disconnected"),
-                        }
-                        sh.metrics.close(id);
-                        lock(&sh.conns).remove(&id);
-                    });
-                if let Err(e) = spawned {
-                    shared.metrics.close(id);
-                    lock(&shared.conns).remove(&id);
-                    tracing::error!("cannot start a connection thread: {e}");
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                farmem_sys::net::wait_readable(listener.fd(), 100);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_transient_accept_error(&e) => {
-                // Out of descriptors (or memory) for now: new clients
-                // wait in the backlog, and those connected go on. Say so
-                // once a minute at most.
-                let now = farmem_sys::now_ns();
-                if now.saturating_sub(shared.last_accept_warning.load(Ordering::Relaxed))
-                    > 60_000_000_000
-                {
-                    shared.last_accept_warning.store(now, Ordering::Relaxed);
-                    tracing::warn!(
-                        "cannot accept connections for now ({e}); they wait until some close{}",
-                        if e.raw_os_error() == Some(libc::EMFILE) {
-                            ": raise the descriptor limit (ulimit -n) or lower --max-connections"
-                        } else {
-                            ""
-                        }
+                    if let Ok(clone) = stream.try_clone() {
+                        lock(&shared.conns).insert(id, clone);
+                    }
+                    let counters = shared.metrics.open(id);
+                    // Every line this connection logs names the server,
+                    // the peer and (once it says Hello) the session.
+                    let span = tracing::info_span!(
+                        parent: server_span,
+                        "conn",
+                        peer = %peer,
+                        session = tracing::field::Empty
                     );
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("farmem-conn-{id}"))
+                        .spawn(move || {
+                            let _in = span.enter();
+                            tracing::debug!("connected");
+                            let r = serve_connection(&sh, stream, door, &peer, &counters);
+                            match r {
+                                Err(e) if !sh.shutdown.load(Ordering::Relaxed) => {
+                                    if sh.cfg.verbose {
+                                        tracing::info!("client {peer}: {e}");
+                                    } else {
+                                        tracing::debug!("client {peer}: {e}");
+                                    }
+                                }
+                                _ => tracing::debug!("disconnected"),
+                            }
+                            sh.metrics.close(id);
+                            lock(&sh.conns).remove(&id);
+                        });
+                    if let Err(e) = spawned {
+                        shared.metrics.close(id);
+                        lock(&shared.conns).remove(&id);
+                        tracing::error!("cannot start a connection thread: {e}");
+                    }
                 }
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => idle += 1,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_transient_accept_error(&e) => {
+                    // Out of descriptors (or memory) for now: new clients
+                    // wait in the backlog, and those connected go on. Say so
+                    // once a minute at most.
+                    let now = farmem_sys::now_ns();
+                    if now.saturating_sub(shared.last_accept_warning.load(Ordering::Relaxed))
+                        > 60_000_000_000
+                    {
+                        shared.last_accept_warning.store(now, Ordering::Relaxed);
+                        tracing::warn!(
+                            "cannot accept connections for now ({e}); they wait until some close{}",
+                            if e.raw_os_error() == Some(libc::EMFILE) {
+                                ": raise the descriptor limit (ulimit -n) or lower --max-connections"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(ServerError::Accept(e)),
             }
-            Err(e) => return Err(ServerError::Accept(e)),
+        }
+        if idle == doors.len() {
+            farmem_sys::net::wait_readable_any(&fds, 100);
         }
     }
     Ok(())
@@ -432,13 +429,15 @@ fn accept_loop(
 fn side_door() -> io::Result<(Listener, String)> {
     let mut r = [0u8; 16];
     farmem_sys::process::fill_random(&mut r)?;
-    let name = format!(
-        "farmem-side-{}",
-        r.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
+    let name = format!("farmem-side-{}", hex(&r));
     let l = Listener::bind(&ServerAddr::UnixAbstract(name.clone()))?;
     l.set_nonblocking()?;
     Ok((l, name))
+}
+
+/// `bytes` in lowercase hex (the side door's name, the metrics token).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Stops a running server from another thread or a signal handler.

@@ -430,11 +430,7 @@ impl std::fmt::Debug for MetricsAccess {
 /// It is `Secret::derive("farmem metrics")` in hex: a key of its own, which
 /// no handshake message can equal.
 pub fn metrics_token(secret: &farmem_wire::auth::Secret) -> String {
-    secret
-        .derive(b"farmem metrics")
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex(&secret.derive(b"farmem metrics"))
 }
 
 /// A bound metrics endpoint, not yet serving.

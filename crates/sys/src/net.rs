@@ -451,14 +451,24 @@ pub fn peer_is_local(fd: RawFd) -> bool {
 
 /// Wait up to `ms` milliseconds for `fd` to be readable (or for a signal).
 pub fn wait_readable(fd: RawFd, ms: i32) {
-    let mut pfd = libc::pollfd {
-        fd,
+    wait_readable_any(&[fd], ms);
+}
+
+/// Wait up to `ms` milliseconds for any of `fds` (at most 4) to be
+/// readable (or for a signal).
+pub fn wait_readable_any(fds: &[RawFd], ms: i32) {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
         events: libc::POLLIN,
         revents: 0,
-    };
-    // SAFETY: pfd is one live pollfd. A timeout, EINTR or an error all mean
-    // "look again" to the callers.
-    unsafe { libc::poll(&mut pfd, 1, ms) };
+    }; 4];
+    let n = fds.len().min(pfds.len());
+    for (p, &fd) in pfds.iter_mut().zip(&fds[..n]) {
+        p.fd = fd;
+    }
+    // SAFETY: the first `n` of `pfds` are live pollfds. A timeout, EINTR or
+    // an error all mean "look again" to the callers.
+    unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, ms) };
 }
 
 /// The address family (`AF_UNIX`, `AF_INET`, `AF_INET6`) of `fd` if it is a

@@ -188,10 +188,7 @@ impl RemoteBackend {
         .encode(tag);
         conn.link
             .send(&[&head], self.wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         Ok(tag)
     }
 
@@ -215,10 +212,7 @@ impl RemoteBackend {
         let mut conn = self.acquire(s, c);
         let tag = self.send_read(server, &conn, pages, idx)?;
         let n = idx.len();
-        let io_err = |source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        };
+        let io_err = |e| server.io(e);
         // Earlier requests' replies come first; this one is already on
         // its way meanwhile.
         self.drain(server, &mut conn)?;
@@ -262,10 +256,7 @@ impl RemoteBackend {
         }
         conn.link
             .send(&parts[..1 + n], self.wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         // Sent: the data is in the socket buffer. The reply is read by
         // the next request on this connection (see the module comment).
         conn.pending().push(Owed::Ack {
@@ -293,10 +284,7 @@ impl RemoteBackend {
         let head = Frame::Free { start, pages: n }.encode(tag);
         conn.link
             .send(&[&head], self.wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         let h = read_header(server, &*conn.link, self.wait)?;
         check_reply(server, &*conn.link, &h, Op::FreeOk, tag, 0, self.wait)
     }

@@ -25,10 +25,7 @@ pub(super) fn authenticate(
     secret: &Secret,
     wait: Wait,
 ) -> Result<SessionKey, BackendError> {
-    let io_err = |source| BackendError::Io {
-        server: server.name.clone(),
-        source,
-    };
+    let io_err = |e| server.io(e);
     let mut cn = [0u8; auth::NONCE_LEN];
     if !farmem_sys::process::random_bytes(&mut cn) {
         return Err(io_err(io::Error::other(
@@ -76,10 +73,7 @@ pub(super) fn check_peer(server: &Server, link: &dyn Transport) -> Result<(), Ba
     let Some(uid) = link.peer_uid() else {
         return Ok(());
     };
-    let uid = uid.map_err(|source| BackendError::Io {
-        server: server.name.clone(),
-        source,
-    })?;
+    let uid = uid.map_err(|e| server.io(e))?;
     let me = farmem_sys::process::geteuid();
     if uid == me || uid == 0 {
         return Ok(());
@@ -102,10 +96,7 @@ pub(super) fn open_memfd(
     required: bool,
 ) -> Result<bool, BackendError> {
     link.send(&[&Frame::MemfdOpen.encode(0)], wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+        .map_err(|e| server.io(e))?;
     let mut payload = [0u8; 8];
     match expect_reply(server, link, Op::MemfdOpenOk, 0, &mut payload, wait) {
         Ok(h) => match wire::decode_reply(&h, &payload) {
@@ -146,10 +137,7 @@ pub(super) fn side_door(
 ) -> Result<Option<Conn>, BackendError> {
     let link = &*server.conns[0].link;
     link.send(&[&Frame::MemfdWhere.encode(0)], wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+        .map_err(|e| server.io(e))?;
     let mut payload = [0u8; wire::MAX_UNIX_NAME];
     let n = match recv_blob(server, link, Op::MemfdWhereOk, 0, &mut payload, wait) {
         Ok(n) => n,
@@ -205,11 +193,7 @@ pub(super) fn hello(
     wait: Wait,
 ) -> Result<(), BackendError> {
     let hello = Frame::Hello { token, max_pages }.encode(0);
-    link.send(&[&hello], wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+    link.send(&[&hello], wait).map_err(|e| server.io(e))?;
     let mut payload = [0u8; 24];
     let h = expect_reply(server, link, Op::HelloOk, 0, &mut payload, wait)?;
     if let Ok(Reply::HelloOk { page_size, .. }) = wire::decode_reply(&h, &payload) {
@@ -235,10 +219,7 @@ pub(super) fn open_ucx(
     required: bool,
 ) -> Result<Option<Vec<u8>>, BackendError> {
     link.send(&[&Frame::UcxOpen.encode(0)], wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+        .map_err(|e| server.io(e))?;
     let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
     let n = match recv_blob(server, link, Op::UcxOpenOk, 0, &mut payload, wait) {
         Ok(n) => n,

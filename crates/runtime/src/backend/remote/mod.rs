@@ -72,6 +72,14 @@ struct Server {
 }
 
 impl Server {
+    /// A failure of I/O with this server, named.
+    fn io(&self, source: io::Error) -> BackendError {
+        BackendError::Io {
+            server: self.name.clone(),
+            source,
+        }
+    }
+
     /// The connection that grants this server's memory files.
     fn memfd_conn(&self) -> &Conn {
         self.side.as_ref().unwrap_or(&self.conns[0])

@@ -90,10 +90,7 @@ impl RemoteBackend {
         let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
         conn.link
             .send(&[&Frame::UcxChunk { chunk: c }.encode(tag)], self.wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         let mut payload = [0u8; 8 + wire::MAX_UCX_BLOB];
         let n = recv_blob(
             server,
@@ -123,10 +120,7 @@ impl RemoteBackend {
         let mut conn = Self::hold(server.memfd_conn());
         self.drain(server, &mut conn)?;
         let tag = conn.tag.fetch_add(1, Ordering::Relaxed);
-        let io_err = |source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        };
+        let io_err = |e| server.io(e);
         conn.link
             .send(&[&Frame::MemfdChunk { chunk: c }.encode(tag)], self.wait)
             .map_err(io_err)?;
@@ -175,13 +169,10 @@ impl RemoteBackend {
     pub(super) fn check_control(&self) -> Result<(), BackendError> {
         for (s, server) in self.servers.iter().enumerate() {
             if !self.is_down(s) && server.conns[0].link.closed() {
-                let e = BackendError::Io {
-                    server: server.name.clone(),
-                    source: io::Error::new(
-                        io::ErrorKind::ConnectionReset,
-                        "its control connection closed",
-                    ),
-                };
+                let e = server.io(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "its control connection closed",
+                ));
                 if !self.lost(&e) {
                     return Err(e);
                 }
@@ -194,10 +185,7 @@ impl RemoteBackend {
     /// A UCX failure as the backend's error, and whether it means the
     /// server is lost (then it is failed over and the batch retried).
     pub(super) fn ucx_failure(&self, f: Failure) -> Result<(), BackendError> {
-        let e = BackendError::Io {
-            server: self.servers[f.server].name.clone(),
-            source: io::Error::other(f.why),
-        };
+        let e = self.servers[f.server].io(io::Error::other(f.why));
         if !self.lost(&e) {
             return Err(e);
         }

@@ -39,11 +39,7 @@ pub(super) fn read_header(
     wait: Wait,
 ) -> Result<Header, BackendError> {
     let mut hb = [0u8; HEADER_LEN];
-    link.recv_exact(&mut hb, wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+    link.recv_exact(&mut hb, wait).map_err(|e| server.io(e))?;
     Header::decode(&hb).map_err(|e| BackendError::Protocol {
         server: server.name.clone(),
         why: e.to_string(),
@@ -64,10 +60,7 @@ pub(super) fn check_reply(
         let mut msg = [0u8; wire::MAX_ERROR_MSG];
         let n = h.len as usize;
         link.recv_exact(&mut msg[..n], wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         return Err(refused(server, h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len != len {
@@ -93,10 +86,7 @@ pub(super) fn recv_reply(
     data: &mut [u8],
     wait: Wait,
 ) -> Result<(), BackendError> {
-    let io_err = |source| BackendError::Io {
-        server: server.name.clone(),
-        source,
-    };
+    let io_err = |e| server.io(e);
     let mut hb = [0u8; HEADER_LEN];
     let mut got = 0usize;
     // Until the header is complete, scatter into header and payload; only one
@@ -165,11 +155,7 @@ pub(super) fn expect_reply(
 ) -> Result<Header, BackendError> {
     let h = read_header(server, link, wait)?;
     check_reply(server, link, &h, op, tag, frame_u32(payload.len()), wait)?;
-    link.recv_exact(payload, wait)
-        .map_err(|source| BackendError::Io {
-            server: server.name.clone(),
-            source,
-        })?;
+    link.recv_exact(payload, wait).map_err(|e| server.io(e))?;
     Ok(h)
 }
 
@@ -187,10 +173,7 @@ pub(super) fn recv_blob(
     if h.op == op && h.tag == tag {
         let n = h.len as usize;
         link.recv_exact(&mut payload[..n], wait)
-            .map_err(|source| BackendError::Io {
-                server: server.name.clone(),
-                source,
-            })?;
+            .map_err(|e| server.io(e))?;
         return Ok(n);
     }
     // An Error reply, or the wrong one: `check_reply` says which.
