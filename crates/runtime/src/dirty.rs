@@ -22,6 +22,7 @@
 //! write between harvest and move would be lost. `crates/sys/tests/abi.rs`
 //! checks that fact on the running kernel.
 
+use crate::cost::Phase;
 use crate::page::{self, next, Event, State};
 use crate::prefetch::{decode_stream, encode_stream};
 use crate::{Runtime, MAX_BATCH};
@@ -76,6 +77,7 @@ impl Runtime {
     /// make it (and, on a write stream, the clean pages after it) writable
     /// and dirty.
     pub(crate) fn make_dirty(&self, p: usize) {
+        let timed = self.span();
         let (stream, ahead) = self.wstreams.plan(p);
         let mut n = 1;
         while n <= ahead && p + n < self.npages {
@@ -113,5 +115,6 @@ impl Runtime {
         }
         self.stats.wp_faults.add(1);
         self.stats.wp_ahead.add(n as u64 - 1);
+        self.charge(timed, Phase::MakeDirty);
     }
 }

@@ -1,6 +1,7 @@
 //! Eviction: victims chosen by the replacement policy ([`crate::replacement`]),
 //! dirty ones written back, all of them unmapped in batches.
 
+use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
 use crate::replacement::{page_u32, Aux as _, Take};
 use crate::trace;
@@ -14,6 +15,7 @@ impl Runtime {
     /// Evict up to `k` resident, unpinned pages chosen by the replacement
     /// policy. Returns how many.
     pub(crate) fn evict(&self, k: usize) -> usize {
+        let timed = self.span();
         let mut victims = [0u32; MAX_BATCH];
         let mut was = [PageWord(0); MAX_BATCH];
         let k = k.min(MAX_BATCH);
@@ -88,6 +90,7 @@ impl Runtime {
                 self.finish_eviction(&vs[..n], &ws[..n]);
             }
         }
+        self.charge(timed, Phase::EvictChoose);
         n
     }
 
@@ -96,6 +99,13 @@ impl Runtime {
     /// made free first by evicting the pages longest held for good; victims
     /// that still find none are evicted for good at once.
     fn to_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
+        let timed = self.span();
+        self.move_to_hold(victims, was, stamp);
+        self.charge(timed, Phase::EvictHold);
+    }
+
+    /// [`Runtime::to_hold`]'s work, untimed.
+    fn move_to_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
         let short = victims.len().saturating_sub(self.hold.free_slots());
         if short > 0 {
             self.recycle_hold(short);
@@ -204,6 +214,7 @@ impl Runtime {
         if n == 0 {
             return;
         }
+        let timed = self.span();
         let mut wb_pages = [0u64; MAX_BATCH];
         let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
         let mut m = 0;
@@ -224,6 +235,7 @@ impl Runtime {
                 self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
             }
         }
+        self.charge(timed, Phase::EvictWriteBack);
         {
             let queues = self.queues.lock();
             for &q in &pages[..n] {
@@ -274,6 +286,7 @@ impl Runtime {
     /// slips in between the copy taken of them and the unmap; writers fault
     /// and wait for the eviction to finish.
     fn protect_dirty(&self, victims: &[usize], was: &[PageWord]) {
+        let timed = self.span();
         let mut dirty = [0usize; MAX_BATCH];
         let mut m = 0;
         for (i, &q) in victims.iter().enumerate() {
@@ -295,34 +308,43 @@ impl Runtime {
                 farmem_sys::fatal(mb.as_bytes());
             }
         }
+        self.charge(timed, Phase::EvictProtect);
     }
 
-    /// Unmap `victims` (owned by this eviction): one madvise per run.
+    /// Unmap `victims` (owned by this eviction): all their runs in one
+    /// call, so that the batch costs one TLB shootdown, not one per run
+    /// (victims of random access are scattered: a run is a page).
     fn zap(&self, victims: &[usize]) {
+        let timed = self.span();
         let mut sorted = [0usize; MAX_BATCH];
         sorted[..victims.len()].copy_from_slice(victims);
         sorted[..victims.len()].sort_unstable();
+        let mut ranges = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_BATCH];
+        let mut n = 0;
         for run in runs(victims.len(), |j| sorted[j] == sorted[j - 1] + 1) {
-            // SAFETY: these pages are owned by this eviction; readers that touch
-            // them now fault and wait for the Absent state.
-            let r = unsafe {
-                farmem_sys::mem::madvise(
-                    self.addr_of(sorted[run.start]) as *mut u8,
-                    run.len() * PAGE_SIZE,
-                    libc::MADV_DONTNEED,
-                )
+            ranges[n] = libc::iovec {
+                iov_base: self.addr_of(sorted[run.start]) as *mut libc::c_void,
+                iov_len: run.len() * PAGE_SIZE,
             };
-            if let Err(e) = r {
-                let mut mb = MsgBuf::new();
-                let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
-                farmem_sys::fatal(mb.as_bytes());
-            }
+            n += 1;
         }
+        // SAFETY: these pages are owned by this eviction; readers that touch
+        // them now fault and wait for the Absent state.
+        if let Err(e) = unsafe { farmem_sys::mem::discard(&ranges[..n]) } {
+            let mut mb = MsgBuf::new();
+            let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
+            farmem_sys::fatal(mb.as_bytes());
+        }
+        self.charge(timed, Phase::EvictUnmap);
     }
 
     /// Write back the dirty victims, unmap all of them, and mark them Absent.
     /// The victims are Evicting (owned by this thread) and out of the ring.
     pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
+        let retire = self.span();
         let mut wb_pages = [0u64; MAX_BATCH];
         let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
         let mut m = 0;
@@ -333,6 +355,7 @@ impl Runtime {
             }
         }
         self.protect_dirty(victims, was);
+        let timed = self.span();
         for (k, &q) in wb_pages[..m].iter().enumerate() {
             // SAFETY: the page is mapped (Evicting pages stay mapped until the
             // zap below) and write-protected, so nothing changes it while the
@@ -350,10 +373,12 @@ impl Runtime {
                 self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
             }
         }
+        self.charge(timed, Phase::EvictWriteBack);
         self.zap(victims);
         self.retire(victims, was, |w| page::needs_writeback(w.state()));
         self.resident.fetch_sub(victims.len(), Ordering::AcqRel);
         self.stats.pages_written_back.add(m as u64);
+        self.charge(retire, Phase::EvictRetire);
     }
 
     /// Evict every resident, unpinned page of `[first, last]` now.

@@ -5,6 +5,7 @@
 //! them to the replacement queues. No other thread is woken: on this class of
 //! machine a wake-up costs ~100 µs, a whole fault ~5–20 µs.
 
+use crate::cost::Phase;
 use crate::install::ZERO;
 use crate::page::{self, next, Event, State};
 use crate::readahead::Plan;
@@ -40,6 +41,13 @@ impl Runtime {
     /// while it is marked Clean: its next write would never be written back.
     /// With MakingDirty, B cannot start evicting until A has finished.
     pub(crate) fn handle_fault(&self, addr: usize, write: bool) {
+        let span = self.span();
+        self.resolve_fault(addr, write);
+        self.charge(span, Phase::Fault);
+    }
+
+    /// [`Runtime::handle_fault`]'s work, untimed.
+    fn resolve_fault(&self, addr: usize, write: bool) {
         let p = (addr - self.base) / PAGE_SIZE;
         let t0 = now_ns();
         let mut waits = 0u32;
@@ -125,12 +133,16 @@ impl Runtime {
                     if !in_flight {
                         in_flight = true;
                         self.trace(Kind::PrefetchWait, p, 0);
+                        let span = self.span();
                         self.continue_stream(p, write);
+                        self.charge(span, Phase::Plan);
                     }
                     if !self.unpark(p) {
+                        let span = self.span();
                         if let Err(e) = self.backend.progress(p as u64) {
                             self.fatal_backend("fetch", p, &e);
                         }
+                        self.charge(span, Phase::Fetch);
                     }
                 }
                 // Another thread owns the page: wait for it.
@@ -144,9 +156,11 @@ impl Runtime {
     /// claim it, make room, read it, install it, and for a proven forward
     /// stream request the next window ahead.
     pub(crate) fn fetch(&self, p: usize, write: bool) {
+        let timed = self.span();
         let plan = self.plan_prefetch(p, self.table.load(p));
         let span = self.window_span(p, &plan);
         let win = self.claim_window(p, &plan, span);
+        self.charge(timed, Phase::Plan);
         let n = win.n;
         // With room to spare the request goes out first and the evictions
         // it makes necessary are done while it is on the wire.
@@ -174,10 +188,12 @@ impl Runtime {
         // A confirmed forward stream whose window was claimed whole: request
         // the next window now, to arrive while the program works on this one.
         if plan.pipeline && win.span == span {
+            let timed = self.span();
             let issued = self.pipeline_ahead(p + span, span, write);
             if let (true, Some(i)) = (issued > 0, plan.stream) {
                 self.planner.lock().moved(i, (p + span) as i64, issued);
             }
+            self.charge(timed, Phase::Plan);
         }
     }
 
@@ -274,12 +290,14 @@ impl Runtime {
         }
         let refilled = spare && self.read_overlapped(&remote[..r], slot);
         if !refilled {
+            let timed = self.span();
             // SAFETY: the slot's buffer (MAX_BATCH pages) is ours while we
             // hold its guard, and nothing else reads or writes it meanwhile.
             let buf = unsafe { std::slice::from_raw_parts_mut(slot.buf(), r * PAGE_SIZE) };
             if let Err(e) = self.backend.read(&remote[..r], buf) {
                 self.fatal_backend("fetch", win.pages[0], &e);
             }
+            self.charge(timed, Phase::Fetch);
         }
         (src, r, refilled)
     }
@@ -291,6 +309,7 @@ impl Runtime {
         let slot = self.table.aux(page_u32(p));
         self.reserve(1);
         let dirty = write || w.has(page::HELD_DIRTY);
+        let timed = self.span();
         // SAFETY: the slot holds this page's content and belongs to it until
         // given back below (recycling passes over pages that are not Absent);
         // the destination page is in the registered arena and owned by us.
@@ -309,6 +328,8 @@ impl Runtime {
             farmem_sys::fatal(m.as_bytes());
         }
         let stamp = self.hold.give_back(slot);
+        self.charge(timed, Phase::Install);
+        let timed = self.span();
         self.table.must(p, Event::Installed { dirty });
         self.credit_used(p);
         {
@@ -321,6 +342,7 @@ impl Runtime {
             }
         }
         self.stats.hold_reused.add(1);
+        self.charge(timed, Phase::Admit);
     }
 
     /// Reserve room for `n` pages if the budget has it, without evicting.
@@ -375,6 +397,7 @@ impl Runtime {
         if !consecutive || pages.len() as u64 > self.backend.route_run(pages[0]) {
             return false;
         }
+        let timed = self.span();
         slot.expect();
         let token = crate::prefetch::encode_demand(slot.index(), pages.len(), pages[0]);
         // SAFETY: the slot's buffer (MAX_BATCH pages, at least pages.len())
@@ -382,7 +405,10 @@ impl Runtime {
         // nothing else touches it until then.
         match unsafe { self.backend.read_async(pages, slot.buf(), token) } {
             Ok(true) => {}
-            Ok(false) => return false,
+            Ok(false) => {
+                self.charge(timed, Phase::Fetch);
+                return false;
+            }
             Err(e) => self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e),
         }
         let evicted = self.refill();
@@ -392,6 +418,7 @@ impl Runtime {
                 self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e);
             }
         }
+        self.charge(timed, Phase::Fetch);
         true
     }
 
@@ -407,9 +434,11 @@ impl Runtime {
             if self.evict(want) == 0 {
                 // Pages of requests in flight count against the budget but
                 // cannot be evicted until they are installed: receive them.
+                let timed = self.span();
                 if let Err(e) = self.backend.progress_all() {
                     self.fatal_backend("prefetch", 0, &e);
                 }
+                self.charge(timed, Phase::Fetch);
                 self.unpark_all();
                 wait(&mut waits);
                 if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {

@@ -4,6 +4,7 @@
 //! checksum, map the pages with `UFFDIO_COPY` in runs, mark them resident,
 //! and hand them to the replacement queues.
 
+use crate::cost::Phase;
 use crate::page::{self, Event};
 use crate::replacement::{page_u32, Aux as _};
 use crate::{runs, Runtime};
@@ -25,6 +26,7 @@ impl Runtime {
     /// ([`Runtime::verify_sum`]).
     pub(crate) fn install(&self, pages: &[usize], src: &[usize], buf: *mut u8, dirty: bool) {
         let page_of = |j: usize| buf.wrapping_add(j * PAGE_SIZE);
+        let timed = self.span();
         for (&q, &j) in pages.iter().zip(src) {
             if j != ZERO {
                 // SAFETY: the caller's slot holds received page j; the
@@ -33,6 +35,8 @@ impl Runtime {
                 self.verify_sum(q, data);
             }
         }
+        self.charge(timed, Phase::Verify);
+        let timed = self.span();
         // A run: consecutive pages whose sources are all the zero page or
         // consecutive pages of the buffer. One UFFDIO_COPY each.
         let zero = |k: usize| src[k] == ZERO;
@@ -67,6 +71,8 @@ impl Runtime {
                 farmem_sys::fatal(m.as_bytes());
             }
         }
+        self.charge(timed, Phase::Install);
+        let timed = self.span();
         for &q in pages {
             self.table.must(q, Event::Installed { dirty });
         }
@@ -82,5 +88,7 @@ impl Runtime {
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
             }
         }
+        drop(queues);
+        self.charge(timed, Phase::Admit);
     }
 }

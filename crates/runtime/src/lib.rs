@@ -28,6 +28,7 @@
 pub mod backend;
 mod checksum;
 pub mod config;
+pub mod cost;
 mod dirty;
 mod embedded;
 mod eviction;

@@ -12,6 +12,7 @@
 //! one in flight by draining its connection — no thread is ever woken, and
 //! any thread can complete any request.
 
+use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
 use crate::readahead::{Hint, Plan};
 use crate::trace::{Kind, Why};
@@ -166,6 +167,7 @@ impl Runtime {
         // From here the slot belongs to the request: its completion parks
         // the first page there, and whoever unparks it gives the slot back.
         let token = encode_async(slot.sent(), k, start, write);
+        let timed = self.span();
         // SAFETY: the slot's buffer (MAX_BATCH pages) belongs to this request until
         // its first page is unparked; nothing else writes it meanwhile.
         match unsafe { self.backend.read_async(&list[..k], buf, token) } {
@@ -180,6 +182,7 @@ impl Runtime {
             }
             Err(e) => self.fatal_backend("prefetch", start, &e),
         }
+        self.charge(timed, Phase::Fetch);
         if spare {
             self.refill();
         }

@@ -6,6 +6,7 @@
 //! counter is striped: a thread adds to its own stripe (chosen once per
 //! thread), and a snapshot sums the stripes.
 
+pub use crate::cost::{Phase, Phases};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -169,6 +170,8 @@ pub struct Stats {
     /// Times a system call waited for others' pins to stay within the limit.
     pub pin_waits: Counter,
     pub fault_ns: Histogram,
+    /// Own time per part of the page path (`FARMEM_BREAKDOWN`).
+    pub phases: Phases,
 }
 
 /// A plain copy of the counters, for `fm_stats` and printing.
@@ -206,6 +209,8 @@ pub struct Snapshot {
     pub fault_p90_ns: u64,
     pub fault_p99_ns: u64,
     pub fault_max_ns: u64,
+    /// Own nanoseconds per [`Phase`], all zero unless `FARMEM_BREAKDOWN`.
+    pub phase_ns: [u64; Phase::COUNT],
 }
 
 impl Stats {
@@ -238,15 +243,85 @@ impl Stats {
             fault_p90_ns: self.fault_ns.quantile(0.90),
             fault_p99_ns: self.fault_ns.quantile(0.99),
             fault_max_ns: self.fault_ns.quantile(1.0),
+            phase_ns: self.phases.get(),
         }
     }
 }
 
 impl Snapshot {
+    /// Pages brought in: fetched or zero-filled.
+    pub fn pages_in(&self) -> u64 {
+        self.bytes_fetched / farmem_sys::PAGE_SIZE as u64 + self.pages_zero_filled
+    }
+
+    /// The counters between `before` and this snapshot (quantiles and
+    /// levels are this snapshot's).
+    pub fn since(&self, before: &Snapshot) -> Snapshot {
+        let d = |a: u64, b: u64| a.saturating_sub(b);
+        Snapshot {
+            faults: d(self.faults, before.faults),
+            wp_faults: d(self.wp_faults, before.wp_faults),
+            bytes_fetched: d(self.bytes_fetched, before.bytes_fetched),
+            pages_zero_filled: d(self.pages_zero_filled, before.pages_zero_filled),
+            bytes_written_back: d(self.bytes_written_back, before.bytes_written_back),
+            evictions: d(self.evictions, before.evictions),
+            evicted_overlapped: d(self.evicted_overlapped, before.evicted_overlapped),
+            prefetched: d(self.prefetched, before.prefetched),
+            prefetch_async: d(self.prefetch_async, before.prefetch_async),
+            wp_ahead: d(self.wp_ahead, before.wp_ahead),
+            prefetch_used: d(self.prefetch_used, before.prefetch_used),
+            prefetch_wasted: d(self.prefetch_wasted, before.prefetch_wasted),
+            held: d(self.held, before.held),
+            hold_reused: d(self.hold_reused, before.hold_reused),
+            io_pins: d(self.io_pins, before.io_pins),
+            spurious_faults: d(self.spurious_faults, before.spurious_faults),
+            pin_waits: d(self.pin_waits, before.pin_waits),
+            promoted: d(self.promoted, before.promoted),
+            displaced: d(self.displaced, before.displaced),
+            phase_ns: std::array::from_fn(|i| d(self.phase_ns[i], before.phase_ns[i])),
+            ..*self
+        }
+    }
+
+    /// Where the time went, per page moved: each phase's own time, per page
+    /// brought in for the incoming phases and per page evicted for the
+    /// outgoing ones. Empty when nothing was timed (`FARMEM_BREAKDOWN` off).
+    pub fn render_breakdown(&self) -> String {
+        let total: u64 = self.phase_ns.iter().sum();
+        if total == 0 {
+            return String::new();
+        }
+        let (pin, pout) = (self.pages_in(), self.evictions);
+        let mut t = format!(
+            "  where the time went (FARMEM_BREAKDOWN): {pin} pages in, {pout} out, {} faults\n    {:<24} {:>12} {:>10}\n",
+            self.faults, "part", "total ms", "ns/page"
+        );
+        for ph in Phase::ALL {
+            let ns = self.phase_ns[ph as usize];
+            let per = if ph.outgoing() { pout } else { pin };
+            let per_page = if per == 0 { 0.0 } else { ns as f64 / per as f64 };
+            t.push_str(&format!(
+                "    {:<24} {:>12.1} {:>10.0}\n",
+                ph.name(),
+                ns as f64 / 1e6,
+                per_page
+            ));
+        }
+        let moved = pin.max(pout).max(1);
+        t.push_str(&format!(
+            "    {:<24} {:>12.1} {:>10.0}  (per page in or out, the larger)\n",
+            "all of farmem",
+            total as f64 / 1e6,
+            total as f64 / moved as f64
+        ));
+        t
+    }
+
     /// A short human table.
     pub fn render(&self) -> String {
         use crate::config::format_size as sz;
         let us = |ns: u64| format!("{:.1} µs", ns as f64 / 1000.0);
+        let breakdown = self.render_breakdown();
         format!(
             "farmem stats\n\
              \x20 faults (missing / first write) {:>12} / {} (+{} made writable ahead)\n\
@@ -260,7 +335,7 @@ impl Snapshot {
              \x20 spurious faults                {:>12}\n\
              \x20 protected (admitted / displ.) {:>12} / {}\n\
              \x20 resident / budget              {:>12} / {}\n\
-             \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n",
+             \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n{breakdown}",
             self.faults,
             self.wp_faults,
             self.wp_ahead,

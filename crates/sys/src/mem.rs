@@ -3,6 +3,7 @@
 use crate::{cvt_long, PAGE_SIZE};
 use std::io;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A mapping (anonymous and private, or of a file and shared), unmapped on
 /// drop.
@@ -223,6 +224,75 @@ pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Res
     // SAFETY: forwarded to the caller's contract.
     // Raw: the shim's `madvise` treats far memory as the program's.
     cvt_long(unsafe { crate::raw_syscall!(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
+}
+
+/// `PIDFD_SELF_THREAD_GROUP` (Linux 6.15): the calling process, with no
+/// file descriptor to hold. A held pidfd would name the parent in a forked
+/// child, and a program may close or reuse any descriptor number.
+const PIDFD_SELF: libc::c_int = -10001;
+
+/// Set once `process_madvise` on this process has failed in a way that
+/// says it never will work here (an older kernel, or a seccomp filter).
+static NO_PROCESS_MADVISE: AtomicBool = AtomicBool::new(false);
+
+/// Discard the pages of every range in `ranges` (`MADV_DONTNEED`), in one
+/// `process_madvise` call where the kernel allows it: one TLB flush for the
+/// whole batch (Linux 6.16+) instead of one per range. A flush reaches every
+/// CPU that runs one of the process's threads, and in a VM each of those is
+/// an exit: measured here with a second thread running, scattered pages cost
+/// 13 µs each one `madvise` at a time, 0.9 µs each 64 to a call (0.6 µs
+/// against 1.5 µs with one thread). Where `process_madvise` cannot advise
+/// this process (before Linux 6.15, or filtered), the ranges are discarded
+/// one `madvise` each, and `process_madvise` is not tried again.
+///
+/// # Safety
+/// As for [`madvise`] with `MADV_DONTNEED`, for every range: memory the
+/// caller owns, with no live reference into it.
+pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<()> {
+    // The kernel takes at most IOV_MAX (1024) ranges a call.
+    for chunk in ranges.chunks(1024) {
+        let mut done = 0;
+        if !NO_PROCESS_MADVISE.load(Ordering::Relaxed) {
+            // SAFETY: forwarded to the caller's contract; the iovecs are
+            // read by the kernel during the call only.
+            let r = cvt_long(unsafe {
+                crate::raw_syscall!(
+                    libc::SYS_process_madvise,
+                    PIDFD_SELF,
+                    chunk.as_ptr(),
+                    chunk.len(),
+                    libc::MADV_DONTNEED,
+                    0
+                )
+            });
+            match r {
+                Ok(bytes) => {
+                    // Ranges wholly advised are done; a short count stops
+                    // inside one, which is discarded again below (nothing
+                    // can fault it back in: the caller owns it).
+                    let mut left = bytes;
+                    while done < chunk.len() && left >= chunk[done].iov_len {
+                        left -= chunk[done].iov_len;
+                        done += 1;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EBADF | libc::EINVAL | libc::ENOSYS | libc::EPERM)
+                    ) =>
+                {
+                    NO_PROCESS_MADVISE.store(true, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        for r in &chunk[done..] {
+            // SAFETY: forwarded to the caller's contract.
+            unsafe { madvise(r.iov_base.cast(), r.iov_len, libc::MADV_DONTNEED) }?;
+        }
+    }
+    Ok(())
 }
 
 /// `mprotect(addr, len, prot)`.

@@ -43,6 +43,7 @@ impl Drop for Region {
 
 /// `cfg` with `transport=` from the environment's `FARMEM_TRANSPORT`, so
 /// scripts/test.sh runs the same test over sockets and over UCX.
+#[allow(dead_code)] // page_cost takes the whole configuration from the environment
 pub fn with_transport(cfg: &str) -> String {
     match std::env::var("FARMEM_TRANSPORT") {
         Ok(t) if !t.is_empty() => format!("{cfg} transport={t}"),
