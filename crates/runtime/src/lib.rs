@@ -88,7 +88,7 @@ pub enum RuntimeError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("userfaultfd is not available: {0} (farmem needs Linux >= 5.7 with userfaultfd write protection, and root or vm.unprivileged_userfaultfd=1)")]
+    #[error("userfaultfd is not available: {0} (farmem needs Linux >= 5.11 with userfaultfd write protection; an ordinary user gets it for user-mode faults, which is all farmem needs; in a container, the seccomp profile must allow the userfaultfd system call)")]
     Uffd(io::Error),
     #[error(
         "cannot reserve {size} of address space for far memory: {source} (lower FARMEM_ARENA)"

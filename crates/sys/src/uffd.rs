@@ -94,11 +94,17 @@ pub const UFFDIO_WRITEPROTECT: u64 = iowr(0x06, std::mem::size_of::<UffdioWritep
 /// syscall is restricted but the device is allowed.
 const USERFAULTFD_IOC_NEW: u64 = 0xAA00;
 
+/// `userfaultfd(2)` flag (Linux 5.11): handle faults from user mode only.
+/// Any user may open such a userfaultfd, whatever
+/// `vm.unprivileged_userfaultfd` says (`userfaultfd_syscall_allowed`).
+pub const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+
 /// An owned userfaultfd; closing it unregisters every range.
 #[derive(Debug)]
 pub struct Uffd {
     fd: OwnedFd,
     features: u64,
+    user_mode_only: bool,
 }
 
 /// Outcome of `UFFDIO_COPY`: how many bytes were installed before any error.
@@ -112,18 +118,26 @@ pub enum CopyOutcome {
 }
 
 impl Uffd {
-    /// Open a userfaultfd and negotiate `features`.
+    /// Open a userfaultfd and negotiate `features`: one that handles every
+    /// fault where this process may have it (root, the sysctl, or access to
+    /// `/dev/userfaultfd`), else one for user-mode faults only, which any
+    /// user may open. In SIGBUS mode the two behave alike: a kernel-mode
+    /// access to a missing page fails with `EFAULT` either way, and farmem
+    /// serves those by making the pages present first.
     pub fn new(features: u64) -> io::Result<Uffd> {
         let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
-        // SAFETY: userfaultfd(2) takes only flags.
-        let raw = unsafe { crate::raw_syscall!(libc::SYS_userfaultfd, flags) };
-        // The kernel returns an int (an fd or -1) widened to a long: it fits.
-        #[allow(clippy::cast_possible_truncation)]
-        let mut raw = raw as RawFd;
-        if raw < 0 {
-            let sys_err = io::Error::last_os_error();
-            raw = Self::open_dev(flags).map_err(|_| sys_err)?;
-        }
+        let mut user_mode_only = false;
+        let raw = match Self::open_syscall(flags) {
+            Ok(raw) => raw,
+            Err(sys_err) => match Self::open_dev(flags) {
+                Ok(raw) => raw,
+                Err(_) if sys_err.raw_os_error() == Some(libc::EPERM) => {
+                    user_mode_only = true;
+                    Self::open_syscall(flags | UFFD_USER_MODE_ONLY)?
+                }
+                Err(_) => return Err(sys_err),
+            },
+        };
         // SAFETY: raw is a freshly created fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut api = UffdioApi {
@@ -142,7 +156,22 @@ impl Uffd {
                 ),
             ));
         }
-        Ok(Uffd { fd, features })
+        Ok(Uffd {
+            fd,
+            features,
+            user_mode_only,
+        })
+    }
+
+    fn open_syscall(flags: libc::c_int) -> io::Result<RawFd> {
+        // SAFETY: userfaultfd(2) takes only flags.
+        let raw = unsafe { crate::raw_syscall!(libc::SYS_userfaultfd, flags) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The kernel returns an int (an fd) widened to a long: it fits.
+        #[allow(clippy::cast_possible_truncation)]
+        Ok(raw as RawFd)
     }
 
     fn open_dev(flags: libc::c_int) -> io::Result<RawFd> {
@@ -157,6 +186,12 @@ impl Uffd {
 
     pub fn features(&self) -> u64 {
         self.features
+    }
+
+    /// Whether this userfaultfd handles user-mode faults only (opened so
+    /// because this process may not have more).
+    pub fn user_mode_only(&self) -> bool {
+        self.user_mode_only
     }
 
     /// Register `[start, start+len)` for missing and write-protect faults.
