@@ -194,7 +194,7 @@ impl SwapArea {
             on: false,
         };
         std::fs::write(dev.join("disksize"), size.to_string())
-            .map_err(BenchError::setup("sizing /dev/zram0"))?;
+            .map_err(BenchError::setup("sizing /dev/zram0 (needs root)"))?;
         write_header(&area.path, size)?;
         area.swap_on()?;
         Ok(area)

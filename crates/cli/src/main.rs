@@ -4,6 +4,7 @@
 mod bench;
 mod config;
 mod demo;
+mod doctor;
 mod logging;
 mod numa;
 mod output;
@@ -59,6 +60,9 @@ enum Cmd {
     /// The FARMEM_* settings this environment gives (validated), or with
     /// --markdown the documented table of every setting.
     Config(config::Args),
+    /// What this user on this machine can use (userfaultfd, memory files,
+    /// UCX, batched unmap, the kernel baselines), and why not where not.
+    Doctor(doctor::Args),
     /// Explain a policy trace (farmem run --trace): prefetch used and wasted,
     /// and pages fetched against Belady's MIN at the same budget.
     Trace(trace::Args),
@@ -85,6 +89,7 @@ fn main() {
         Cmd::Config(a) => config::run(a),
         Cmd::Secret(c) => secret::run(c),
         Cmd::Trace(a) => trace::run(a),
+        Cmd::Doctor(a) => doctor::run(a),
     };
     if let Err(e) = r {
         // The chain, without causes that a message already quotes.

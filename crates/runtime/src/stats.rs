@@ -299,7 +299,11 @@ impl Snapshot {
         for ph in Phase::ALL {
             let ns = self.phase_ns[ph as usize];
             let per = if ph.outgoing() { pout } else { pin };
-            let per_page = if per == 0 { 0.0 } else { ns as f64 / per as f64 };
+            let per_page = if per == 0 {
+                0.0
+            } else {
+                ns as f64 / per as f64
+            };
             t.push_str(&format!(
                 "    {:<24} {:>12.1} {:>10.0}\n",
                 ph.name(),

@@ -57,7 +57,7 @@ fn shuffled(n: usize) -> Vec<usize> {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
-        let j = (s % (i as u64 + 1)) as usize;
+        let j = usize::try_from(s % (i as u64 + 1)).expect("below i + 1");
         v.swap(i, j);
     }
     v
@@ -68,7 +68,7 @@ fn measured(f: impl FnOnce()) -> (u64, Snapshot) {
     let before = rt().snapshot();
     let t = Instant::now();
     f();
-    let ns = t.elapsed().as_nanos() as u64;
+    let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
     (ns, rt().snapshot().since(&before))
 }
 
@@ -91,7 +91,12 @@ fn the_parts_add_up_to_no_more_than_the_wall_time() {
     let own: u64 = d.phase_ns.iter().sum();
     assert!(own > 0, "nothing was timed: {d:?}");
     assert!(own <= ns, "parts {own} ns, more than the wall time {ns} ns");
-    for ph in [Phase::Fault, Phase::Fetch, Phase::Install, Phase::EvictUnmap] {
+    for ph in [
+        Phase::Fault,
+        Phase::Fetch,
+        Phase::Install,
+        Phase::EvictUnmap,
+    ] {
         assert!(d.phase_ns[ph as usize] > 0, "{} not charged", ph.name());
     }
     assert_eq!(d.pages_in(), pages as u64, "{d:?}");
@@ -160,7 +165,7 @@ fn page_cost_table() {
             }
         }
         std::hint::black_box(sum);
-        t.elapsed().as_nanos() as u64
+        u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
     };
     // Fill: every page written once, so that every later pass fetches.
     let (ns, d) = measured(|| {

@@ -295,6 +295,18 @@ pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether [`discard`] batches on this machine: it tries a scratch page.
+pub fn discard_batches() -> io::Result<bool> {
+    let scratch = Mapping::anonymous(PAGE_SIZE, false)?;
+    let range = [libc::iovec {
+        iov_base: scratch.as_ptr().cast(),
+        iov_len: PAGE_SIZE,
+    }];
+    // SAFETY: the scratch page is ours and nothing refers into it.
+    unsafe { discard(&range) }?;
+    Ok(!NO_PROCESS_MADVISE.load(Ordering::Relaxed))
+}
+
 /// `mprotect(addr, len, prot)`.
 ///
 /// # Safety

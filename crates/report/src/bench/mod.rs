@@ -177,10 +177,23 @@ pub fn text(d: &BenchDoc) -> String {
     s.push_str(
         "(runtime relative to all-local: 1.00x is as fast; in brackets the workload's own metric)\n",
     );
+    // One line per system and reason, listing the ratios it held for: a
+    // baseline that needs root is said once, not once per ratio.
+    let mut said: Vec<(&str, &str, Vec<String>)> = Vec::new();
     for c in &d.results {
         if let Some(why) = &c.unavailable {
-            let _ = writeln!(s, "{} at {}x: unavailable: {why}", c.system, c.expansion);
+            let at = format!("{}x", c.expansion);
+            match said
+                .iter_mut()
+                .find(|(sys, w, _)| *sys == c.system && *w == why)
+            {
+                Some((_, _, ratios)) => ratios.push(at),
+                None => said.push((&c.system, why, vec![at])),
+            }
         }
+    }
+    for (system, why, ratios) in said {
+        let _ = writeln!(s, "{system} at {}: unavailable: {why}", ratios.join(", "));
     }
     if p.runs > 1 {
         for c in d.results.iter().filter(|c| c.seconds.is_finite()) {
