@@ -32,6 +32,13 @@ command -v systemd-analyze >/dev/null || need_apt+=(systemd)
 command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v node >/dev/null || need_apt+=(nodejs)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
+# A real Slurm for its test (crates/cli/tests/slurm.rs, contrib/slurm/one-node.sh):
+# munge, the controller, the node daemon and sbatch/srun. The packages'
+# own services are not used: the test starts a private cluster.
+command -v slurmctld >/dev/null || need_apt+=(slurmctld)
+command -v slurmd >/dev/null || need_apt+=(slurmd)
+command -v sbatch >/dev/null || need_apt+=(slurm-client)
+command -v munged >/dev/null || need_apt+=(munge)
 # UCX: the one-sided page path (FARMEM_TRANSPORT=ucx), its headers for the
 # binding's ABI test, and ucx_info / ucx_perftest for the benchmarks.
 [ -e /usr/include/ucp/api/ucp.h ] || need_apt+=(libucx-dev)

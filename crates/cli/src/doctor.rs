@@ -94,7 +94,7 @@ fn unmap_batching() -> Check {
 
 fn memory_files() -> Check {
     let what = "memory files";
-    match farmem_sys::memfd::create_sealed(c"farmem-doctor", farmem_sys::PAGE_SIZE as u64) {
+    match farmem_sys::memfd::create_sealed(c"farmem-doctor", farmem_sys::PAGE_SIZE as u64, false) {
         Ok(_) => check(
             what,
             Verdict::Ok,

@@ -12,7 +12,9 @@
 //!
 //! The server never maps a chunk. Capacity and `--session-quota` are
 //! charged per chunk before the file is made (a session at its quota costs
-//! the server nothing), and given back if making it fails. When the
+//! the server nothing), and given back if making it fails. The file's
+//! memory is allocated when it is made, so that the server's memory cgroup
+//! pays for it, never the client's. When the
 //! session closes, every chunk's memory is punched out, so a client that
 //! keeps its descriptor holds nothing this server paid for.
 
@@ -86,7 +88,8 @@ impl MemfdPool {
         }
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
         charge(pages).map_err(GrantError::Capacity)?;
-        let made = farmem_sys::memfd::create_sealed(c"farmem-chunk", pages * PAGE_SIZE as u64);
+        let made =
+            farmem_sys::memfd::create_sealed(c"farmem-chunk", pages * PAGE_SIZE as u64, true);
         let fd = match made {
             Ok(fd) => fd,
             Err(e) => {
@@ -101,8 +104,12 @@ impl MemfdPool {
         dup(ch)
     }
 
-    /// Give the memory of pages `[start, start+n)` back to the system (a
-    /// client's Free); the chunks stay granted and charged.
+    /// A client's Free of pages `[start, start+n)`: their bytes are gone,
+    /// their memory stays this server's. Punched out and left as holes, a
+    /// page the client wrote again would be allocated by the client's
+    /// `pwrite` and charged to the client's memory cgroup (see
+    /// `farmem_sys::memfd::create_sealed`); allocated again here, it reads
+    /// as zeros and stays charged to the server, as its capacity counts it.
     pub(crate) fn discard(&self, start: u64, n: u64) {
         let chunks = crate::lock(&self.chunks);
         let end = start.saturating_add(n).min(self.max_pages);
@@ -110,11 +117,10 @@ impl MemfdPool {
             let lo = start.max(c * CHUNK_PAGES) - c * CHUNK_PAGES;
             let hi = end.min(c * CHUNK_PAGES + ch.pages) - c * CHUNK_PAGES;
             if hi > lo {
-                let _ = farmem_sys::fs::punch_hole(
-                    ch.fd.as_raw_fd(),
-                    lo * PAGE_SIZE as u64,
-                    (hi - lo) * PAGE_SIZE as u64,
-                );
+                let (off, len) = (lo * PAGE_SIZE as u64, (hi - lo) * PAGE_SIZE as u64);
+                let fd = ch.fd.as_raw_fd();
+                let _ = farmem_sys::fs::punch_hole(fd, off, len)
+                    .and_then(|()| farmem_sys::fs::allocate_range(fd, off, len));
             }
         }
     }

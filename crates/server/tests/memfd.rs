@@ -123,6 +123,18 @@ fn quota_and_capacity_are_charged_before_any_file_is_made() {
     assert!(msg.contains("--capacity"), "{msg}");
 }
 
+/// Bytes of memory the file `fd` holds (`st_blocks`, 512-byte units).
+fn allocated(fd: &OwnedFd) -> u64 {
+    let meta = std::fs::File::from(fd.try_clone().unwrap())
+        .metadata()
+        .unwrap();
+    std::os::unix::fs::MetadataExt::blocks(&meta) * 512
+}
+
+/// A chunk's memory is allocated by the server when the chunk is granted,
+/// and stays allocated (zeroed) after a Free: a page the client wrote into
+/// a hole would be charged to the client's memory cgroup, not the
+/// server's. The session's close gives it all back.
 #[test]
 fn free_and_session_close_give_the_memory_back() {
     let _one = one();
@@ -130,6 +142,12 @@ fn free_and_session_close_give_the_memory_back() {
     let mut a = unix_session(&h, 1, CHUNK_PAGES);
     open(&mut a);
     let (fd, _) = chunk(&mut a, 0).unwrap();
+    let whole = CHUNK_PAGES * PAGE_SIZE as u64;
+    assert_eq!(
+        allocated(&fd),
+        whole,
+        "a granted chunk is not the server's memory"
+    );
     write_page(&fd, 1, &pattern(1, 1));
     write_page(&fd, 2, &pattern(2, 1));
     let r = a.send(Frame::Free { start: 1, pages: 1 }, &[]);
@@ -138,6 +156,7 @@ fn free_and_session_close_give_the_memory_back() {
         read_page(&fd, 1).iter().all(|&x| x == 0),
         "a freed page kept its bytes"
     );
+    assert_eq!(allocated(&fd), whole, "a freed page left a hole");
     assert_eq!(read_page(&fd, 2), pattern(2, 1));
     // The session closes: its chunk is emptied although this client still
     // holds the descriptor, and its charge is given back.
@@ -152,6 +171,11 @@ fn free_and_session_close_give_the_memory_back() {
     assert!(
         read_page(&fd, 2).iter().all(|&x| x == 0),
         "a closed session's page kept its bytes"
+    );
+    assert_eq!(
+        allocated(&fd),
+        0,
+        "a closed session's chunk kept its memory"
     );
 }
 

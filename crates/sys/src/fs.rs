@@ -62,6 +62,16 @@ pub fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     Ok(got)
 }
 
+/// Allocate `[offset, offset+len)` of file `fd` (`fallocate`, mode 0):
+/// holes there get memory or blocks, charged to this process.
+pub fn allocate_range(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    let off =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: fallocate takes plain integers.
+    cvt(unsafe { libc::fallocate(fd, 0, off, len) }).map(|_| ())
+}
+
 /// Give `[offset, offset+len)` of file `fd` back to the filesystem
 /// (`fallocate` PUNCH_HOLE, size kept); not every filesystem can.
 pub fn punch_hole(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {

@@ -12,9 +12,17 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// be added or removed later (a write seal would stop write-back).
 pub const CHUNK_SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
 
-/// A new memory file of `len` bytes (all holes: no memory until written),
-/// close-on-exec, with [`CHUNK_SEALS`].
-pub fn create_sealed(name: &std::ffi::CStr, len: u64) -> io::Result<OwnedFd> {
+/// A new memory file of `len` bytes, close-on-exec, with [`CHUNK_SEALS`],
+/// its memory allocated now (`fallocate`) when `allocate`.
+///
+/// Why allocate: a memory file's page is charged to the memory cgroup of
+/// the process that allocates it. Left as holes, a chunk's pages would be
+/// allocated by the client's first `pwrite` and charged to the client: a
+/// program in a job step limited to less than its footprint (the reason it
+/// uses far memory) would be killed for memory its server holds. Allocated
+/// by the server, they are the server's, as its capacity already counts
+/// them.
+pub fn create_sealed(name: &std::ffi::CStr, len: u64, allocate: bool) -> io::Result<OwnedFd> {
     // SAFETY: a NUL-terminated name and plain flags.
     let raw = cvt(unsafe {
         libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
@@ -24,6 +32,10 @@ pub fn create_sealed(name: &std::ffi::CStr, len: u64) -> io::Result<OwnedFd> {
     let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: ftruncate on a descriptor this function owns.
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len) })?;
+    if allocate {
+        // SAFETY: fallocate on a descriptor this function owns.
+        cvt(unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, len) })?;
+    }
     // SAFETY: fcntl with an int argument on a descriptor this function owns.
     cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, CHUNK_SEALS) })?;
     Ok(fd)

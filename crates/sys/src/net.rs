@@ -412,40 +412,69 @@ pub fn peer_closed(fd: RawFd) -> bool {
             ))
 }
 
-/// Whether stream socket `fd` is connected to this host: a Unix socket, or
-/// TCP to a loopback address.
+/// Whether stream socket `fd` is connected to this host: a Unix socket, TCP
+/// to a loopback address, or TCP whose two ends have the same address (a
+/// server on one of this host's own addresses, as `farmem serve
+/// --rendezvous` listens on the node's address: the kernel routes such a
+/// connection through loopback, so the peer is in this network namespace).
 pub fn peer_is_local(fd: RawFd) -> bool {
-    // SAFETY: an all-zero sockaddr_storage is valid for getpeername to fill.
+    let Some(peer) = socket_ip(fd, libc::getpeername) else {
+        // A Unix socket (or no peer).
+        return socket_family(fd) == Some(libc::AF_UNIX);
+    };
+    let local_ip = |ip: std::net::IpAddr| match ip {
+        std::net::IpAddr::V4(v) => v.is_loopback(),
+        std::net::IpAddr::V6(v) => {
+            v.is_loopback() || v.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
+        }
+    };
+    local_ip(peer) || socket_ip(fd, libc::getsockname) == Some(peer)
+}
+
+type NameFn =
+    unsafe extern "C" fn(libc::c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> libc::c_int;
+
+/// The socket's family, from its own name.
+fn socket_family(fd: RawFd) -> Option<libc::c_int> {
+    let (sa, _) = socket_name(fd, libc::getsockname)?;
+    Some(libc::c_int::from(sa.ss_family))
+}
+
+/// `getsockname` or `getpeername` into a `sockaddr_storage`.
+fn socket_name(fd: RawFd, name: NameFn) -> Option<(libc::sockaddr_storage, libc::socklen_t)> {
+    // SAFETY: an all-zero sockaddr_storage is valid for the call to fill.
     let mut sa: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     // 128 bytes: fits socklen_t.
     #[allow(clippy::cast_possible_truncation)]
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: sa and len describe a live, large-enough buffer.
-    if unsafe {
-        libc::getpeername(
+    let r = unsafe {
+        name(
             fd,
             (&mut sa as *mut libc::sockaddr_storage).cast(),
             &mut len,
         )
-    } != 0
-    {
-        return false;
-    }
+    };
+    (r == 0).then_some((sa, len))
+}
+
+/// The IP address of the socket's own end or its peer's (`name`), if it is
+/// an IP socket.
+fn socket_ip(fd: RawFd, name: NameFn) -> Option<std::net::IpAddr> {
+    let (sa, _) = socket_name(fd, name)?;
     match libc::c_int::from(sa.ss_family) {
-        libc::AF_UNIX => true,
         libc::AF_INET => {
             // SAFETY: the family says it is a sockaddr_in.
             let a = unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).is_loopback()
+            Some(std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).into())
         }
         libc::AF_INET6 => {
             // SAFETY: the family says it is a sockaddr_in6.
             let a =
                 unsafe { &*(&sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v| v.is_loopback())
+            Some(std::net::Ipv6Addr::from(a.sin6_addr.s6_addr).into())
         }
-        _ => false,
+        _ => None,
     }
 }
 
@@ -617,6 +646,8 @@ pub fn interface_addrs() -> io::Result<Vec<InterfaceAddr>> {
 
 #[cfg(test)]
 mod iface_tests {
+    use std::os::fd::AsRawFd;
+
     #[test]
     fn loopback_is_listed() {
         let all = super::interface_addrs().unwrap();
@@ -624,6 +655,23 @@ mod iface_tests {
             all.iter().any(|a| a.loopback && a.addr.is_loopback()),
             "{all:?}"
         );
+    }
+
+    /// A connection to any of this host's own addresses is this host's,
+    /// loopback or not; a Unix socket is; a file is not a connection.
+    #[test]
+    fn a_connection_to_an_own_address_is_local() {
+        for a in super::interface_addrs().unwrap() {
+            let Ok(l) = std::net::TcpListener::bind((a.addr, 0)) else {
+                continue; // an address that takes no listener (link-local v6)
+            };
+            let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            assert!(super::peer_is_local(c.as_raw_fd()), "{a:?}");
+        }
+        let (u, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(super::peer_is_local(u.as_raw_fd()));
+        let f = std::fs::File::open("/dev/null").unwrap();
+        assert!(!super::peer_is_local(f.as_raw_fd()));
     }
 }
 

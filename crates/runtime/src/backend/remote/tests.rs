@@ -145,9 +145,10 @@ impl FakeLink {
                             .unwrap()
                             .into(),
                     ),
-                    Some(Hostile::ShortMemfd) => {
-                        Some(farmem_sys::memfd::create_sealed(c"short", PAGE_SIZE as u64).unwrap())
-                    }
+                    Some(Hostile::ShortMemfd) => Some(
+                        farmem_sys::memfd::create_sealed(c"short", PAGE_SIZE as u64, false)
+                            .unwrap(),
+                    ),
                     _ => None,
                 };
                 if let Some(fd) = fd {
