@@ -39,6 +39,9 @@ command -v slurmctld >/dev/null || need_apt+=(slurmctld)
 command -v slurmd >/dev/null || need_apt+=(slurmd)
 command -v sbatch >/dev/null || need_apt+=(slurm-client)
 command -v munged >/dev/null || need_apt+=(munge)
+# The Debian package's test builds a C program with pkg-config and packs with dpkg-deb.
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+command -v dpkg-deb >/dev/null || need_apt+=(dpkg)
 # UCX: the one-sided page path (FARMEM_TRANSPORT=ucx), its headers for the
 # binding's ABI test, and ucx_info / ucx_perftest for the benchmarks.
 [ -e /usr/include/ucp/api/ucp.h ] || need_apt+=(libucx-dev)

@@ -378,8 +378,8 @@ impl farmem_runtime::backend::transport::Transport for ScriptedServer {
         let len = wire::CHUNK_PAGES * PAGE_SIZE as u64;
         Ok(match self.fds % 4 {
             0 => None,
-            1 => farmem_sys::memfd::create_sealed(c"fuzz-chunk", len).ok(),
-            2 => farmem_sys::memfd::create_sealed(c"fuzz-short", 4096).ok(),
+            1 => farmem_sys::memfd::create_sealed(c"fuzz-chunk", len, false).ok(),
+            2 => farmem_sys::memfd::create_sealed(c"fuzz-short", 4096, false).ok(),
             _ => std::fs::File::open("/dev/null").ok().map(Into::into),
         })
     }

@@ -99,7 +99,7 @@ pub fn run(a: Args) -> Result<()> {
         timeout_s: a.timeout,
         quick: a.quick,
         metric_regex: a.metric_regex.clone(),
-        workloads_dir: exe.with_file_name("workloads"),
+        workloads_dir: crate::installed::beside(&exe, "workloads"),
         farmem: exe,
     };
     report(&p, &a.out)

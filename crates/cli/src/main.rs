@@ -5,6 +5,7 @@ mod bench;
 mod config;
 mod demo;
 mod doctor;
+mod installed;
 mod logging;
 mod numa;
 mod output;

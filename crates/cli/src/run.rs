@@ -66,13 +66,14 @@ impl clap::Args for Flags {
     }
 }
 
-/// libfarmem_preload.so next to the farmem binary.
+/// libfarmem_preload.so: next to the farmem binary (a build tree), or in
+/// `../lib/farmem` from it (the Debian package: `/usr/lib/farmem`).
 fn shim_path() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find the farmem binary's path")?;
-    let p = exe.with_file_name("libfarmem_preload.so");
+    let p = crate::installed::beside(&exe, "libfarmem_preload.so");
     if !p.exists() {
         bail!(
-            "{} is missing; build it with `cargo build --release` (it is installed next to the farmem binary)",
+            "{} is missing; build it with `cargo build --release` (it is installed next to the farmem binary, or in ../lib/farmem from it)",
             p.display()
         );
     }
