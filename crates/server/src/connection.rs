@@ -503,8 +503,9 @@ fn handle(
                 tracing::warn!("refused {peer} memory files: {why}");
                 return err(out, ErrorCode::Unsupported, &why);
             }
-            s.memfd
-                .get_or_init(|| crate::memfd::MemfdPool::new(s.max_pages()));
+            s.memfd.get_or_init(|| {
+                crate::memfd::MemfdPool::new(s.max_pages(), same_memory_cgroup(link.fd))
+            });
             let reply = Frame::MemfdOpenOk {
                 chunk_pages: wire::CHUNK_PAGES,
             };
@@ -626,6 +627,16 @@ fn memfd_peer_ok(sh: &Shared, link: &Link) -> Result<(), String> {
         return Err("memory files pass only over a Unix socket; a client on this host takes them at the side door (MemfdWhere), over TCP from elsewhere pages move through the socket (or UCX on RDMA)".into());
     }
     side_peer_ok(sh, link.fd)
+}
+
+/// Whether the process on Unix socket `fd` is in this server's memory
+/// cgroup (false where either cannot be read: the server then pays).
+fn same_memory_cgroup(fd: std::os::fd::RawFd) -> bool {
+    let Ok(pid) = farmem_sys::net::peer_pid(fd) else {
+        return false;
+    };
+    let mine = farmem_sys::process::memory_cgroup(None);
+    pid != 0 && mine.is_some() && farmem_sys::process::memory_cgroup(Some(pid)) == mine
 }
 
 /// Whether the process on Unix socket `fd` runs as a user this server

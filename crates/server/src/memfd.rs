@@ -12,9 +12,10 @@
 //!
 //! The server never maps a chunk. Capacity and `--session-quota` are
 //! charged per chunk before the file is made (a session at its quota costs
-//! the server nothing), and given back if making it fails. The file's
-//! memory is allocated when it is made, so that the server's memory cgroup
-//! pays for it, never the client's. When the
+//! the server nothing), and given back if making it fails. Where the
+//! client's memory cgroup is not the server's, the file's memory is
+//! allocated when it is made, so that the server's cgroup pays for it,
+//! never the client's ([`MemfdPool::new`]). When the
 //! session closes, every chunk's memory is punched out, so a client that
 //! keeps its descriptor holds nothing this server paid for.
 
@@ -35,6 +36,9 @@ pub(crate) struct MemfdPool {
     max_pages: u64,
     /// Pages of the chunks granted (what capacity is charged).
     charged: AtomicU64,
+    /// Whether this server allocates the files' memory itself: where its
+    /// memory cgroup is not the client's (see [`MemfdPool::new`]).
+    allocate: bool,
 }
 
 /// Why a chunk was not granted.
@@ -45,11 +49,22 @@ pub(crate) enum GrantError {
 }
 
 impl MemfdPool {
-    pub(crate) fn new(max_pages: u64) -> MemfdPool {
+    /// A pool for a session whose client's memory cgroup is this server's
+    /// (`same_cgroup`) or not. A memory file's page is charged to the
+    /// cgroup of the process that allocates it: left as holes, pages would
+    /// be charged to the client when it writes them, and a program in a job
+    /// step limited below its footprint would be killed for the memory its
+    /// server holds. So where the cgroups differ (or cannot be told), the
+    /// server allocates each chunk's memory when it makes the file, and
+    /// keeps it allocated through a Free. Where they are the same (the
+    /// embedded server, a server beside the program in one cgroup), either
+    /// way charges the same cgroup, and the pages stay holes until written.
+    pub(crate) fn new(max_pages: u64, same_cgroup: bool) -> MemfdPool {
         MemfdPool {
             chunks: Mutex::new(BTreeMap::new()),
             max_pages,
             charged: AtomicU64::new(0),
+            allocate: !same_cgroup,
         }
     }
 
@@ -88,8 +103,11 @@ impl MemfdPool {
         }
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
         charge(pages).map_err(GrantError::Capacity)?;
-        let made =
-            farmem_sys::memfd::create_sealed(c"farmem-chunk", pages * PAGE_SIZE as u64, true);
+        let made = farmem_sys::memfd::create_sealed(
+            c"farmem-chunk",
+            pages * PAGE_SIZE as u64,
+            self.allocate,
+        );
         let fd = match made {
             Ok(fd) => fd,
             Err(e) => {
@@ -104,12 +122,10 @@ impl MemfdPool {
         dup(ch)
     }
 
-    /// A client's Free of pages `[start, start+n)`: their bytes are gone,
-    /// their memory stays this server's. Punched out and left as holes, a
-    /// page the client wrote again would be allocated by the client's
-    /// `pwrite` and charged to the client's memory cgroup (see
-    /// `farmem_sys::memfd::create_sealed`); allocated again here, it reads
-    /// as zeros and stays charged to the server, as its capacity counts it.
+    /// A client's Free of pages `[start, start+n)`: their bytes are gone.
+    /// Where this server allocates the memory ([`MemfdPool::new`]), it is
+    /// allocated again (zeros, still the server's); otherwise it goes back
+    /// to the system.
     pub(crate) fn discard(&self, start: u64, n: u64) {
         let chunks = crate::lock(&self.chunks);
         let end = start.saturating_add(n).min(self.max_pages);
@@ -119,8 +135,13 @@ impl MemfdPool {
             if hi > lo {
                 let (off, len) = (lo * PAGE_SIZE as u64, (hi - lo) * PAGE_SIZE as u64);
                 let fd = ch.fd.as_raw_fd();
-                let _ = farmem_sys::fs::punch_hole(fd, off, len)
-                    .and_then(|()| farmem_sys::fs::allocate_range(fd, off, len));
+                let _ = farmem_sys::fs::punch_hole(fd, off, len).and_then(|()| {
+                    if self.allocate {
+                        farmem_sys::fs::allocate_range(fd, off, len)
+                    } else {
+                        Ok(())
+                    }
+                });
             }
         }
     }
@@ -134,5 +155,36 @@ impl Drop for MemfdPool {
         for ch in chunks.values() {
             let _ = farmem_sys::fs::punch_hole(ch.fd.as_raw_fd(), 0, ch.pages * PAGE_SIZE as u64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{FileExt, MetadataExt};
+
+    fn file(fd: &OwnedFd) -> std::fs::File {
+        std::fs::File::from(fd.try_clone().unwrap())
+    }
+
+    /// For a client of another memory cgroup the server allocates a chunk
+    /// whole when it grants it, and a Free zeroes pages without leaving
+    /// holes (which the client's writes would fill, charged to it).
+    #[test]
+    fn a_client_of_another_cgroup_finds_its_chunk_allocated_by_the_server() {
+        let pool = MemfdPool::new(CHUNK_PAGES, false);
+        let (fd, pages) = pool.grant(0, |_| Ok(()), |_| {}).ok().unwrap();
+        let whole = pages * PAGE_SIZE as u64;
+        assert_eq!(file(&fd).metadata().unwrap().blocks() * 512, whole);
+        file(&fd).write_all_at(&[7u8; 4096], 4096).unwrap();
+        pool.discard(1, 1);
+        let mut page = [1u8; 4096];
+        file(&fd).read_exact_at(&mut page, 4096).unwrap();
+        assert!(page.iter().all(|&b| b == 0), "a freed page kept its bytes");
+        assert_eq!(file(&fd).metadata().unwrap().blocks() * 512, whole);
+        // The same cgroup: holes until written.
+        let pool = MemfdPool::new(CHUNK_PAGES, true);
+        let (fd, _) = pool.grant(0, |_| Ok(()), |_| {}).ok().unwrap();
+        assert_eq!(file(&fd).metadata().unwrap().blocks(), 0);
     }
 }

@@ -372,6 +372,16 @@ pub fn shutdown(fd: RawFd) {
 
 /// The uid of the process at the other end of Unix socket `fd`.
 pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
+    peer_cred(fd).map(|c| c.uid)
+}
+
+/// The peer's pid (in this process's pid namespace; 0 where it has none
+/// there) of Unix socket `fd`, as the kernel recorded it (`SO_PEERCRED`).
+pub fn peer_pid(fd: RawFd) -> io::Result<u32> {
+    peer_cred(fd).map(|c| u32::try_from(c.pid).unwrap_or(0))
+}
+
+fn peer_cred(fd: RawFd) -> io::Result<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: u32::MAX,
@@ -388,7 +398,7 @@ pub fn peer_uid(fd: RawFd) -> io::Result<u32> {
             &mut len,
         )
     })?;
-    Ok(cred.uid)
+    Ok(cred)
 }
 
 /// Whether the peer of connected stream socket `fd` has closed it or the

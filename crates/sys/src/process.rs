@@ -214,6 +214,30 @@ pub fn at_exit(f: extern "C" fn()) {
     unsafe { libc::atexit(f) };
 }
 
+/// The memory cgroup of process `pid` (this process for `None`), as
+/// `/proc/PID/cgroup` names it: the cgroup v1 `memory` controller's line,
+/// else the unified (v2) line. None where it cannot be read.
+pub fn memory_cgroup(pid: Option<u32>) -> Option<String> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/cgroup"),
+        None => "/proc/self/cgroup".to_string(),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut unified = None;
+    for line in text.lines() {
+        // "ID:CONTROLLERS:PATH"; the path may itself hold colons.
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if controllers.split(',').any(|c| c == "memory") {
+            return Some(format!("memory:{path}"));
+        }
+        if controllers.is_empty() {
+            unified = Some(format!("unified:{path}"));
+        }
+    }
+    unified
+}
+
 pub fn getuid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { libc::getuid() }
@@ -360,5 +384,18 @@ mod tests {
         let argv = [CString::new("/nonexistent/farmem").unwrap()];
         let e = spawn_passing_fd(&argv, &[], wr.as_fd(), 3).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    }
+
+    /// A process's memory cgroup reads the same through its pid as through
+    /// `self`, and a pid that does not exist has none.
+    #[test]
+    fn memory_cgroup_names_this_process() {
+        let me = memory_cgroup(None).expect("/proc/self/cgroup names a memory cgroup");
+        assert!(
+            me.starts_with("memory:") || me.starts_with("unified:"),
+            "{me}"
+        );
+        assert_eq!(memory_cgroup(Some(std::process::id())), Some(me));
+        assert_eq!(memory_cgroup(Some(u32::MAX)), None);
     }
 }
