@@ -108,15 +108,6 @@ fn open_to_all(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn run(mut c: Command) -> Output {
     c.output().expect("the command starts")
 }
@@ -145,11 +136,11 @@ fn integrity_at_8x_through_the_c_api() {
         &["128"],
         &[("FARMEM_LOCAL", "16M"), ("OMP_NUM_THREADS", "2")],
     ));
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("mismatches=0"),
         "{}",
-        text(&o)
+        output_text(&o)
     );
 }
 
@@ -162,7 +153,7 @@ fn kernel_accesses_to_far_memory_under_farmem_run() {
     let kit = Kit::new("user-ka");
     let exe = kit.build("kernel_access", false);
     let list = run(kit.command(&exe, &["--list"], &[]));
-    assert!(list.status.success(), "{}", text(&list));
+    assert!(list.status.success(), "{}", output_text(&list));
     let mut args = vec![
         "run".to_string(),
         "--local".into(),
@@ -187,7 +178,7 @@ fn kernel_accesses_to_far_memory_under_farmem_run() {
     assert!(
         o.status.success() && out.contains(" 0 failed"),
         "{}",
-        text(&o)
+        output_text(&o)
     );
 }
 
@@ -232,13 +223,13 @@ fn a_java_heap_goes_far() {
         ],
         &[("FARMEM_TRANSPORT", "socket")],
     ));
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    let s = programs::stats(&err).unwrap_or_else(|| panic!("no statistics\n{}", text(&o)));
+    let s = programs::stats(&err).unwrap_or_else(|| panic!("no statistics\n{}", output_text(&o)));
     assert!(
         s.fetched > 0 && s.evicted > 0,
         "nothing went far\n{}",
-        text(&o)
+        output_text(&o)
     );
 }
 
@@ -251,7 +242,7 @@ fn a_tcp_server_stat_and_doctor() {
     let secret = kit.path("home").join("secret");
     let secret = secret.to_str().unwrap();
     let o = run(kit.farmem(&["secret", "init", "--path", secret], &[]));
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     let mut server = kit
         .farmem(
             &[
@@ -289,7 +280,7 @@ fn a_tcp_server_stat_and_doctor() {
     let mut seen = String::new();
     for _ in 0..50 {
         let o = run(kit.farmem(&["stat", "--count", "1", "--json"], &[]));
-        seen = text(&o);
+        seen = output_text(&o);
         if o.status.success() && String::from_utf8_lossy(&o.stdout).contains("\"pid\"") {
             break;
         }
@@ -298,14 +289,14 @@ fn a_tcp_server_stat_and_doctor() {
     let out = prog.wait_with_output().unwrap();
     server.kill().ok();
     server.wait().ok();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("mismatches=0"));
     assert!(
         seen.contains("\"pid\""),
         "farmem stat never saw the program:\n{seen}"
     );
     let o = run(kit.farmem(&["doctor"], &[]));
-    let t = text(&o);
+    let t = output_text(&o);
     assert!(o.status.success(), "{t}");
     assert!(t.contains("userfaultfd"), "{t}");
     if user().is_some() {
@@ -326,14 +317,14 @@ fn probe_and_bench_say_once_what_needs_root() {
     let _g = serial();
     let kit = Kit::new("user-bench");
     let o = run(kit.farmem(&["probe", "--quick"], &[]));
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     // bench runs its built-in workloads from beside the binary.
     let wl = kit.path("workloads");
     std::fs::create_dir(&wl).unwrap();
     std::fs::copy(target_dir().join("workloads/memwrite"), wl.join("memwrite")).unwrap();
     open_to_all(&wl, 0o755);
     let o = run(kit.farmem(&["bench", "memwrite", "--quick"], &[]));
-    let t = text(&o);
+    let t = output_text(&o);
     assert!(o.status.success(), "{t}");
     let farmem_row = t
         .lines()

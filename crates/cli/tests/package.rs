@@ -23,15 +23,6 @@ impl Drop for Installed {
     }
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn as_nobody(program: &str, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new("setpriv")
         .args([
@@ -86,11 +77,11 @@ fn the_debian_package_installs_and_runs_as_a_user() {
         .current_dir(repo())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     let deb = repo().join(String::from_utf8_lossy(&o.stdout).trim());
     let o = Command::new("dpkg").arg("-i").arg(&deb).output().unwrap();
     let _installed = Installed;
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     let listed = Command::new("dpkg")
         .args(["-L", "farmem"])
         .output()
@@ -132,8 +123,8 @@ fn the_debian_package_installs_and_runs_as_a_user() {
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let out = text(&o);
+    assert!(o.status.success(), "{}", output_text(&o));
+    let out = output_text(&o);
     assert!(out.contains("check=ok"), "{out}");
     let s = programs::stats(&out).unwrap_or_else(|| panic!("no statistics\n{out}"));
     assert!(s.fetched > 0, "{out}");
@@ -144,14 +135,14 @@ fn the_debian_package_installs_and_runs_as_a_user() {
         &["bench", "memwrite", "--quick", "--systems", "local,farmem"],
         &[],
     );
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     // A C program built against the package with pkg-config, run as the
     // user at 8x its budget.
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "farmem"])
         .output()
         .unwrap();
-    assert!(flags.status.success(), "{}", text(&flags));
+    assert!(flags.status.success(), "{}", output_text(&flags));
     let flags = String::from_utf8_lossy(&flags.stdout).to_string();
     assert!(flags.contains("-lfarmem"), "{flags}");
     let exe = home.path().join("integrity_omp");
@@ -171,10 +162,10 @@ fn the_debian_package_installs_and_runs_as_a_user() {
         &["128"],
         &[("FARMEM_LOCAL", "16M"), ("OMP_NUM_THREADS", "2")],
     );
-    assert!(o.status.success(), "{}", text(&o));
+    assert!(o.status.success(), "{}", output_text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("mismatches=0"),
         "{}",
-        text(&o)
+        output_text(&o)
     );
 }

@@ -188,3 +188,13 @@ impl Drop for Serve {
         self.kill();
     }
 }
+
+/// A finished command's status and output, for an assertion's message.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
