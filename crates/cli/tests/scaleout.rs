@@ -165,24 +165,38 @@ fn an_unwritable_rendezvous_directory_is_refused() {
     let is_root = farmem_sys_uid() == 0;
     let setpriv = Path::new("/usr/bin/setpriv");
     if !is_root || !setpriv.exists() {
-        eprintln!("skipped the permission case: needs root and setpriv");
+        skip(
+            "an_unwritable_rendezvous_directory_is_refused",
+            "the permission case needs root and setpriv (util-linux)",
+        );
         return;
     }
     let dir = tmp("ro");
     std::fs::create_dir_all(&dir).unwrap();
+    // The binary where nobody may run it: a checkout may be private to root.
+    let bin = tmp("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = bin.join("farmem");
+    std::fs::copy(env!("CARGO_BIN_EXE_farmem"), &exe).unwrap();
+    for (p, mode) in [(&bin, 0o755), (&exe, 0o755)] {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
     let nobody = |args: &[&str]| {
         Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(env!("CARGO_BIN_EXE_farmem"))
+            .arg(&exe)
             .args(args)
             .env("HOME", "/nonexistent")
             .output()
             .unwrap()
     };
-    if !nobody(&["--version"]).status.success() {
-        eprintln!("skipped the permission case: user nobody cannot run the farmem binary here");
-        return;
-    }
+    let v = nobody(&["--version"]);
+    assert!(
+        v.status.success(),
+        "user nobody cannot run a copy of farmem in {}: {}",
+        bin.display(),
+        String::from_utf8_lossy(&v.stderr)
+    );
     let d = dir.display().to_string();
     let o = nobody(&[
         "serve",
@@ -204,6 +218,7 @@ fn an_unwritable_rendezvous_directory_is_refused() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&bin);
 }
 
 fn farmem_sys_uid() -> u32 {
