@@ -7,6 +7,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+#[path = "../../../tests/support/crate_modules.rs"]
+mod crate_modules;
+use crate_modules::named_modules;
+
 /// Layer of each module, bottom first.
 const LAYERS: &[&[&str]] = &[
     &["reg", "forward", "table", "selector"],
@@ -21,40 +25,6 @@ const LAYERS: &[&[&str]] = &[
 
 fn layer_of(m: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&m))
-}
-
-/// The modules `src` names as `crate::x` or `$crate::x` in code (doc and
-/// ordinary comments left out: a link is not a dependency).
-fn named_modules(src: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in src.lines() {
-        let code = match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        };
-        let mut rest = code;
-        while let Some(i) = rest.find("crate::") {
-            let after = &rest[i + "crate::".len()..];
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if after.starts_with('{') {
-                // `use crate::{a, b::c}`
-                let inner = &after[1..after.find('}').unwrap_or(after.len())];
-                for part in inner.split(',') {
-                    let m = part.trim().split("::").next().unwrap_or("").trim();
-                    if !m.is_empty() {
-                        out.insert(m.to_string());
-                    }
-                }
-            } else if !name.is_empty() {
-                out.insert(name);
-            }
-            rest = after;
-        }
-    }
-    out
 }
 
 #[test]

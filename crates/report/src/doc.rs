@@ -128,32 +128,6 @@ pub fn read_result(path: &Path) -> Result<Doc, ReportError> {
     Doc::from_value(v).map_err(|e| input(e.to_string()))
 }
 
-/// The machine in one line, as the report heads a page or a section.
-pub fn machine_line(m: &Machine) -> String {
-    format!(
-        "{} · {} CPUs · {} NUMA node(s) · Linux {} · THP {}",
-        or_unknown(&m.cpu_model),
-        m.cpus,
-        m.numa_nodes,
-        or_unknown(&m.kernel),
-        or_unknown(&m.thp)
-    )
-}
-
-fn or_unknown(s: &str) -> &str {
-    if s.is_empty() {
-        "?"
-    } else {
-        s
-    }
-}
-
-/// The machine as a text table's first line ("machine: ...\n"), if known.
-pub fn machine_header(m: Option<&Machine>) -> String {
-    m.map(|m| format!("machine: {}\n", m.summary()))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

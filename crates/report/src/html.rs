@@ -3,20 +3,13 @@
 //! once at the top and a summary of the bench results.
 
 use crate::bench::BenchDoc;
-use crate::doc::{machine_line, Doc};
+use crate::doc::Doc;
+use crate::words::{esc, machine_line};
 use crate::ReportError;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 type Result<T> = std::result::Result<T, ReportError>;
-
-/// `s` as HTML text.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// Click a column's header to sort the table by it (numbers as numbers).
 const SORT_JS: &str = "document.querySelectorAll('table.sortable th').forEach(function(th){th.style.cursor='pointer';th.title='click to sort';th.onclick=function(){var t=th.closest('table'),b=t.tBodies[0],i=th.cellIndex,d=th.dataset.d=th.dataset.d=='1'?'-1':'1';var k=function(r){var c=r.cells[i];var s=c?c.textContent:'';var n=parseFloat(s);return isNaN(n)?s:n;};Array.from(b.rows).sort(function(x,y){var a=k(x),c=k(y);return (a<c?-1:a>c?1:0)*d;}).forEach(function(r){b.appendChild(r);});};});";

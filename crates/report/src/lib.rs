@@ -4,8 +4,10 @@
 //! one printer per output kind); a result read back into its type
 //! ([`doc`]); the chart kit the figures share ([`plot`]: SVG or PNG, text
 //! in a bundled DejaVu Sans so a figure needs no fonts on the machine);
-//! text and CSV tables ([`table`]); and the page that puts sections
-//! together ([`html`]).
+//! text and CSV tables ([`table`]); the page that puts sections
+//! together ([`html`]); and what all of them share, escaping and the
+//! machine line ([`words`], a leaf). tests/layers.rs keeps the modules
+//! free of circles.
 
 pub mod bench;
 pub mod doc;
@@ -15,6 +17,7 @@ pub mod plot;
 pub mod policies;
 pub mod probe;
 pub mod table;
+pub mod words;
 pub mod xy;
 
 pub use doc::{read_result, Doc, Kind};

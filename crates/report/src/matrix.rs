@@ -1,9 +1,9 @@
 //! A numa matrix result (`farmem numa matrix --json`): the two grids as
 //! text, CSV, warnings, the two heat maps and the report's section.
 
-use crate::doc::machine_header;
 use crate::plot::{HeatCells, Heatmap, HeatmapPair};
 use crate::table::{grid, Table};
+use crate::words::machine_header;
 use crate::ReportError;
 use farmem_numa::matrix::{MatrixCell, MatrixReport};
 use std::fmt::Write;

@@ -1,10 +1,10 @@
 //! A numa policies result (`farmem numa policies --json`): text, CSV, the
 //! rate over time and the report's section.
 
-use crate::doc::machine_header;
-use crate::html::esc;
 use crate::plot::Series;
 use crate::table::{dash, note, opt, Table};
+use crate::words::esc;
+use crate::words::machine_header;
 use crate::ReportError;
 use farmem_numa::policies::PolicyReport;
 use farmem_numa::verify;

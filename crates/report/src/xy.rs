@@ -1,10 +1,10 @@
 //! A numa X×Y result (`farmem numa xy --json`): text, CSV, the heat map and
 //! the report's section.
 
-use crate::doc::machine_header;
-use crate::html::esc;
 use crate::plot::{time_and_slowdown, HeatCells, Heatmap};
 use crate::table::{grid, note, opt, Table};
+use crate::words::esc;
+use crate::words::machine_header;
 use crate::ReportError;
 use farmem_numa::verify;
 use farmem_numa::xy::{XyCell, XyReport};

@@ -2,7 +2,7 @@
 //! bench result at the top of the page.
 
 use super::{cell_text, failure, relative, short, BenchDoc};
-use crate::html::esc;
+use crate::words::esc;
 use crate::ReportError;
 use farmem_bench::RunResult;
 use farmem_sys::format_size;

@@ -112,7 +112,7 @@ pub fn table(d: &BenchDoc) -> String {
         "workload {}, {} threads ({})",
         d.title(),
         d.params.threads,
-        crate::doc::machine_line(&d.machine)
+        crate::words::machine_line(&d.machine)
     );
     if let Some(l) = d.local() {
         let _ = writeln!(

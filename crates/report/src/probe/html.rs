@@ -1,8 +1,8 @@
 //! A probe result's section of the HTML report.
 
 use super::ns;
-use crate::doc::machine_line;
-use crate::html::esc;
+use crate::words::esc;
+use crate::words::machine_line;
 use crate::ReportError;
 use farmem_probe::suite::Report as ProbeReport;
 use farmem_sys::format_size;

@@ -4,8 +4,8 @@
 pub mod figure;
 pub mod html;
 
-use crate::doc::machine_header;
 use crate::table::{dash, opt, Table};
+use crate::words::machine_header;
 use farmem_probe::suite::Report as ProbeReport;
 use farmem_sys::format_size;
 use std::fmt::Write;
