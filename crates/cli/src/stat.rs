@@ -116,7 +116,8 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
         (latency.iter().any(|&c| c > 0)).then(|| v as f64 / 1000.0)
     };
     let lost: Vec<bool> = now.servers.iter().map(|s| s.1).collect();
-    let short = publish::stripe_units_short(&lost, now.replicas as usize);
+    let short =
+        farmem_runtime::backend::placement::stripe_units_short(&lost, now.replicas as usize);
     Row {
         pid: now.pid,
         command: now.command.clone(),

@@ -419,16 +419,6 @@ pub fn list(dir: &Path) -> (Vec<Reader>, Vec<(u32, PublishError)>) {
     (out, unreadable)
 }
 
-/// Of `down.len()` stripe units, those with fewer live copies than
-/// `replicas`: copy k of unit u is on server (u + k) % servers, so the
-/// units short now are those with a copy on a lost server.
-pub fn stripe_units_short(down: &[bool], replicas: usize) -> usize {
-    let ns = down.len();
-    (0..ns)
-        .filter(|u| (0..replicas.max(1)).any(|k| down[(u + k) % ns]))
-        .count()
-}
-
 /// Bucket counts of `now` less `before` (a histogram over an interval).
 pub fn interval(now: &[u64], before: &[u64]) -> [u64; BUCKETS] {
     let mut d = [0u64; BUCKETS];

@@ -6,6 +6,7 @@
 
 mod file;
 mod memfd;
+pub mod placement;
 mod remote;
 mod sealed;
 pub mod transport;

@@ -271,9 +271,9 @@ impl RemoteBackend {
     /// of `page` (see the hazards in the module comment).
     pub(super) fn route(&self, page: u64, k: usize) -> (usize, usize) {
         let stripe = page / self.stripe;
-        let ns = self.servers.len() as u64;
-        let s = farmem_sys::usize_from((stripe + k as u64) % ns);
-        let c = farmem_sys::usize_from((stripe / ns) % self.servers[s].conns.len() as u64);
+        let ns = self.servers.len();
+        let s = crate::backend::placement::replica_server(stripe, k, ns);
+        let c = farmem_sys::usize_from((stripe / ns as u64) % self.servers[s].conns.len() as u64);
         (s, c)
     }
 
@@ -616,7 +616,7 @@ impl Backend for RemoteBackend {
             .map(|&s| self.servers[s].name.as_str())
             .collect();
         let lost: Vec<bool> = (0..ns).map(|s| self.is_down(s)).collect();
-        let short = crate::publish::stripe_units_short(&lost, self.replicas);
+        let short = crate::backend::placement::stripe_units_short(&lost, self.replicas);
         let under = self.under_replicated.load(Ordering::Relaxed);
         Some(format!(
             "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
