@@ -30,6 +30,21 @@ fn integrity(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // `after` counts from a running program, not a starting one: a server
+    // killed before the program has reached it is a server that was never
+    // there (CI once killed one 107 ms after the spawn, before fm_init
+    // connected). The program publishes its counters for `farmem stat`
+    // only once it has a session on every server.
+    let board = farmem_runtime::publish::dir(false)
+        .unwrap()
+        .join(format!("{}.stats", child.id()));
+    let started = Instant::now();
+    while !board.exists()
+        && child.try_wait().unwrap().is_none()
+        && started.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::thread::sleep(after);
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(victim as i32, signal) };
