@@ -8,6 +8,7 @@
 #   /usr/lib/farmem/workloads/             the built-in workloads of `farmem bench`
 #   /lib/systemd/system/farmem-serve.service  (not enabled: it needs a secret first)
 #   /usr/share/farmem/slurm/               the one-node cluster script and the batch recipe
+#   /usr/share/farmem/containers/          the seccomp profile tool (README, "In a container")
 #   /usr/share/doc/farmem/                 README, docs/, copyright
 # dpkg-deb only; no packaging tool beyond Debian's own.
 # usage: scripts/package-deb.sh [--no-build]   (prints the package's path)
@@ -51,6 +52,7 @@ install -D -m 644 farmem-serve.service.tmp "$root/lib/systemd/system/farmem-serv
 rm farmem-serve.service.tmp
 install -D -m 755 contrib/slurm/one-node.sh "$root/usr/share/farmem/slurm/one-node.sh"
 install -D -m 644 contrib/slurm/far-memory.sbatch "$root/usr/share/farmem/slurm/far-memory.sbatch"
+install -D -m 755 contrib/containers/seccomp-allow-farmem "$root/usr/share/farmem/containers/seccomp-allow-farmem"
 install -D -m 644 README.md "$root/usr/share/doc/farmem/README.md"
 mkdir -p "$root/usr/share/doc/farmem/docs"
 cp -r docs/. "$root/usr/share/doc/farmem/docs/"

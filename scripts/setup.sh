@@ -39,6 +39,12 @@ command -v slurmctld >/dev/null || need_apt+=(slurmctld)
 command -v slurmd >/dev/null || need_apt+=(slurmd)
 command -v sbatch >/dev/null || need_apt+=(slurm-client)
 command -v munged >/dev/null || need_apt+=(munge)
+# Containers for their test (crates/cli/tests/containers.rs): rootless
+# Podman (uidmap gives it newuidmap) and bubblewrap, which plays Apptainer's
+# model of a user namespace without a seccomp filter.
+command -v podman >/dev/null || need_apt+=(podman)
+command -v newuidmap >/dev/null || need_apt+=(uidmap)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 # The Debian package's test builds a C program with pkg-config and packs with dpkg-deb.
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v dpkg-deb >/dev/null || need_apt+=(dpkg)

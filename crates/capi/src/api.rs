@@ -57,7 +57,7 @@ fn code_of(e: &RuntimeError) -> c_int {
     match e {
         RuntimeError::Config(_) | RuntimeError::Trace(..) => FM_ECONFIG,
         RuntimeError::Backend(_) | RuntimeError::Server(_) => FM_EBACKEND,
-        RuntimeError::Uffd(_) | RuntimeError::Signal(_) => FM_ENOSYS,
+        RuntimeError::Uffd(_) | RuntimeError::Signal(_) | RuntimeError::PageSize(_) => FM_ENOSYS,
         RuntimeError::AlreadyInitialized => FM_EALREADY,
         RuntimeError::Map { .. } | RuntimeError::OutOfSpace { .. } | RuntimeError::Remap(..) => {
             FM_ENOMEM

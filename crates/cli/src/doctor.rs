@@ -52,22 +52,7 @@ fn userfaultfd() -> Check {
             "every fault (root, vm.unprivileged_userfaultfd=1, or /dev/userfaultfd)",
         ),
         Err(e) => {
-            let why = match e.raw_os_error() {
-                Some(libc::EPERM) => format!(
-                    "refused ({e}) even for user-mode faults, which any user may have since \
-                     Linux 5.11: a seccomp filter blocks the userfaultfd system call. In a \
-                     container, run with a seccomp profile that allows it (docs/deployment.md)."
-                ),
-                Some(libc::ENOSYS) => format!(
-                    "the kernel has no userfaultfd ({e}): it needs CONFIG_USERFAULTFD, \
-                     Linux 5.11 or later"
-                ),
-                _ if e.kind() == std::io::ErrorKind::Unsupported => format!(
-                    "{e}: farmem needs userfaultfd write protection on anonymous memory \
-                     (Linux 5.11 or later on x86-64)"
-                ),
-                _ => e.to_string(),
-            };
+            let why = farmem_sys::uffd::explain(&e);
             check(what, Verdict::No, why)
         }
     }

@@ -94,6 +94,7 @@ fn the_debian_package_installs_and_runs_as_a_user() {
         "/usr/lib/farmem/workloads/memwrite",
         "/lib/systemd/system/farmem-serve.service",
         "/usr/share/farmem/slurm/far-memory.sbatch",
+        "/usr/share/farmem/containers/seccomp-allow-farmem",
         "/usr/share/doc/farmem/README.md",
     ] {
         assert!(

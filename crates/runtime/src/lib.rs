@@ -88,8 +88,10 @@ pub enum RuntimeError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Backend(#[from] BackendError),
-    #[error("userfaultfd is not available: {0} (farmem needs Linux >= 5.11 with userfaultfd write protection; an ordinary user gets it for user-mode faults, which is all farmem needs; in a container, the seccomp profile must allow the userfaultfd system call)")]
+    #[error("userfaultfd is not available: {}", farmem_sys::uffd::explain(.0))]
     Uffd(io::Error),
+    #[error("this machine's base pages are {0} bytes; farmem needs 4 KiB pages")]
+    PageSize(usize),
     #[error(
         "cannot reserve {size} of address space for far memory: {source} (lower FARMEM_ARENA)"
     )]
@@ -233,9 +235,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
 impl Runtime {
     fn new(cfg: Config) -> Result<Runtime, RuntimeError> {
         if farmem_sys::page_size() != PAGE_SIZE {
-            return Err(RuntimeError::Uffd(io::Error::other(
-                "farmem needs 4 KiB base pages",
-            )));
+            return Err(RuntimeError::PageSize(farmem_sys::page_size()));
         }
         let arena_bytes = farmem_sys::usize_from(cfg.arena_bytes);
         let npages = arena_bytes / PAGE_SIZE;

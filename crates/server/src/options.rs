@@ -138,8 +138,13 @@ pub fn guard(
 }
 
 /// `parent` is this process's parent, as `--parent` claims.
+///
+/// Process 1 is a valid parent: in a container the program is often its
+/// pid namespace's init, and when it exits the kernel kills everything in
+/// the namespace, this server included. Outside a container, a server whose
+/// parent is the real init was started by hand to live on, as it will.
 pub fn check_parent(parent: i32) -> Result<(), ServerError> {
-    if parent <= 1 {
+    if parent < 1 {
         return Err(bad(format!(
             "--parent {parent} is not a parent process id; give the pid of the process this server belongs to"
         )));

@@ -214,6 +214,15 @@ pub fn at_exit(f: extern "C" fn()) {
     unsafe { libc::atexit(f) };
 }
 
+/// Whether a seccomp filter is on this process (`Seccomp: 2` in
+/// `/proc/self/status`): a container runtime's profile, or a sandbox's.
+/// None where the kernel does not say (no `/proc`, or no seccomp).
+pub fn seccomp_filtered() -> Option<bool> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let mode = status.lines().find_map(|l| l.strip_prefix("Seccomp:"))?;
+    Some(mode.trim() == "2")
+}
+
 /// The memory cgroup of process `pid` (this process for `None`), as
 /// `/proc/PID/cgroup` names it: the cgroup v1 `memory` controller's line,
 /// else the unified (v2) line. None where it cannot be read.
@@ -388,6 +397,13 @@ mod tests {
 
     /// A process's memory cgroup reads the same through its pid as through
     /// `self`, and a pid that does not exist has none.
+    #[test]
+    fn seccomp_is_read_from_this_process() {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let filtered = status.contains("Seccomp:\t2");
+        assert_eq!(seccomp_filtered(), Some(filtered));
+    }
+
     #[test]
     fn memory_cgroup_names_this_process() {
         let me = memory_cgroup(None).expect("/proc/self/cgroup names a memory cgroup");

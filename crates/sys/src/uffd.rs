@@ -117,6 +117,35 @@ pub enum CopyOutcome {
     Exists { copied: usize },
 }
 
+/// Why opening a userfaultfd failed, for the user: `e` from [`Uffd::new`],
+/// and what to do. One wording for the runtime's error and `farmem doctor`.
+pub fn explain(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        // Uffd::new has already tried user-mode faults only, which the
+        // kernel gives any user since 5.11: only a filter refuses that.
+        Some(libc::EPERM) if crate::process::seccomp_filtered() == Some(true) => format!(
+            "{e}: a seccomp filter on this process (Seccomp: 2 in /proc/self/status) refuses the \
+             userfaultfd system call, as Docker's and Podman's default profiles do. Run the \
+             container with a profile that allows it: `--security-opt seccomp=PROFILE`, with \
+             PROFILE made by contrib/containers/seccomp-allow-farmem from the default one \
+             (README, \"In a container\")"
+        ),
+        Some(libc::EPERM) => format!(
+            "{e}, even for user-mode faults, which any user may have since Linux 5.11: a \
+             security module (SELinux, AppArmor) or a sandbox refuses the userfaultfd system call"
+        ),
+        Some(libc::ENOSYS) => format!(
+            "{e}: this kernel has no userfaultfd; farmem needs CONFIG_USERFAULTFD and Linux 5.11 \
+             or later"
+        ),
+        _ if e.kind() == io::ErrorKind::Unsupported => format!(
+            "{e}: farmem needs userfaultfd write protection on anonymous memory (Linux 5.11 or \
+             later on x86-64)"
+        ),
+        _ => format!("{e} (farmem needs Linux 5.11 or later with userfaultfd write protection)"),
+    }
+}
+
 impl Uffd {
     /// Open a userfaultfd and negotiate `features`: one that handles every
     /// fault where this process may have it (root, the sysctl, or access to

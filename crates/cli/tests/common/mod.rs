@@ -2,6 +2,7 @@
 //! C programs under tests/programs, start real `farmem serve` processes.
 #![allow(dead_code)]
 
+pub mod kit;
 pub mod programs;
 pub mod proxy;
 
