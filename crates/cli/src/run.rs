@@ -82,9 +82,9 @@ fn shim_path() -> Result<PathBuf> {
 
 pub fn run(a: Args) -> Result<()> {
     let shim = shim_path()?;
-    farmem_runtime::launch::check_reachable(&a.cmd[0])?;
-    farmem_runtime::launch::check_jvm(&a.cmd)?;
-    let p = farmem_runtime::launch::prepare(std::env::vars(), &a.flags.0, |found| {
+    farmem_launch::check_reachable(&a.cmd[0])?;
+    farmem_launch::check_jvm(&a.cmd)?;
+    let p = farmem_launch::prepare(std::env::vars(), &a.flags.0, |found| {
         let list: Vec<String> = found.servers.iter().map(|a| a.to_string()).collect();
         let job = if found.job.is_empty() {
             "(unnamed)"

@@ -4,8 +4,8 @@
 
 use anyhow::{bail, Context, Result};
 use farmem_runtime::config::{format_size, parse_size};
-use farmem_runtime::sim::{self, Refs, Summary};
 use farmem_runtime::trace::{self, Why};
+use farmem_sim::{self as sim, Refs, Summary};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -135,7 +135,7 @@ fn a_java_heap_goes_far_under_parallel_gc_and_g1_within_its_budget() {
         );
         assert_no_farmem_error(gc, &f.stderr, &f.report);
         let hwm = vm_hwm(&f.stderr);
-        let allowed = (256 << 20) + farmem_runtime::outside::margin(256 << 20);
+        let allowed = (256 << 20) + farmem_launch::outside::margin(256 << 20);
         eprintln!(
             "{gc}: VmHWM {} MiB under farmem (allowed {} MiB), {} MiB natively",
             hwm >> 20,

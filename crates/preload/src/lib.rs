@@ -147,9 +147,9 @@ fn refuse_zgc() {
         .skip(1)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    let env = rt::launch::jvm_env_options();
-    if rt::launch::jvm_uses_zgc(args.iter().map(String::as_str), &env) {
-        die(rt::launch::ZGC_REFUSED);
+    let env = rt::jvm::jvm_env_options();
+    if rt::jvm::jvm_uses_zgc(args.iter().map(String::as_str), &env) {
+        die(rt::jvm::ZGC_REFUSED);
     }
 }
 

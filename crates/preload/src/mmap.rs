@@ -333,7 +333,7 @@ const ZGC_HEAP: &[u8] = b"java_heap";
 /// (The JVM makes the call through `syscall(2)`, which comes here.)
 fn check_memfd(name: &std::ffi::CStr) {
     if name.to_bytes() == ZGC_HEAP && THRESHOLD.load(Ordering::Acquire) != usize::MAX {
-        die(rt::launch::ZGC_REFUSED);
+        die(rt::jvm::ZGC_REFUSED);
     }
 }
 

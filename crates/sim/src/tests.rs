@@ -34,7 +34,7 @@ fn run(pages: &[u64], budget: usize) -> (Replay, Replay, u64) {
     let refs = Refs::from_pages(pages, false);
     let ours = replay(&refs, budget, set(PREFETCH, HOLD));
     let demand = replay(&refs, budget, set(1, HOLD));
-    let min = min_fetches(&refs, budget.max(4 * crate::MAX_BATCH));
+    let min = min_fetches(&refs, budget.max(4 * farmem_runtime::config::MAX_BATCH));
     (ours, demand, min)
 }
 

@@ -14,7 +14,7 @@
 //! [`margin`], it says so once per process, naming the largest mappings.
 //! The peak is what `--stats` shows.
 
-use crate::publish;
+use farmem_runtime::publish;
 use farmem_sys::units::format_size;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};

@@ -1,6 +1,6 @@
 //! The policy simulator: replays a page reference string under Belady's MIN
-//! and under farmem's own policy (the [`readahead`](crate::readahead)
-//! planner and the [`replacement`](crate::replacement) queues, the same code
+//! and under farmem's own policy (the [`readahead`](farmem_runtime::readahead)
+//! planner and the [`replacement`](farmem_runtime::replacement) queues, the same code
 //! the fault path runs) at the same budget, so that "pages fetched against the
 //! least any policy must fetch" exists for any program.
 //!
@@ -14,9 +14,9 @@
 //! `FARMEM_EVICT_BATCH` pages as the runtime does. Pinned pages and advice
 //! do not occur in a reference string.
 
-use crate::readahead::{Hint, Planner};
-use crate::replacement::{Aux, Queues, Take};
-use crate::trace::{self, Kind, Why};
+use farmem_runtime::readahead::{Hint, Planner};
+use farmem_runtime::replacement::{Aux, Queues, Take};
+use farmem_runtime::trace::{self, Kind, Why};
 use std::cell::Cell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
@@ -221,7 +221,9 @@ impl Sim {
 
     fn reserve(&mut self, n: usize) {
         while self.resident + n > self.budget {
-            let want = n.max(self.evict_batch).min(crate::MAX_BATCH);
+            let want = n
+                .max(self.evict_batch)
+                .min(farmem_runtime::config::MAX_BATCH);
             if !self.evict_round(want) {
                 return;
             }
@@ -235,7 +237,7 @@ impl Sim {
         if free < self.spare {
             let want = (self.spare - free)
                 .max(self.evict_batch)
-                .min(crate::MAX_BATCH);
+                .min(farmem_runtime::config::MAX_BATCH);
             self.evict_round(want);
         }
     }
@@ -243,7 +245,7 @@ impl Sim {
     /// Evict up to `want` pages (or install parked pages when nothing else
     /// is left). Returns false when there was nothing to do either.
     fn evict_round(&mut self, want: usize) -> bool {
-        let mut victims = [0u32; crate::MAX_BATCH];
+        let mut victims = [0u32; farmem_runtime::config::MAX_BATCH];
         let (k, stamp) = {
             let Sim {
                 pages,
@@ -456,7 +458,7 @@ impl Sim {
         let Some((i, win)) = self.planner.stream_at(i64::try_from(q).unwrap_or(i64::MAX)) else {
             return;
         };
-        for k in 1..=(crate::MAX_BATCH as u64).min(q) {
+        for k in 1..=(farmem_runtime::config::MAX_BATCH as u64).min(q) {
             let pg = self.page(q - k);
             if pg.slot != Slot::Resident {
                 break;
@@ -466,7 +468,10 @@ impl Sim {
             }
         }
         let start = q + win as u64;
-        let maxw = self.planner.max_window().min(crate::MAX_BATCH);
+        let maxw = self
+            .planner
+            .max_window()
+            .min(farmem_runtime::config::MAX_BATCH);
         let want = self.planner.pipeline_window(start, (win * 2).min(maxw));
         let list = if want > 1 {
             self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
@@ -538,7 +543,7 @@ pub struct Settings {
 impl Settings {
     /// The runtime's defaults with window `prefetch`.
     pub fn defaults(prefetch: usize) -> Settings {
-        let c = crate::Config::default();
+        let c = farmem_runtime::Config::default();
         Settings {
             prefetch,
             evict_batch: c.evict_batch() as usize,
@@ -561,8 +566,9 @@ impl Settings {
 
 /// Replay `refs` under farmem's policy at `budget` pages with settings `set`.
 pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
-    let total = budget.max(4 * crate::MAX_BATCH);
-    let hold_cap = (total * set.hold_percent / 100).min(total - 4 * crate::MAX_BATCH);
+    let total = budget.max(4 * farmem_runtime::config::MAX_BATCH);
+    let hold_cap =
+        (total * set.hold_percent / 100).min(total - 4 * farmem_runtime::config::MAX_BATCH);
     let budget = total - hold_cap;
     let mut s = Sim {
         pages: HashMap::new(),
@@ -573,7 +579,7 @@ pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
         ids: HashMap::new(),
         by_id: Vec::new(),
         stamps: Stamps(Vec::new()),
-        queues: Queues::new(budget, 4 * crate::MAX_BATCH),
+        queues: Queues::new(budget, 4 * farmem_runtime::config::MAX_BATCH),
         planner: Planner::new(set.prefetch),
         budget,
         resident: 0,

@@ -9,8 +9,11 @@
 //! gets the settings in its environment, the shim preloaded, the terminal's
 //! signals, and any termination signal sent to `farmem`.
 
-use crate::config::Config;
-use crate::{EmbeddedServer, RuntimeError};
+pub mod outside;
+
+use farmem_runtime::config::Config;
+use farmem_runtime::jvm::{jvm_env_options, jvm_uses_zgc, ZGC_REFUSED};
+use farmem_runtime::{EmbeddedServer, RuntimeError};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus};
@@ -63,7 +66,7 @@ pub fn prepare(
     if let Some(t) = cfg.trace() {
         // Said now, not at the program's first far allocation. "%p" is the
         // pid of each process that writes one.
-        let t = crate::trace::path_for(t, std::process::id());
+        let t = farmem_runtime::trace::path_for(t, std::process::id());
         let existed = t.exists();
         std::fs::OpenOptions::new()
             .append(true)
@@ -80,13 +83,13 @@ pub fn prepare(
             // `farmem serve` in a child process of its own, started the way
             // the runtime starts it for C API programs (it exits when this
             // process does).
-            let s = crate::spawn_embedded_server(cfg.embedded_capacity())?;
+            let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
             set(&mut vars, "FARMEM_SERVERS", s.addr.to_string());
             server = Some(s);
         } else {
             // The servers answer now rather than in the middle of the run.
             let one = cfg.with("CONNS", "1").map_err(RuntimeError::from)?;
-            crate::backend::RemoteBackend::connect(&one, cfg.servers(), 1)
+            farmem_runtime::backend::RemoteBackend::connect(&one, cfg.servers(), 1)
                 .map_err(LaunchError::Servers)?;
         }
     }
@@ -112,7 +115,7 @@ pub enum LaunchError {
     #[error(transparent)]
     Settings(#[from] RuntimeError),
     #[error("checking the memory servers: {0}")]
-    Servers(crate::backend::BackendError),
+    Servers(farmem_runtime::backend::BackendError),
     #[error("cannot run {cmd}: {source}")]
     Spawn { cmd: String, source: std::io::Error },
     #[error("waiting for the program: {0}")]
@@ -121,42 +124,6 @@ pub enum LaunchError {
     Static(String),
     #[error("{0}")]
     Collector(&'static str),
-}
-
-/// What a JVM is told to use ZGC with: the collector keeps its heap in a
-/// memfd it maps several times over (colored pointers), and far pages
-/// cannot be mapped twice.
-pub const ZGC_REFUSED: &str = "this JVM is set to use ZGC (-XX:+UseZGC), which maps its heap several times through a memfd, and far pages cannot be mapped twice; run it with -XX:+UseParallelGC, -XX:+UseG1GC (the default), -XX:+UseSerialGC or -XX:+UseShenandoahGC";
-
-/// Whether a JVM started with `args` (its command line after the program)
-/// and `env_options` (the values of `JAVA_TOOL_OPTIONS`, `JDK_JAVA_OPTIONS`
-/// and `_JAVA_OPTIONS`) runs ZGC: the last `-XX:±UseZGC` wins, as in the
-/// JVM, and the command line comes after the environment.
-pub fn jvm_uses_zgc<'a>(
-    args: impl IntoIterator<Item = &'a str>,
-    env_options: &'a [String],
-) -> bool {
-    let mut zgc = false;
-    let words = env_options
-        .iter()
-        .flat_map(|o| o.split_whitespace())
-        .chain(args);
-    for w in words {
-        match w {
-            "-XX:+UseZGC" => zgc = true,
-            "-XX:-UseZGC" => zgc = false,
-            _ => {}
-        }
-    }
-    zgc
-}
-
-/// The JVM's option variables that are set, in the order it reads them.
-pub fn jvm_env_options() -> Vec<String> {
-    ["JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .collect()
 }
 
 /// Refuse a program `farmem run` cannot reach: an ELF executable with no
@@ -302,7 +269,7 @@ impl Prepared {
                 farmem_sys::write_stderr(
                     format!(
                         "  local outside far memory (peak) {:>9}   pid {} {name}, sampled every {} s\n",
-                        crate::config::format_size(p.bytes),
+                        farmem_runtime::config::format_size(p.bytes),
                         p.pid,
                         crate::outside::INTERVAL.as_secs()
                     )
@@ -411,14 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn zgc_is_found_where_the_jvm_reads_it_the_last_word_winning() {
-        let none: Vec<String> = Vec::new();
-        assert!(jvm_uses_zgc(["-XX:+UseZGC", "-jar", "x.jar"], &none));
-        assert!(!jvm_uses_zgc(["-XX:+UseZGC", "-XX:-UseZGC"], &none));
-        assert!(!jvm_uses_zgc(["-XX:+UseG1GC"], &none));
-        let env = vec!["-Xmx1g -XX:+UseZGC".to_string()];
-        assert!(jvm_uses_zgc(["-cp", "."], &env));
-        assert!(!jvm_uses_zgc(["-XX:-UseZGC"], &env));
+    fn a_jvm_set_to_use_zgc_is_refused() {
         let cmd = ["java", "-XX:+UseZGC", "Main"].map(String::from);
         assert!(check_jvm(&cmd)
             .unwrap_err()
