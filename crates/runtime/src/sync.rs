@@ -1,5 +1,6 @@
-//! A spin lock usable inside the SIGBUS handler, and the fixed-capacity ring
-//! that the replacement queues are made of.
+//! A spin lock usable inside the SIGBUS handler, a lock its holder may
+//! retire for good, and the fixed-capacity ring that the replacement queues
+//! are made of.
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
@@ -77,6 +78,104 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
+/// A lock its holder may retire for good: for a resource that can be left
+/// in a state nobody may touch again (a UCX lane whose request memory
+/// operations may still write: `backend/ucx.rs`). A retired lock stays held
+/// forever, and a taker finds it retired instead of waiting on it.
+///
+/// `busy` is set by a taker and cleared by the guard's drop; `retired` is
+/// set by the holder only, and then `busy` is never cleared.
+pub struct Retirable<T> {
+    busy: AtomicBool,
+    retired: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `value` is reached only through a `RetirableGuard`, and at most
+// one exists at a time: a taker sets `busy` (Acquire) before making one and
+// its drop clears it (Release), never once the lock is retired.
+unsafe impl<T: Send> Sync for Retirable<T> {}
+
+/// What one try to take a [`Retirable`] found.
+pub enum Take<'a, T> {
+    Taken(RetirableGuard<'a, T>),
+    Busy,
+    Retired,
+}
+
+/// A taken [`Retirable`]: given back when dropped, unless retired.
+pub struct RetirableGuard<'a, T> {
+    lock: &'a Retirable<T>,
+}
+
+impl<T> Retirable<T> {
+    pub fn new(value: T) -> Retirable<T> {
+        Retirable {
+            busy: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// One try.
+    pub fn try_take(&self) -> Take<'_, T> {
+        if self.retired.load(Ordering::Acquire) {
+            return Take::Retired;
+        }
+        match self
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Take::Taken(RetirableGuard { lock: self }),
+            // Retired by its holder meanwhile: `busy` stays set for good.
+            Err(_) if self.retired.load(Ordering::Acquire) => Take::Retired,
+            Err(_) => Take::Busy,
+        }
+    }
+
+    /// Take it, waiting while another thread holds it; `None` when it is
+    /// or becomes retired.
+    pub fn take_unless_retired(&self) -> Option<RetirableGuard<'_, T>> {
+        loop {
+            match self.try_take() {
+                Take::Taken(g) => return Some(g),
+                Take::Retired => return None,
+                Take::Busy => farmem_sys::cpu_relax(),
+            }
+        }
+    }
+}
+
+impl<T> RetirableGuard<'_, T> {
+    /// Give the lock up for good: it stays held after this guard drops.
+    pub fn retire(&self) {
+        self.lock.retired.store(true, Ordering::Release);
+    }
+}
+
+impl<T> Deref for RetirableGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard exists only while `busy` is held by it.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for RetirableGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard exists only while `busy` is held by it, alone.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for RetirableGuard<'_, T> {
+    fn drop(&mut self) {
+        if !self.lock.retired.load(Ordering::Relaxed) {
+            self.lock.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
 /// Fixed-capacity FIFO of page indices (the eviction order). Allocated once;
 /// never grows, so it can be used in the signal handler.
 pub struct Ring {
@@ -148,6 +247,53 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
+    fn taken<T>(t: Take<'_, T>) -> RetirableGuard<'_, T> {
+        match t {
+            Take::Taken(g) => g,
+            Take::Busy => panic!("busy"),
+            Take::Retired => panic!("retired"),
+        }
+    }
+
+    #[test]
+    fn a_released_retirable_is_taken_again() {
+        let l = Retirable::new(5u32);
+        let g = taken(l.try_take());
+        assert!(matches!(l.try_take(), Take::Busy));
+        assert_eq!(*g, 5);
+        drop(g);
+        let mut g = taken(l.try_take());
+        *g = 6;
+        drop(g);
+        assert_eq!(*taken(l.try_take()), 6);
+    }
+
+    #[test]
+    fn a_retired_lock_is_never_taken_again() {
+        let l = Retirable::new(());
+        let g = taken(l.try_take());
+        g.retire();
+        drop(g);
+        assert!(matches!(l.try_take(), Take::Retired));
+        // Found retired at once: this would spin forever if it waited on
+        // `busy`.
+        assert!(l.take_unless_retired().is_none());
+    }
+
+    #[test]
+    fn a_lock_retired_while_another_waits_releases_the_waiter() {
+        let l = Retirable::new(());
+        let g = taken(l.try_take());
+        std::thread::scope(|sc| {
+            let waiter = sc.spawn(|| l.take_unless_retired().is_some());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            g.retire();
+            drop(g);
+            assert!(!waiter.join().unwrap(), "a retired lock is never taken");
+        });
+        assert!(matches!(l.try_take(), Take::Retired));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -38,11 +38,12 @@
 //! land late in a fetch slot the runtime has since checked and handed on.
 //! So a batch never ends with an operation in flight: after a failure, the
 //! rest are still waited for, within the same `FARMEM_TIMEOUT_MS`; whatever
-//! is still in flight then retires the lane for good ([`LaneFlags`]: it
-//! stays busy forever, and every taker skips it, never waits on it).
+//! is still in flight then retires the lane for good (a [`Retirable`]: it
+//! stays held forever, and every taker skips it, never waits on it).
 
 use super::{BackendError, Failure, OneSided};
 use crate::config::MAX_REPLICAS;
+use crate::sync::{Retirable, RetirableGuard, Take};
 use farmem_sys::ucx::{
     self, Context, Endpoint, Memory, Op, RemoteKey, Started, Transports, Worker,
 };
@@ -100,75 +101,6 @@ struct LaneInner {
     worker: Worker,
 }
 
-/// What a try to take a lane found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Take {
-    Taken,
-    Busy,
-    Retired,
-}
-
-/// A lane's two flags, and the only ways they change: `busy` is set by a
-/// taker and cleared by its holder; `retired` is set by the holder only, and
-/// then `busy` is never cleared. So a retired lane can never be taken again,
-/// and a taker that finds it retired skips it rather than wait.
-struct LaneFlags {
-    busy: AtomicBool,
-    /// Operations may still be in flight in its request memory: never used
-    /// again.
-    retired: AtomicBool,
-}
-
-impl LaneFlags {
-    fn new() -> LaneFlags {
-        LaneFlags {
-            busy: AtomicBool::new(false),
-            retired: AtomicBool::new(false),
-        }
-    }
-
-    /// One try.
-    fn try_take(&self) -> Take {
-        if self.retired.load(Ordering::Acquire) {
-            return Take::Retired;
-        }
-        match self
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-        {
-            Ok(_) => Take::Taken,
-            // Retired by its holder meanwhile: `busy` stays set for good.
-            Err(_) if self.retired.load(Ordering::Acquire) => Take::Retired,
-            Err(_) => Take::Busy,
-        }
-    }
-
-    /// Take the lane, waiting while another thread holds it (a batch: at
-    /// most `FARMEM_TIMEOUT_MS`, then its holder releases or retires it);
-    /// false when it is or becomes retired.
-    fn take_unless_retired(&self) -> bool {
-        loop {
-            match self.try_take() {
-                Take::Taken => return true,
-                Take::Retired => return false,
-                Take::Busy => farmem_sys::cpu_relax(),
-            }
-        }
-    }
-
-    /// The holder is done: free unless retired.
-    fn release(&self) {
-        if !self.retired.load(Ordering::Relaxed) {
-            self.busy.store(false, Ordering::Release);
-        }
-    }
-
-    /// The holder gives the lane up for good (it stays busy).
-    fn retire(&self) {
-        self.retired.store(true, Ordering::Release);
-    }
-}
-
 /// Why no lane was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum NoLane {
@@ -178,18 +110,18 @@ enum NoLane {
     AllRetired,
 }
 
-/// Take the first free lane of the `n` lanes (`flags(i)`: lane i's),
-/// looking from `start` round; retired lanes are skipped.
-fn take_any<'a>(
-    n: usize,
-    flags: impl Fn(usize) -> &'a LaneFlags,
+/// Take the first free lane of `lanes`, looking from `start` round;
+/// retired lanes are skipped.
+fn take_any<T>(
+    lanes: &[Retirable<T>],
     start: usize,
-) -> Result<usize, NoLane> {
+) -> Result<(usize, RetirableGuard<'_, T>), NoLane> {
+    let n = lanes.len();
     let mut live = false;
     for k in 0..n {
         let i = (start + k) % n;
-        match flags(i).try_take() {
-            Take::Taken => return Ok(i),
+        match lanes[i].try_take() {
+            Take::Taken(g) => return Ok((i, g)),
             Take::Busy => live = true,
             Take::Retired => {}
         }
@@ -260,16 +192,9 @@ fn drain(
     Drained::Complete { failed }
 }
 
-struct Lane {
-    flags: LaneFlags,
-    inner: UnsafeCell<LaneInner>,
-}
-
-// SAFETY: `inner` is only reached by the thread that took `flags.busy`
-// (Acquire), until it clears it (Release) or retires the lane.
-unsafe impl Sync for Lane {}
-// SAFETY: as above.
-unsafe impl Send for Lane {}
+/// A lane: retired for good when a batch ends with operations still in
+/// flight in its request memory (hazard in the module doc).
+type Lane = Retirable<LaneInner>;
 
 /// The UCX side of the remote backend.
 pub(crate) struct UcxPages {
@@ -286,22 +211,15 @@ pub(crate) struct UcxPages {
     local: AtomicBool,
 }
 
-/// A held lane; released on drop unless retired.
+/// A held lane (released on drop unless retired), and its index.
 struct Held<'a> {
-    lane: &'a Lane,
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.lane.flags.release();
-    }
+    index: usize,
+    lane: RetirableGuard<'a, LaneInner>,
 }
 
 impl Held<'_> {
     fn inner(&self) -> &LaneInner {
-        // SAFETY: this thread holds `busy` (see `Lane`); no `&mut` to the
-        // lane's state is ever made (what UCX writes lives in cells).
-        unsafe { &*self.lane.inner.get() }
+        &self.lane
     }
 }
 
@@ -361,15 +279,12 @@ impl UcxPages {
                 .map(|a| Endpoint::connect(&worker, a))
                 .collect::<Result<Vec<_>, _>>()?;
             let staging = Memory::map(&ctx, MAX_BATCH * PAGE_SIZE, None)?;
-            lanes.push(Lane {
-                flags: LaneFlags::new(),
-                inner: UnsafeCell::new(LaneInner {
-                    eps,
-                    staging,
-                    requests: (0..slots * stride).map(|_| UnsafeCell::new(0)).collect(),
-                    worker,
-                }),
-            });
+            lanes.push(Lane::new(LaneInner {
+                eps,
+                staging,
+                requests: (0..slots * stride).map(|_| UnsafeCell::new(0)).collect(),
+                worker,
+            }));
         }
         let nchunks = farmem_sys::usize_from(max_pages.div_ceil(CHUNK_PAGES));
         let servers = addresses
@@ -488,8 +403,8 @@ impl UcxPages {
     /// Lane `i`, waiting while another thread holds it; `None` when it is
     /// (or becomes) retired.
     fn hold_live(&self, i: usize) -> Option<Held<'_>> {
-        let lane = &self.lanes[i];
-        lane.flags.take_unless_retired().then_some(Held { lane })
+        let lane = self.lanes[i].take_unless_retired()?;
+        Some(Held { index: i, lane })
     }
 
     /// Any free lane, starting at one chosen by the thread id.
@@ -498,12 +413,8 @@ impl UcxPages {
         let start = farmem_sys::usize_from(u64::from(farmem_sys::gettid().unsigned_abs())) % n;
         let mut spins = 0u32;
         loop {
-            match take_any(n, |i| &self.lanes[i].flags, start) {
-                Ok(i) => {
-                    return Ok(Held {
-                        lane: &self.lanes[i],
-                    })
-                }
+            match take_any(&self.lanes, start) {
+                Ok((index, lane)) => return Ok(Held { index, lane }),
                 Err(NoLane::AllRetired) => {
                     return Err(Failure {
                         server: 0,
@@ -569,7 +480,7 @@ impl UcxPages {
                 left,
             } => {
                 // UCX may still write the requests: retire the lane.
-                held.lane.flags.retire();
+                held.lane.retire();
                 let late = format!(
                     "{left} UCX operation(s) got no reply within {} ms (FARMEM_TIMEOUT_MS)",
                     self.timeout_ns / 1_000_000
@@ -626,11 +537,6 @@ impl UcxPages {
             }
         }
     }
-
-    fn lane_index(&self, held: &Held<'_>) -> usize {
-        let base = self.lanes.as_ptr() as usize;
-        (held.lane as *const Lane as usize - base) / std::mem::size_of::<Lane>()
-    }
 }
 
 impl OneSided for UcxPages {
@@ -648,7 +554,7 @@ impl OneSided for UcxPages {
         let mut pending = [(0usize, 0usize); MAX_BATCH];
         let mut n = 0;
         let memh = self.memh_for(buf.as_ptr(), buf.len());
-        let lane = self.lane_index(&held);
+        let lane = held.index;
         for (i, (&p, &s)) in pages.iter().zip(from).enumerate() {
             let Some(key) = self.key(s, p, lane) else {
                 let f = ungranted(s, p);
@@ -676,7 +582,7 @@ impl OneSided for UcxPages {
         let _inside = farmem_sys::Inside::enter();
         let held = self.any_lane()?;
         let inner = held.inner();
-        let lane = self.lane_index(&held);
+        let lane = held.index;
         let staging = inner.staging.addr();
         let memh = inner.staging.handle();
         let mut pending = [(0usize, 0usize); MAX_BATCH * MAX_REPLICAS + 64];
@@ -733,49 +639,23 @@ mod tests {
 
     #[test]
     fn a_retired_lane_is_skipped_never_waited_on() {
-        let lanes: Vec<LaneFlags> = (0..3).map(|_| LaneFlags::new()).collect();
-        let flags = |i: usize| &lanes[i];
+        let lanes: Vec<Retirable<()>> = (0..3).map(|_| Retirable::new(())).collect();
         // Lane 1 times out while held: retired, and busy for good.
-        assert_eq!(take_any(3, flags, 1), Ok(1));
-        lanes[1].retire();
-        lanes[1].release();
-        assert_eq!(lanes[1].try_take(), Take::Retired);
-        // A grant goes past it at once (this would spin forever if it
-        // waited on `busy`).
-        assert!(!lanes[1].take_unless_retired());
-        assert!(lanes[0].take_unless_retired());
-        lanes[0].release();
+        let (i, g) = take_any(&lanes, 1).unwrap();
+        assert_eq!(i, 1);
+        g.retire();
+        drop(g);
         // A batch starting at the retired lane takes the next live one.
-        assert_eq!(take_any(3, flags, 1), Ok(2));
-        assert_eq!(take_any(3, flags, 1), Ok(0));
+        let (i, g2) = take_any(&lanes, 1).unwrap();
+        assert_eq!(i, 2);
+        let (i, g0) = take_any(&lanes, 1).unwrap();
+        assert_eq!(i, 0);
         // Live lanes all held: busy, not gone.
-        assert_eq!(take_any(3, flags, 1), Err(NoLane::AllBusy));
-        lanes[0].retire();
-        lanes[2].retire();
-        assert_eq!(take_any(3, flags, 0), Err(NoLane::AllRetired));
-    }
-
-    #[test]
-    fn a_lane_retired_while_a_grant_waits_releases_the_grant() {
-        let lane = LaneFlags::new();
-        assert_eq!(lane.try_take(), Take::Taken);
-        std::thread::scope(|sc| {
-            let waiter = sc.spawn(|| lane.take_unless_retired());
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            lane.retire();
-            lane.release();
-            assert!(!waiter.join().unwrap(), "a retired lane is never taken");
-        });
-        assert_eq!(lane.try_take(), Take::Retired);
-    }
-
-    #[test]
-    fn a_released_lane_is_taken_again() {
-        let lane = LaneFlags::new();
-        assert_eq!(lane.try_take(), Take::Taken);
-        assert_eq!(lane.try_take(), Take::Busy);
-        lane.release();
-        assert_eq!(lane.try_take(), Take::Taken);
+        assert!(matches!(take_any(&lanes, 1), Err(NoLane::AllBusy)));
+        g0.retire();
+        g2.retire();
+        drop((g0, g2));
+        assert!(matches!(take_any(&lanes, 0), Err(NoLane::AllRetired)));
     }
 
     /// `drain` over scripted operations: `script[r]` is the statuses
