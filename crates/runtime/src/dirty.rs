@@ -78,14 +78,14 @@ impl Runtime {
     /// and dirty.
     pub(crate) fn make_dirty(&self, p: usize) {
         let timed = self.span();
-        let (stream, ahead) = self.wstreams.plan(p);
+        let (stream, ahead) = self.streams.writes.plan(p);
         let mut n = 1;
-        while n <= ahead && p + n < self.npages {
+        while n <= ahead && p + n < self.arena.npages {
             let q = p + n;
-            let w = self.table.load(q);
+            let w = self.arena.table.load(q);
             let taken = w.state() == State::Clean
                 && !w.has(page::ADV_READ_MOSTLY)
-                && next(w, Event::WriteFault).is_ok_and(|nw| self.table.cas(q, w, nw));
+                && next(w, Event::WriteFault).is_ok_and(|nw| self.arena.table.cas(q, w, nw));
             if !taken {
                 break;
             }
@@ -96,9 +96,10 @@ impl Runtime {
             // when it outruns the pages read in so far (a read-modify-write
             // sweep just behind its read front), it continues from there
             // with the window it has, instead of starting over.
-            self.wstreams.moved(s, p + n, ahead);
+            self.streams.writes.moved(s, p + n, ahead);
         }
         if let Err(e) = self
+            .arena
             .uffd
             .write_protect(self.addr_of(p), n * PAGE_SIZE, false)
         {
@@ -111,10 +112,10 @@ impl Runtime {
             farmem_sys::fatal(m.as_bytes());
         }
         for q in p..p + n {
-            self.table.must(q, Event::MadeDirty);
+            self.arena.table.must(q, Event::MadeDirty);
         }
-        self.stats.wp_faults.add(1);
-        self.stats.wp_ahead.add(n as u64 - 1);
+        self.observe.stats.wp_faults.add(1);
+        self.observe.stats.wp_ahead.add(n as u64 - 1);
         self.charge(timed, Phase::MakeDirty);
     }
 }

@@ -48,7 +48,7 @@ impl Runtime {
         for run in runs(pages.len(), same_run) {
             let i = run.start;
             let from = if zero(i) {
-                self.zero.as_ptr().cast_const()
+                self.arena.zero.as_ptr().cast_const()
             } else {
                 page_of(src[i]).cast_const()
             };
@@ -57,7 +57,8 @@ impl Runtime {
             // pages; the destination pages are in the registered arena and
             // owned by the caller (Fetching).
             let res = unsafe {
-                self.uffd
+                self.arena
+                    .uffd
                     .copy(self.addr_of(pages[i]), from, run.len() * PAGE_SIZE, !dirty)
             };
             if !matches!(res, Ok(CopyOutcome::Done)) {
@@ -74,15 +75,15 @@ impl Runtime {
         self.charge(timed, Phase::Install);
         let timed = self.span();
         for &q in pages {
-            self.table.must(q, Event::Installed { dirty });
+            self.arena.table.must(q, Event::Installed { dirty });
         }
         // Every page that comes back tells its refault distance, prefetched
         // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
         // to be kept.
-        let mut queues = self.queues.lock();
+        let mut queues = self.budget.queues.lock();
         for &q in pages {
-            let seq = self.table.load(q).has(page::ADV_SEQUENTIAL);
-            let refault = (!seq).then(|| self.table.aux(page_u32(q)));
+            let seq = self.arena.table.load(q).has(page::ADV_SEQUENTIAL);
+            let refault = (!seq).then(|| self.arena.table.aux(page_u32(q)));
             if !queues.admit(page_u32(q), refault) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");

@@ -25,7 +25,9 @@
 //! in the signal frame says so), and the first write to a clean page faults
 //! once more to mark it dirty.
 
+mod arena;
 pub mod backend;
+mod budget;
 mod checksum;
 pub mod config;
 pub mod cost;
@@ -37,6 +39,7 @@ mod fork;
 mod hold;
 mod install;
 pub mod jvm;
+mod observe;
 pub mod page;
 mod peers;
 mod pins;
@@ -49,6 +52,7 @@ pub mod replacement;
 pub mod signals;
 mod slots;
 pub mod stats;
+mod streams;
 mod sync;
 mod table;
 pub mod trace;
@@ -71,10 +75,10 @@ use regions::Regions;
 use replacement::Queues;
 use signals::{on_sigbus, print_stats_at_exit};
 use slots::Slots;
-use stats::{Snapshot, Stats};
+use stats::Snapshot;
 use std::fmt::Write as _;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use sync::SpinLock;
 use table::PageTable;
@@ -143,46 +147,14 @@ pub enum Advice {
 /// signal handler may use it until the process ends).
 pub struct Runtime {
     pub(crate) cfg: Config,
-    pub(crate) uffd: Uffd,
-    pub(crate) arena: Mapping,
-    pub(crate) base: usize,
-    pub(crate) npages: usize,
-    /// Per page: its state word and the replacement policy's word.
-    pub(crate) table: PageTable,
+    pub(crate) arena: arena::Arena,
+    pub(crate) budget: budget::Budget,
+    pub(crate) streams: streams::Streams,
+    pub(crate) observe: observe::Observe,
     pub(crate) backend: Box<dyn Backend>,
-    pub(crate) budget: usize,
-    /// Pages kept free in the budget (`FARMEM_RESERVE`, at most 1/16 of
-    /// it): see `Runtime::refill`.
-    pub(crate) spare: usize,
-    /// Pages resident or reserved for an install in progress. Never exceeds
-    /// `budget`: a fault reserves before it installs (see `reserve`). It
-    /// lives on the published board, as do `stats`.
-    pub(crate) resident: &'static AtomicUsize,
-    pub(crate) pinned: AtomicUsize,
-    /// The replacement queues. Together they hold exactly the pages whose
-    /// state is Clean, MakingDirty or Dirty (so never more than `budget`).
-    pub(crate) queues: SpinLock<Queues>,
-    /// Per page: the CRC32C of its contents on the backend, written at
-    /// write-back and checked at every fetch (when `cfg.checksum`).
-    pub(crate) sums: Sums,
     pub(crate) regions: Mutex<Regions>,
-    /// Ranges the program protected or mapped itself (see [`remap`]), and
-    /// whether there are any (so `free` checks without a lock).
-    pub(crate) altered: Mutex<remap::AlteredRanges>,
-    pub(crate) any_altered: AtomicBool,
-    pub(crate) slots: Slots,
-    /// What to prefetch: see [`readahead`].
-    pub(crate) planner: SpinLock<Planner>,
-    /// Pages on their way out, still local: see [`hold`].
-    pub(crate) hold: hold::Hold,
-    /// `FARMEM_TRACE`: the policy trace, when asked for.
-    pub(crate) tracer: Option<trace::Tracer>,
-    /// Write streams over clean pages: see `dirty`.
-    pub(crate) wstreams: dirty::WriteStreams,
-    pub(crate) zero: Mapping,
-    pub(crate) stats: &'static Stats,
-    /// The counters as `farmem stat` sees them (see [`publish`]).
-    pub(crate) board: publish::Board,
+    /// Ranges the program protected or mapped itself: see [`remap`].
+    pub(crate) altered: remap::AlteredSet,
     /// Address of the embedded server process, when farmem started one.
     pub(crate) server: Option<farmem_wire::ServerAddr>,
 }
@@ -224,7 +196,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     if rt.cfg.stats_at_exit {
         farmem_sys::process::at_exit(print_stats_at_exit);
     }
-    if rt.tracer.is_some() {
+    if rt.observe.tracer.is_some() {
         farmem_sys::process::at_exit(flush_trace_at_exit);
     }
     Ok(rt)
@@ -305,29 +277,36 @@ impl Runtime {
         });
         backend.publish(&board.page().health);
         Ok(Runtime {
-            base: arena.as_ptr() as usize,
-            npages,
-            arena,
-            table,
-            uffd,
+            arena: arena::Arena {
+                base: arena.as_ptr() as usize,
+                npages,
+                mapping: arena,
+                table,
+                uffd,
+                sums,
+                zero,
+            },
+            budget: budget::Budget {
+                pages: budget,
+                spare,
+                resident: &board.page().resident,
+                pinned: AtomicUsize::new(0),
+                queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),
+                hold,
+            },
+            streams: streams::Streams {
+                slots,
+                planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
+                writes: dirty::WriteStreams::new(),
+            },
+            observe: observe::Observe {
+                stats: &board.page().stats,
+                board,
+                tracer,
+            },
             backend,
-            budget,
-            spare,
-            resident: &board.page().resident,
-            pinned: AtomicUsize::new(0),
-            queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),
-            sums,
             regions: Mutex::new(Regions::default()),
-            altered: Mutex::new(remap::AlteredRanges::default()),
-            any_altered: AtomicBool::new(false),
-            slots,
-            planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
-            hold,
-            tracer,
-            wstreams: dirty::WriteStreams::new(),
-            zero,
-            stats: &board.page().stats,
-            board,
+            altered: remap::AlteredSet::default(),
             server,
             cfg,
         })
@@ -344,7 +323,7 @@ impl Runtime {
 
     /// The local budget: resident pages and the hold together.
     pub fn budget_bytes(&self) -> u64 {
-        ((self.budget + self.hold.slots()) * PAGE_SIZE) as u64
+        ((self.budget.pages + self.budget.hold.slots()) * PAGE_SIZE) as u64
     }
 
     /// The statistics table, and the backend's health where it has any
@@ -368,35 +347,35 @@ impl Runtime {
     pub fn snapshot(&self) -> Snapshot {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();
-            let q = self.queues.lock();
+            let q = self.budget.queues.lock();
             (q.promoted, q.displaced)
         };
-        let held = self.hold.slots() - self.hold.free_slots();
-        self.stats.snapshot(
-            ((self.resident.load(Ordering::Relaxed) + held) * PAGE_SIZE) as u64,
+        let held = self.budget.hold.slots() - self.budget.hold.free_slots();
+        self.observe.stats.snapshot(
+            ((self.budget.resident.load(Ordering::Relaxed) + held) * PAGE_SIZE) as u64,
             self.budget_bytes(),
             policy,
         )
     }
 
     pub fn reset_latency(&self) {
-        self.stats.fault_ns.reset();
+        self.observe.stats.fault_ns.reset();
     }
 
     /// Whether `addr` lies in far memory.
     pub fn contains(&self, addr: usize) -> bool {
-        self.arena.contains(addr)
+        self.arena.mapping.contains(addr)
     }
 
     /// The arena's address range `[start, end)`: all far memory lies in it.
     pub fn arena_range(&self) -> (usize, usize) {
-        (self.base, self.base + self.arena.len())
+        (self.arena.base, self.arena.base + self.arena.mapping.len())
     }
 
     /// Whether `[addr, addr+len)` overlaps far memory.
     pub fn overlaps(&self, addr: usize, len: usize) -> bool {
         let end = addr.saturating_add(len);
-        len > 0 && addr < self.base + self.arena.len() && end > self.base
+        len > 0 && addr < self.arena.base + self.arena.mapping.len() && end > self.arena.base
     }
 }
 
@@ -410,19 +389,19 @@ fn describe_backend(server: Option<&farmem_wire::ServerAddr>, backend: &dyn Back
 /// `farmem stat` sees the program end: its board is marked and removed.
 extern "C" fn end_board_at_exit() {
     if let Some(rt) = get() {
-        rt.board.end();
+        rt.observe.board.end();
     }
 }
 
 extern "C" fn flush_trace_at_exit() {
-    if let Some(t) = get().and_then(|rt| rt.tracer.as_ref()) {
+    if let Some(t) = get().and_then(|rt| rt.observe.tracer.as_ref()) {
         t.flush();
     }
 }
 
 impl Runtime {
     pub(crate) fn addr_of(&self, p: usize) -> usize {
-        self.base + p * PAGE_SIZE
+        self.arena.base + p * PAGE_SIZE
     }
 
     /// Stop the program: page `page` could not be moved (`what`: fetch,
@@ -441,7 +420,7 @@ impl Runtime {
     /// Append a record to the policy trace, if one is kept.
     #[inline]
     pub(crate) fn trace(&self, kind: trace::Kind, page: usize, detail: u8) {
-        if let Some(t) = &self.tracer {
+        if let Some(t) = &self.observe.tracer {
             t.record(kind, page, detail);
         }
     }

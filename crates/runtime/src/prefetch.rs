@@ -32,9 +32,9 @@ impl Runtime {
         } else {
             Hint::None
         };
-        let plan = self.planner.lock().plan(p as u64, hint, |q| {
+        let plan = self.streams.planner.lock().plan(p as u64, hint, |q| {
             let q = farmem_sys::usize_from(q);
-            q < self.npages && self.table.load(q).state().is_resident()
+            q < self.arena.npages && self.arena.table.load(q).state().is_resident()
         });
         if let Some((first, stride, k)) = plan.used {
             let mut used = [0usize; MAX_BATCH];
@@ -43,7 +43,9 @@ impl Runtime {
                 // Negative positions are outside the arena.
                 let q = usize::try_from(first + stride * j);
                 if let Ok(q) = q {
-                    if q < self.npages && self.table.transition(q, Event::PrefetchUsed).is_ok() {
+                    if q < self.arena.npages
+                        && self.arena.table.transition(q, Event::PrefetchUsed).is_ok()
+                    {
                         used[n] = q;
                         n += 1;
                     }
@@ -57,7 +59,7 @@ impl Runtime {
     /// Page `p` was seen used: counted as a used prefetch if it was
     /// prefetched and not counted yet.
     pub(crate) fn credit_used(&self, p: usize) {
-        if self.table.transition(p, Event::PrefetchUsed).is_ok() {
+        if self.arena.table.transition(p, Event::PrefetchUsed).is_ok() {
             self.count_used(&[p]);
         }
     }
@@ -68,8 +70,8 @@ impl Runtime {
         if pages.is_empty() {
             return;
         }
-        self.stats.prefetch_used.add(pages.len() as u64);
-        let mut pl = self.planner.lock();
+        self.observe.stats.prefetch_used.add(pages.len() as u64);
+        let mut pl = self.streams.planner.lock();
         for &q in pages {
             pl.on_used(q as u64);
             self.trace(Kind::PrefetchUsed, q, 0);
@@ -81,7 +83,7 @@ impl Runtime {
     /// request the next one.
     pub(crate) fn continue_stream(&self, q: usize, write: bool) {
         let maxw = (self.cfg.prefetch_pages as usize).min(MAX_BATCH);
-        let Some((i, win)) = self.planner.lock().stream_at(q as i64) else {
+        let Some((i, win)) = self.streams.planner.lock().stream_at(q as i64) else {
             return;
         };
         // The stream ran through the resident pages before `q`: its windows'
@@ -91,11 +93,16 @@ impl Runtime {
         let mut used = [0usize; MAX_BATCH];
         let mut n = 0;
         for k in 1..=MAX_BATCH.min(q) {
-            let w = self.table.load(q - k);
+            let w = self.arena.table.load(q - k);
             if !w.state().is_resident() {
                 break;
             }
-            if w.has(page::PREFETCHED) && self.table.transition(q - k, Event::PrefetchUsed).is_ok()
+            if w.has(page::PREFETCHED)
+                && self
+                    .arena
+                    .table
+                    .transition(q - k, Event::PrefetchUsed)
+                    .is_ok()
             {
                 used[n] = q - k;
                 n += 1;
@@ -105,14 +112,21 @@ impl Runtime {
         let start = q + win;
         let issued = self.pipeline_ahead(start, (win * 2).min(maxw), write);
         // Without a window ahead, the stream's next fault is at `start`.
-        self.planner.lock().moved(i, start as i64, issued.max(win));
+        self.streams
+            .planner
+            .lock()
+            .moved(i, start as i64, issued.max(win));
     }
 
     /// Request the window of a forward stream that starts at `start` ahead
     /// of the program: up to `want` pages, as the region's record allows.
     /// Returns how many were requested.
     pub(crate) fn pipeline_ahead(&self, start: usize, want: usize, write: bool) -> usize {
-        let want = self.planner.lock().pipeline_window(start as u64, want);
+        let want = self
+            .streams
+            .planner
+            .lock()
+            .pipeline_window(start as u64, want);
         if want > 1 {
             self.prefetch_async(start, want, write)
         } else {
@@ -126,12 +140,12 @@ impl Runtime {
     /// installed writable and dirty (sparing a write-protect fault each).
     /// Returns how many were requested.
     pub(crate) fn prefetch_async(&self, start: usize, want: usize, write: bool) -> usize {
-        let slot = match self.slots.try_acquire_async() {
+        let slot = match self.streams.slots.try_acquire_async() {
             Some(s) => s,
             None => {
                 // Held by triggers of streams the program left, perhaps.
                 self.unpark_all();
-                match self.slots.try_acquire_async() {
+                match self.streams.slots.try_acquire_async() {
                     Some(s) => s,
                     None => return 0,
                 }
@@ -140,13 +154,13 @@ impl Runtime {
         let run = farmem_sys::usize_from(self.backend.route_run(start as u64)).min(want);
         let mut list = [0u64; MAX_BATCH];
         let mut k = 0;
-        while k < run && start + k < self.npages {
+        while k < run && start + k < self.arena.npages {
             let q = start + k;
-            let w = self.table.load(q);
+            let w = self.arena.table.load(q);
             let ok = w.state() == State::Absent
                 && w.has(page::ON_SERVER)
                 && !w.has(page::ADV_RANDOM)
-                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.table.cas(q, w, nw));
+                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.arena.table.cas(q, w, nw));
             if !ok {
                 break;
             }
@@ -186,8 +200,8 @@ impl Runtime {
         if spare {
             self.refill();
         }
-        self.stats.prefetched.add(k as u64);
-        self.stats.prefetch_async.add(k as u64);
+        self.observe.stats.prefetched.add(k as u64);
+        self.observe.stats.prefetch_async.add(k as u64);
         k
     }
 
@@ -203,20 +217,20 @@ impl Runtime {
     pub(crate) fn finish_async(&self, token: u64) {
         if token & DEMAND != 0 {
             // A demand read: its faulting thread installs it.
-            self.slots.arrive((token & 0xFF) as usize);
+            self.streams.slots.arrive((token & 0xFF) as usize);
             return;
         }
         let (slot, k, start, dirty) = decode_async(token);
         if k > 1 {
             self.install_from_slot(slot, 1, start + 1, k - 1, dirty);
         }
-        self.slots.park(slot, token);
+        self.streams.slots.park(slot, token);
     }
 
     /// Install page `p` if it is a parked trigger. Returns false if it is not
     /// (its request is still on the wire, or another thread took it).
     pub(crate) fn unpark(&self, p: usize) -> bool {
-        let Some((slot, token)) = self.slots.take_parked(|t| decode_async(t).2 == p) else {
+        let Some((slot, token)) = self.streams.slots.take_parked(|t| decode_async(t).2 == p) else {
             return false;
         };
         let (_, _, start, dirty) = decode_async(token);
@@ -227,7 +241,7 @@ impl Runtime {
     /// Install every parked trigger: under budget pressure, or when every
     /// asynchronous slot is held by streams the program left.
     pub(crate) fn unpark_all(&self) {
-        while let Some((slot, token)) = self.slots.take_parked(|_| true) {
+        while let Some((slot, token)) = self.streams.slots.take_parked(|_| true) {
             let (_, _, start, dirty) = decode_async(token);
             self.install_from_slot(slot.index(), 0, start, 1, dirty);
         }
@@ -238,8 +252,8 @@ impl Runtime {
     fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
         let pages: [usize; MAX_BATCH] = std::array::from_fn(|i| first + i);
         let src: [usize; MAX_BATCH] = std::array::from_fn(|i| offset + i);
-        self.install(&pages[..k], &src[..k], self.slots.buf(slot), dirty);
-        self.stats.pages_fetched.add(k as u64);
+        self.install(&pages[..k], &src[..k], self.streams.slots.buf(slot), dirty);
+        self.observe.stats.pages_fetched.add(k as u64);
     }
 }
 

@@ -32,7 +32,8 @@ use crate::page;
 use crate::{Runtime, RuntimeError};
 use farmem_sys::PAGE_SIZE;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// How a range of the arena differs from plain arena memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,32 @@ pub enum Altered {
     Protected,
     /// The kernel's: mapped by the program, not registered, not far.
     Lent,
+}
+
+/// The ranges the program altered, and whether there are any, so that the
+/// common case (none) costs one load and no lock.
+#[derive(Default)]
+pub(crate) struct AlteredSet {
+    ranges: Mutex<AlteredRanges>,
+    any: AtomicBool,
+}
+
+impl AlteredSet {
+    pub(crate) fn any(&self) -> bool {
+        self.any.load(Ordering::Acquire)
+    }
+
+    /// Change the ranges; `any` follows before the lock is given back.
+    pub(crate) fn edit<R>(&self, f: impl FnOnce(&mut AlteredRanges) -> R) -> R {
+        let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        let out = f(&mut ranges);
+        self.any.store(!ranges.is_empty(), Ordering::Release);
+        out
+    }
+
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&AlteredRanges) -> R) -> R {
+        f(&self.ranges.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// Disjoint page ranges `[start, end)` and how each is altered. Pure
@@ -154,8 +181,8 @@ impl Runtime {
         {
             return Err(bad);
         }
-        let first = (addr - self.base) / PAGE_SIZE;
-        let last = (end - 1 - self.base) / PAGE_SIZE;
+        let first = (addr - self.arena.base) / PAGE_SIZE;
+        let last = (end - 1 - self.arena.base) / PAGE_SIZE;
         let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
         match r.containing(first) {
             Some((s, n)) if last < s + n => Ok((first, last)),
@@ -173,7 +200,8 @@ impl Runtime {
         self.release_pages(first, n);
         self.restore(first, n)?;
         for p in first..=last {
-            self.table
+            self.arena
+                .table
                 .word(p)
                 .fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
@@ -199,26 +227,25 @@ impl Runtime {
             self.hide(first, last);
         } else {
             for p in first..=last {
-                self.table
+                self.arena
+                    .table
                     .word(p)
                     .fetch_and(!page::HIDDEN, Ordering::AcqRel);
             }
         }
         let n = last - first + 1;
-        let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-        // A lent part keeps being the kernel's: only its protection changes.
-        let lent = altered.remove(first, first + n);
-        if prot != RW {
-            altered.insert(first, first + n, Altered::Protected);
-        }
-        for (s, e, kind) in lent {
-            if kind == Altered::Lent {
-                altered.insert(s, e, Altered::Lent);
+        self.altered.edit(|altered| {
+            // A lent part keeps being the kernel's: only its protection changes.
+            let lent = altered.remove(first, first + n);
+            if prot != RW {
+                altered.insert(first, first + n, Altered::Protected);
             }
-        }
-        self.any_altered
-            .store(!altered.is_empty(), Ordering::Release);
-        drop(altered);
+            for (s, e, kind) in lent {
+                if kind == Altered::Lent {
+                    altered.insert(s, e, Altered::Lent);
+                }
+            }
+        });
         // SAFETY: the pages are the program's own far allocation, which it
         // asks to protect; resident pages it can no longer read have left.
         unsafe { farmem_sys::mem::mprotect(self.addr_of(first) as *mut u8, n * PAGE_SIZE, prot) }
@@ -231,12 +258,13 @@ impl Runtime {
     fn hide(&self, first: usize, last: usize) {
         let _block = farmem_sys::signal::SignalBlock::new();
         for p in first..=last {
-            let _ = self
-                .table
-                .word(p)
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
-                    (w & page::ALLOCATED != 0).then_some(w | page::HIDDEN)
-                });
+            let _ =
+                self.arena
+                    .table
+                    .word(p)
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                        (w & page::ALLOCATED != 0).then_some(w | page::HIDDEN)
+                    });
         }
         for p in first..=last {
             self.settle(p);
@@ -253,9 +281,8 @@ impl Runtime {
         let (first, last) = self.pages_within(addr, len)?;
         let n = last - first + 1;
         self.release_pages(first, n);
-        let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-        altered.insert(first, first + n, Altered::Lent);
-        self.any_altered.store(true, Ordering::Release);
+        self.altered
+            .edit(|altered| altered.insert(first, first + n, Altered::Lent));
         Ok(())
     }
 
@@ -277,11 +304,9 @@ impl Runtime {
     pub fn make_executable(&self, addr: usize, len: usize, prot: i32) -> Result<(), RuntimeError> {
         self.check_not_forked()?;
         let (first, last) = self.pages_within(addr, len)?;
-        let parts = self.altered.lock().unwrap_or_else(|p| p.into_inner()).gaps(
-            first,
-            last + 1,
-            Altered::Lent,
-        );
+        let parts = self
+            .altered
+            .read(|altered| altered.gaps(first, last + 1, Altered::Lent));
         for (s, e) in parts {
             self.make_local(s, e)?;
         }
@@ -304,7 +329,7 @@ impl Runtime {
         // fresh mapping does, and is not fetched.
         let with_content: Vec<usize> = (s..e)
             .filter(|&p| {
-                let w = self.table.load(p);
+                let w = self.arena.table.load(p);
                 w.state() != page::State::Absent || w.has(page::ON_SERVER) || w.has(page::HELD)
             })
             .collect();
@@ -339,16 +364,15 @@ impl Runtime {
                 )
             };
         }
-        let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-        altered.insert(s, e, Altered::Lent);
-        self.any_altered.store(true, Ordering::Release);
+        self.altered
+            .edit(|altered| altered.insert(s, e, Altered::Lent));
         Ok(())
     }
 
     /// Whether all of `[addr, addr+len)` is lent to the kernel (calls on it
     /// go to the kernel as they are).
     pub fn is_lent(&self, addr: usize, len: usize) -> bool {
-        if !self.any_altered.load(Ordering::Acquire) || len == 0 || !self.contains(addr) {
+        if !self.altered.any() || len == 0 || !self.contains(addr) {
             return false;
         }
         let Some(end) = addr.checked_add(len) else {
@@ -357,24 +381,22 @@ impl Runtime {
         if !self.contains(end - 1) {
             return false;
         }
-        let first = (addr - self.base) / PAGE_SIZE;
-        let last = (end - 1 - self.base) / PAGE_SIZE;
-        let altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-        altered.covers(first, last + 1, Altered::Lent)
+        let first = (addr - self.arena.base) / PAGE_SIZE;
+        let last = (end - 1 - self.arena.base) / PAGE_SIZE;
+        self.altered
+            .read(|altered| altered.covers(first, last + 1, Altered::Lent))
     }
 
     /// Make the altered parts of pages `[first, first+n)` plain arena memory
     /// again: fresh, read-write, registered with userfaultfd. Their far
     /// pages must have been released.
     pub(crate) fn restore(&self, first: usize, n: usize) -> Result<(), RuntimeError> {
-        if !self.any_altered.load(Ordering::Acquire) || is_forked_child() {
+        if !self.altered.any() || is_forked_child() {
             return Ok(());
         }
-        let mut altered = self.altered.lock().unwrap_or_else(|p| p.into_inner());
-        let parts = altered.remove(first, first + n);
-        self.any_altered
-            .store(!altered.is_empty(), Ordering::Release);
-        drop(altered);
+        let parts = self
+            .altered
+            .edit(|altered| altered.remove(first, first + n));
         for (s, e, _) in parts {
             let (addr, len) = (self.addr_of(s), (e - s) * PAGE_SIZE);
             // SAFETY: the range is in the arena, which farmem owns, and its
@@ -384,7 +406,8 @@ impl Runtime {
             // SAFETY: as above; the arena never uses transparent huge pages.
             let _ =
                 unsafe { farmem_sys::mem::madvise(addr as *mut u8, len, libc::MADV_NOHUGEPAGE) };
-            self.uffd
+            self.arena
+                .uffd
                 .register(
                     addr,
                     len,
