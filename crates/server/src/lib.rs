@@ -12,12 +12,13 @@
 //!
 //! Modules: `listener` (the listening socket), `connection` (one client's
 //! requests and replies), `session` (the session table), `store` (a
-//! session's pages), `options` (`farmem serve`'s options checked into a
-//! [`ServerConfig`], the shared-secret rule, the stop conditions).
+//! session's pages), `capacity` (the pages sessions may hold: every charge
+//! and refusal), `memfd` and `ucx` (the one-sided page paths), `metrics`,
+//! `options` (`farmem serve`'s options checked into a [`ServerConfig`], the
+//! shared-secret rule, the stop conditions).
 
+mod capacity;
 mod connection;
-mod gate;
-mod input;
 mod listener;
 mod memfd;
 mod metrics;
@@ -117,7 +118,8 @@ impl ServerConfig {
 
 struct Shared {
     cfg: ServerConfig,
-    used_pages: AtomicU64,
+    /// Pages charged against `cfg.capacity_pages` and each session's quota.
+    capacity: capacity::Capacity,
     sessions: Mutex<HashMap<Token, SessionEntry>>,
     conns: Mutex<HashMap<u64, OwnedFd>>,
     next_conn: AtomicU64,
@@ -203,8 +205,8 @@ impl Server {
                 side_door,
                 next_session: AtomicU64::new(1),
                 metrics: metrics::Metrics::default(),
+                capacity: capacity::Capacity::new(cfg.capacity_pages, cfg.session_quota_pages),
                 cfg,
-                used_pages: AtomicU64::new(0),
                 sessions: Mutex::new(HashMap::new()),
                 conns: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
@@ -457,7 +459,7 @@ impl ServerHandle {
 
     /// Pages stored across all sessions.
     pub fn used_pages(&self) -> u64 {
-        self.shared.used_pages.load(Ordering::Relaxed)
+        self.shared.capacity.used()
     }
 
     pub fn shutdown(mut self) -> Result<(), ServerError> {

@@ -11,14 +11,15 @@
 //! socket whose `SO_PEERCRED` uid the server accepts, after its Hello.
 //!
 //! The server never maps a chunk. Capacity and `--session-quota` are
-//! charged per chunk before the file is made (a session at its quota costs
-//! the server nothing), and given back if making it fails. Where the
-//! client's memory cgroup is not the server's, the file's memory is
-//! allocated when it is made, so that the server's cgroup pays for it,
-//! never the client's ([`MemfdPool::new`]). When the
-//! session closes, every chunk's memory is punched out, so a client that
-//! keeps its descriptor holds nothing this server paid for.
+//! reserved per chunk before the file is made (a session at its quota costs
+//! the server nothing; `crate::capacity`), and given back if making it
+//! fails. Where the client's memory cgroup is not the server's, the file's
+//! memory is allocated when it is made, so that the server's cgroup pays
+//! for it, never the client's ([`MemfdPool::new`]). When the session
+//! closes, every chunk's memory is punched out, so a client that keeps its
+//! descriptor holds nothing this server paid for.
 
+use crate::capacity::{Refused, Reservation};
 use farmem_wire::{CHUNK_PAGES, PAGE_SIZE};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -44,7 +45,7 @@ pub(crate) struct MemfdPool {
 /// Why a chunk was not granted.
 pub(crate) enum GrantError {
     OutOfRange(String),
-    Capacity(String),
+    Capacity(Refused),
     System(String),
 }
 
@@ -74,15 +75,14 @@ impl MemfdPool {
     }
 
     /// Grant chunk `c`: a new descriptor for its memory file (made now, or
-    /// already) and its length in pages. `charge(pages)` reserves the
-    /// server's capacity and the session's quota, or says why not;
-    /// `uncharge(pages)` gives back what was charged when the file cannot
-    /// be made.
-    pub(crate) fn grant(
+    /// already) and its length in pages. `reserve(pages)` reserves the
+    /// server's capacity and the session's quota before the file is made,
+    /// or says why not; the reservation goes back if the file cannot be
+    /// made.
+    pub(crate) fn grant<'r>(
         &self,
         c: u64,
-        charge: impl FnOnce(u64) -> Result<(), String>,
-        uncharge: impl FnOnce(u64),
+        reserve: impl FnOnce(u64) -> Result<Reservation<'r>, Refused>,
     ) -> Result<(OwnedFd, u64), GrantError> {
         let nchunks = self.max_pages.div_ceil(CHUNK_PAGES);
         if c >= nchunks {
@@ -102,7 +102,7 @@ impl MemfdPool {
             return dup(ch);
         }
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
-        charge(pages).map_err(GrantError::Capacity)?;
+        let reservation = reserve(pages).map_err(GrantError::Capacity)?;
         let made = farmem_sys::memfd::create_sealed(
             c"farmem-chunk",
             pages * PAGE_SIZE as u64,
@@ -111,13 +111,14 @@ impl MemfdPool {
         let fd = match made {
             Ok(fd) => fd,
             Err(e) => {
-                uncharge(pages);
+                drop(reservation);
                 return Err(GrantError::System(format!(
                     "cannot make a memory file for a chunk: {e}"
                 )));
             }
         };
         self.charged.fetch_add(pages, Ordering::AcqRel);
+        reservation.keep_all();
         let ch = chunks.entry(c).or_insert(Chunk { fd, pages });
         dup(ch)
     }
@@ -161,6 +162,7 @@ impl Drop for MemfdPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capacity::Capacity;
     use std::os::unix::fs::{FileExt, MetadataExt};
 
     fn file(fd: &OwnedFd) -> std::fs::File {
@@ -172,8 +174,10 @@ mod tests {
     /// holes (which the client's writes would fill, charged to it).
     #[test]
     fn a_client_of_another_cgroup_finds_its_chunk_allocated_by_the_server() {
+        let cap = Capacity::new(u64::MAX, 0);
         let pool = MemfdPool::new(CHUNK_PAGES, false);
-        let (fd, pages) = pool.grant(0, |_| Ok(()), |_| {}).ok().unwrap();
+        let (fd, pages) = pool.grant(0, |p| cap.reserve(0, p)).ok().unwrap();
+        assert_eq!(cap.used(), pages, "the chunk stays charged");
         let whole = pages * PAGE_SIZE as u64;
         assert_eq!(file(&fd).metadata().unwrap().blocks() * 512, whole);
         file(&fd).write_all_at(&[7u8; 4096], 4096).unwrap();
@@ -184,7 +188,7 @@ mod tests {
         assert_eq!(file(&fd).metadata().unwrap().blocks() * 512, whole);
         // The same cgroup: holes until written.
         let pool = MemfdPool::new(CHUNK_PAGES, true);
-        let (fd, _) = pool.grant(0, |_| Ok(()), |_| {}).ok().unwrap();
+        let (fd, _) = pool.grant(0, |p| cap.reserve(0, p)).ok().unwrap();
         assert_eq!(file(&fd).metadata().unwrap().blocks(), 0);
     }
 }

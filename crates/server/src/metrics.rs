@@ -38,27 +38,24 @@ use std::time::{Duration, Instant};
 /// request is counted under its name, never as "other").
 const OPS: [Op; Op::REQUESTS.len()] = Op::REQUESTS;
 
-/// Error replies counted, by their code (1..=13; 0 collects codes unknown
-/// to this build).
-const CODES: usize = 14;
+/// Error replies counted, by their code (the wire's own list, so a new
+/// code is counted under its name): slot 0 collects codes unknown to this
+/// build, slot `i + 1` counts `ErrorCode::ALL[i]`.
+const CODES: usize = ErrorCode::ALL.len() + 1;
 
+/// The slot that counts error code `code`.
+fn code_slot(code: u32) -> usize {
+    ErrorCode::ALL
+        .iter()
+        .position(|c| *c as u32 == code)
+        .map_or(0, |i| i + 1)
+}
+
+/// The `kind` label of slot `i`.
 fn code_name(i: usize) -> &'static str {
-    match u32::try_from(i).ok().and_then(ErrorCode::from_u32) {
-        Some(ErrorCode::BadMagic) => "bad_magic",
-        Some(ErrorCode::BadVersion) => "bad_version",
-        Some(ErrorCode::UnknownOp) => "unknown_op",
-        Some(ErrorCode::BadLength) => "bad_length",
-        Some(ErrorCode::TooLarge) => "too_large",
-        Some(ErrorCode::OutOfRange) => "out_of_range",
-        Some(ErrorCode::NoSession) => "no_session",
-        Some(ErrorCode::Capacity) => "capacity",
-        Some(ErrorCode::NotFound) => "not_found",
-        Some(ErrorCode::Malformed) => "malformed",
-        Some(ErrorCode::AuthRequired) => "auth_required",
-        Some(ErrorCode::AuthFailed) => "auth_failed",
-        Some(ErrorCode::Unsupported) => "unsupported",
-        None => "other",
-    }
+    i.checked_sub(1)
+        .and_then(|i| ErrorCode::ALL.get(i))
+        .map_or("other", |c| c.name())
 }
 
 /// One connection's counts, written only by its own thread.
@@ -97,11 +94,7 @@ impl ConnCounters {
 
     /// An error reply with `code` went out.
     pub(crate) fn error(&self, code: u32) {
-        let i = usize::try_from(code)
-            .ok()
-            .filter(|&c| c < CODES)
-            .unwrap_or(0);
-        self.errors[i].fetch_add(1, Relaxed);
+        self.errors[code_slot(code)].fetch_add(1, Relaxed);
     }
 
     fn add_into(&self, to: &ConnCounters) {
@@ -118,7 +111,7 @@ impl ConnCounters {
 }
 
 /// Why something was refused.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
     /// A session's `--session-quota` is full.
     Quota,
@@ -130,17 +123,30 @@ pub(crate) enum Refusal {
     Limit,
 }
 
-const REFUSALS: [(Refusal, &str); 4] = [
-    (Refusal::Quota, "quota"),
-    (Refusal::Capacity, "capacity"),
-    (Refusal::Auth, "auth"),
-    (Refusal::Limit, "limit"),
-];
+impl Refusal {
+    /// Every reason, in discriminant order (each counts at `reason as usize`).
+    const ALL: [Refusal; 4] = [
+        Refusal::Quota,
+        Refusal::Capacity,
+        Refusal::Auth,
+        Refusal::Limit,
+    ];
+
+    /// The `reason` label.
+    fn name(self) -> &'static str {
+        match self {
+            Refusal::Quota => "quota",
+            Refusal::Capacity => "capacity",
+            Refusal::Auth => "auth",
+            Refusal::Limit => "limit",
+        }
+    }
+}
 
 /// The server's counters besides the connections' own.
 pub(crate) struct Metrics {
     started: Instant,
-    refused: [AtomicU64; REFUSALS.len()],
+    refused: [AtomicU64; Refusal::ALL.len()],
     /// Handshakes that failed: a wrong proof, a proof this server could
     /// not check, or a client that rejected this server's proof.
     auth_failures: AtomicU64,
@@ -234,51 +240,65 @@ impl Collector for Scrape {
         let Some(sh) = self.server.upgrade() else {
             return Ok(());
         };
-        let m = &sh.metrics;
+        encode_server(&mut e, &sh)?;
+        self.encode_sessions(&mut e, &sh)?;
+        encode_refusals(&mut e, &sh.metrics)?;
+        encode_traffic(&mut e, &sh.metrics)
+    }
+}
+
+/// The server as a whole: its build, uptime, capacity and pages stored.
+fn encode_server(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
+    let page = PAGE_SIZE as u64;
+    let ucx = match sh.ucx.get() {
+        None => "not_started",
+        Some(Ok(_)) => "running",
+        Some(Err(_)) => "unavailable",
+    };
+    let info = [
+        ("version", env!("CARGO_PKG_VERSION").to_string()),
+        ("protocol", farmem_wire::VERSION.to_string()),
+        ("transport", sh.transport.to_string()),
+        ("ucx", ucx.to_string()),
+    ];
+    let mut f = e.encode_descriptor(
+        "farmem_server",
+        "This server's build, protocol version and transports (the value is 1)",
+        None,
+        MetricType::Info,
+    )?;
+    f.encode_info(&info)?;
+    gauge(
+        e,
+        "farmem_uptime_seconds",
+        "Seconds since this server started",
+        signed(sh.metrics.started.elapsed().as_secs()),
+    )?;
+    gauge(
+        e,
+        "farmem_capacity_bytes",
+        "Most all sessions together may store (--capacity)",
+        signed(sh.capacity.total() * page),
+    )?;
+    let used = sh.capacity.used();
+    gauge(
+        e,
+        "farmem_stored_pages",
+        "Pages stored, all sessions together (with UCX chunks granted)",
+        signed(used),
+    )?;
+    gauge(
+        e,
+        "farmem_stored_bytes",
+        "Bytes stored, all sessions together (with UCX chunks granted)",
+        signed(used * page),
+    )
+}
+
+impl Scrape {
+    /// The sessions, each one's pages, and the connections.
+    fn encode_sessions(&self, e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
         let page = PAGE_SIZE as u64;
-        let ucx = match sh.ucx.get() {
-            None => "not_started",
-            Some(Ok(_)) => "running",
-            Some(Err(_)) => "unavailable",
-        };
-        let info = [
-            ("version", env!("CARGO_PKG_VERSION").to_string()),
-            ("protocol", farmem_wire::VERSION.to_string()),
-            ("transport", sh.transport.to_string()),
-            ("ucx", ucx.to_string()),
-        ];
-        let mut f = e.encode_descriptor(
-            "farmem_server",
-            "This server's build, protocol version and transports (the value is 1)",
-            None,
-            MetricType::Info,
-        )?;
-        f.encode_info(&info)?;
-        gauge(
-            &mut e,
-            "farmem_uptime_seconds",
-            "Seconds since this server started",
-            signed(m.started.elapsed().as_secs()),
-        )?;
-        gauge(
-            &mut e,
-            "farmem_capacity_bytes",
-            "Most all sessions together may store (--capacity)",
-            signed(sh.cfg.capacity_pages * page),
-        )?;
-        let used = sh.used_pages.load(Relaxed);
-        gauge(
-            &mut e,
-            "farmem_stored_pages",
-            "Pages stored, all sessions together (with UCX chunks granted)",
-            signed(used),
-        )?;
-        gauge(
-            &mut e,
-            "farmem_stored_bytes",
-            "Bytes stored, all sessions together (with UCX chunks granted)",
-            signed(used * page),
-        )?;
         // One pass over the session table (locked at Hello and close only,
         // never on the page path).
         let sessions: Vec<(u64, String, u64)> = lock(&sh.sessions)
@@ -289,16 +309,16 @@ impl Collector for Scrape {
             })
             .collect();
         gauge(
-            &mut e,
+            e,
             "farmem_sessions",
             "Sessions open (client processes)",
             signed(sessions.len() as u64),
         )?;
         counter(
-            &mut e,
+            e,
             "farmem_sessions_opened",
             "Sessions opened since start",
-            m.sessions_opened.load(Relaxed),
+            sh.metrics.sessions_opened.load(Relaxed),
         )?;
         // The peer (a client's IP and port) only when asked for: it tells
         // whoever scrapes who uses this server.
@@ -329,66 +349,74 @@ impl Collector for Scrape {
             }
         }
         gauge(
-            &mut e,
+            e,
             "farmem_connections",
             "Connections open",
             signed(lock(&sh.conns).len() as u64),
-        )?;
-        let mut f = e.encode_descriptor(
-            "farmem_refusals",
-            "Refused: connections and sessions (auth: no shared secret proven; limit: --max-connections or --max-sessions), writes and UCX chunks (quota: --session-quota full; capacity: --capacity full)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (i, (_, reason)) in REFUSALS.iter().enumerate() {
-            ConstCounter::new(m.refused[i].load(Relaxed))
-                .encode(f.encode_family(&[("reason", *reason)])?)?;
-        }
-        counter(
-            &mut e,
-            "farmem_auth_failures",
-            "Handshakes that failed: a wrong proof, or a client that rejected this server's proof",
-            m.auth_failures.load(Relaxed),
-        )?;
-        let t = m.totals();
-        let mut f = e.encode_descriptor(
-            "farmem_requests",
-            "Requests served over the connections, by kind (UCX one-sided gets and puts do not pass through the server and are not counted)",
-            None,
-            MetricType::Counter,
-        )?;
-        for (i, op) in OPS.iter().map(|op| op.name()).enumerate() {
-            ConstCounter::new(t.requests[i].load(Relaxed))
-                .encode(f.encode_family(&[("op", op)])?)?;
-        }
-        ConstCounter::new(t.requests[OPS.len()].load(Relaxed))
-            .encode(f.encode_family(&[("op", "other")])?)?;
-        counter(
-            &mut e,
-            "farmem_received_bytes",
-            "Bytes of requests received (headers and payloads)",
-            t.bytes_in.load(Relaxed),
-        )?;
-        counter(
-            &mut e,
-            "farmem_sent_bytes",
-            "Bytes of replies sent (headers and page data)",
-            t.bytes_out.load(Relaxed),
-        )?;
-        let mut f = e.encode_descriptor(
-            "farmem_errors",
-            "Error replies sent, by kind",
-            None,
-            MetricType::Counter,
-        )?;
-        for (i, n) in t.errors.iter().enumerate() {
-            let n = n.load(Relaxed);
-            if n > 0 || i > 0 {
-                ConstCounter::new(n).encode(f.encode_family(&[("kind", code_name(i))])?)?;
-            }
-        }
-        Ok(())
+        )
     }
+}
+
+/// What was refused, by reason, and the handshakes that failed.
+fn encode_refusals(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
+    let mut f = e.encode_descriptor(
+        "farmem_refusals",
+        "Refused: connections and sessions (auth: no shared secret proven; limit: --max-connections or --max-sessions), writes and UCX chunks (quota: --session-quota full; capacity: --capacity full)",
+        None,
+        MetricType::Counter,
+    )?;
+    for reason in Refusal::ALL {
+        ConstCounter::new(m.refused[reason as usize].load(Relaxed))
+            .encode(f.encode_family(&[("reason", reason.name())])?)?;
+    }
+    counter(
+        e,
+        "farmem_auth_failures",
+        "Handshakes that failed: a wrong proof, or a client that rejected this server's proof",
+        m.auth_failures.load(Relaxed),
+    )
+}
+
+/// The connections' requests by kind, bytes each way, and error replies
+/// by kind.
+fn encode_traffic(e: &mut DescriptorEncoder, m: &Metrics) -> std::fmt::Result {
+    let t = m.totals();
+    let mut f = e.encode_descriptor(
+        "farmem_requests",
+        "Requests served over the connections, by kind (UCX one-sided gets and puts do not pass through the server and are not counted)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (i, op) in OPS.iter().map(|op| op.name()).enumerate() {
+        ConstCounter::new(t.requests[i].load(Relaxed)).encode(f.encode_family(&[("op", op)])?)?;
+    }
+    ConstCounter::new(t.requests[OPS.len()].load(Relaxed))
+        .encode(f.encode_family(&[("op", "other")])?)?;
+    counter(
+        e,
+        "farmem_received_bytes",
+        "Bytes of requests received (headers and payloads)",
+        t.bytes_in.load(Relaxed),
+    )?;
+    counter(
+        e,
+        "farmem_sent_bytes",
+        "Bytes of replies sent (headers and page data)",
+        t.bytes_out.load(Relaxed),
+    )?;
+    let mut f = e.encode_descriptor(
+        "farmem_errors",
+        "Error replies sent, by kind",
+        None,
+        MetricType::Counter,
+    )?;
+    for (i, n) in t.errors.iter().enumerate() {
+        let n = n.load(Relaxed);
+        if n > 0 || i > 0 {
+            ConstCounter::new(n).encode(f.encode_family(&[("kind", code_name(i))])?)?;
+        }
+    }
+    Ok(())
 }
 
 /// The most scrapes answered at once, and from one IP address. Each has
@@ -699,13 +727,37 @@ mod tests {
             c.bytes_out.load(Relaxed),
             (HEADER_LEN + 4 * PAGE_SIZE + err.len()) as u64
         );
-        assert_eq!(c.errors[ErrorCode::NotFound as usize].load(Relaxed), 1);
+        assert_eq!(
+            c.errors[code_slot(ErrorCode::NotFound as u32)].load(Relaxed),
+            1
+        );
         let m = Metrics::default();
         let a = m.open(1);
         c.add_into(&a);
         m.close(1);
         assert_eq!(m.totals().requests[1].load(Relaxed), 2);
-        assert_eq!(code_name(ErrorCode::AuthFailed as usize), "auth_failed");
-        assert_eq!(code_name(0), "other");
+        assert_eq!(
+            code_name(code_slot(ErrorCode::AuthFailed as u32)),
+            "auth_failed"
+        );
+        assert_eq!(code_name(code_slot(0)), "other");
+        assert_eq!(code_name(code_slot(u32::MAX)), "other");
+    }
+
+    /// Every error code the wire knows has a slot and a label of its own;
+    /// every refusal reason counts in its own slot.
+    #[test]
+    fn tables_follow_the_lists() {
+        let mut names: Vec<&str> = (0..CODES).map(code_name).collect();
+        assert_eq!(names[0], "other");
+        for code in ErrorCode::ALL {
+            assert_eq!(code_name(code_slot(code as u32)), code.name());
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CODES);
+        for (i, r) in Refusal::ALL.into_iter().enumerate() {
+            assert_eq!(r as usize, i, "{r:?} counts in its own slot");
+        }
     }
 }

@@ -54,7 +54,7 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
         // No connection of the session is left, so nothing is in flight:
         // the count is final. The mappings go with the last `Arc`.
         let pages = entry.store.charged();
-        sh.used_pages.fetch_sub(pages, Ordering::AcqRel);
+        sh.capacity.give_back(pages);
         tracing::info!("session {} closed: its {} pages released", entry.id, pages);
         sessions.remove(&token);
     }

@@ -42,7 +42,7 @@
 //! Capacity: a bit goes 0 -> 1 only in [`Access::mark_present`] and 1 -> 0
 //! only in [`Exclusive::remove_range`] (which no Write overlaps), each with an
 //! atomic read-modify-write whose old value says how many pages changed, so
-//! [`Store::len`] and the server's `used_pages` stay exact whatever the
+//! [`Store::len`] and the server's `Capacity` stay exact whatever the
 //! interleaving.
 
 use farmem_sys::mem::{madvise, Mapping};

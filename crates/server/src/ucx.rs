@@ -25,6 +25,7 @@
 //! serialises those calls under one lock ([`Engine::ucx_calls`]) on top of
 //! the context's own (`mt_workers_shared`).
 
+use crate::capacity::{Refused, Reservation};
 use farmem_sys::ucx::{Context, Memory, Transports, UcxError, Worker};
 use farmem_wire::PAGE_SIZE;
 use std::collections::BTreeMap;
@@ -134,7 +135,7 @@ pub(crate) enum GrantError {
     #[error("{0}")]
     OutOfRange(String),
     #[error("{0}")]
-    Capacity(String),
+    Capacity(Refused),
     #[error("{0}")]
     Ucx(String),
 }
@@ -159,15 +160,14 @@ impl Pool {
     }
 
     /// Grant chunk `c` (allocated and registered now, or already): its
-    /// base address and packed remote key. `charge(pages)` reserves the
+    /// base address and packed remote key. `reserve(pages)` reserves the
     /// server's capacity and the session's quota, or says why not; it runs
-    /// before any memory is mapped, and `uncharge(pages)` gives the
-    /// reservation back when the chunk cannot be made.
-    pub(crate) fn grant(
+    /// before any memory is mapped, and the reservation goes back when the
+    /// chunk cannot be made.
+    pub(crate) fn grant<'r>(
         &self,
         c: u64,
-        charge: impl FnOnce(u64) -> Result<(), String>,
-        uncharge: impl FnOnce(u64),
+        reserve: impl FnOnce(u64) -> Result<Reservation<'r>, Refused>,
     ) -> Result<(u64, Vec<u8>), GrantError> {
         let nchunks = self.max_pages.div_ceil(CHUNK_PAGES);
         if c >= nchunks {
@@ -184,17 +184,18 @@ impl Pool {
         let pages = CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES);
         // Reserved first: mapping writes (posix) or pins (verbs) the
         // whole chunk, which a session at its quota must not make happen.
-        charge(pages).map_err(GrantError::Capacity)?;
+        let reservation = reserve(pages).map_err(GrantError::Capacity)?;
         self.charged.fetch_add(pages, Ordering::AcqRel);
         match self.make(pages) {
             Ok(ch) => {
+                reservation.keep_all();
                 let granted = (ch.mem.addr() as u64, ch.rkey.clone());
                 chunks.insert(c, ch);
                 Ok(granted)
             }
             Err(why) => {
                 self.charged.fetch_sub(pages, Ordering::AcqRel);
-                uncharge(pages);
+                drop(reservation);
                 Err(GrantError::Ucx(why))
             }
         }

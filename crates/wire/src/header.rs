@@ -39,6 +39,36 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every op, in code order: the requests, then the replies. A test
+    /// checks that it holds exactly the codes [`Op::from_u16`] decodes.
+    pub const ALL: [Op; 25] = [
+        Op::Hello,
+        Op::Read,
+        Op::Write,
+        Op::Free,
+        Op::Stats,
+        Op::Auth,
+        Op::AuthProof,
+        Op::UcxOpen,
+        Op::UcxChunk,
+        Op::MemfdOpen,
+        Op::MemfdChunk,
+        Op::MemfdWhere,
+        Op::HelloOk,
+        Op::ReadOk,
+        Op::WriteOk,
+        Op::FreeOk,
+        Op::StatsOk,
+        Op::AuthChallenge,
+        Op::AuthOk,
+        Op::UcxOpenOk,
+        Op::UcxChunkOk,
+        Op::MemfdOpenOk,
+        Op::MemfdChunkOk,
+        Op::MemfdWhereOk,
+        Op::Error,
+    ];
+
     /// Every request, in code order: what a server counts by kind.
     pub const REQUESTS: [Op; 12] = [
         Op::Hello,
@@ -141,6 +171,43 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in code order. A test checks that it holds exactly the
+    /// codes [`ErrorCode::from_u32`] decodes.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::BadMagic,
+        ErrorCode::BadVersion,
+        ErrorCode::UnknownOp,
+        ErrorCode::BadLength,
+        ErrorCode::TooLarge,
+        ErrorCode::OutOfRange,
+        ErrorCode::NoSession,
+        ErrorCode::Capacity,
+        ErrorCode::NotFound,
+        ErrorCode::Malformed,
+        ErrorCode::AuthRequired,
+        ErrorCode::AuthFailed,
+        ErrorCode::Unsupported,
+    ];
+
+    /// The code's name in metrics and messages (snake case).
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::BadMagic => "bad_magic",
+            ErrorCode::BadVersion => "bad_version",
+            ErrorCode::UnknownOp => "unknown_op",
+            ErrorCode::BadLength => "bad_length",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::OutOfRange => "out_of_range",
+            ErrorCode::NoSession => "no_session",
+            ErrorCode::Capacity => "capacity",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::AuthRequired => "auth_required",
+            ErrorCode::AuthFailed => "auth_failed",
+            ErrorCode::Unsupported => "unsupported",
+        }
+    }
+
     pub fn from_u32(v: u32) -> Option<ErrorCode> {
         Some(match v {
             1 => ErrorCode::BadMagic,

@@ -18,6 +18,44 @@ fn every_request_code_is_listed_once() {
     assert_eq!(names.len(), n, "each op has its own name");
 }
 
+/// `Op::ALL` holds exactly the ops that decode, each once, in code order,
+/// and each round-trips through its code: a new op must join the list (and
+/// so the server's metrics) to pass.
+#[test]
+fn every_op_is_listed_once() {
+    let decoded: Vec<Op> = (0..=u16::MAX).filter_map(Op::from_u16).collect();
+    assert_eq!(decoded, Op::ALL, "Op::ALL lists every op that decodes");
+    for op in Op::ALL {
+        assert_eq!(Op::from_u16(op as u16), Some(op));
+    }
+}
+
+/// `ErrorCode::ALL` holds exactly the codes that decode, each once, in
+/// code order, each with a name of its own.
+#[test]
+fn every_error_code_is_listed_once() {
+    let decoded: Vec<ErrorCode> = (0..=u32::from(u16::MAX))
+        .chain([u32::MAX - 1, u32::MAX])
+        .filter_map(ErrorCode::from_u32)
+        .collect();
+    assert_eq!(
+        decoded,
+        ErrorCode::ALL,
+        "ErrorCode::ALL lists every code that decodes"
+    );
+    for code in ErrorCode::ALL {
+        assert_eq!(ErrorCode::from_u32(code as u32), Some(code));
+    }
+    let mut names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        ErrorCode::ALL.len(),
+        "each code has its own name"
+    );
+}
+
 #[test]
 fn header_roundtrip() {
     let h = Header::new(Op::Read, 7, 3, 24);

@@ -2,7 +2,7 @@
 //! steps (module docs of `farmem_wire::auth`), and after it the seal on
 //! every frame (`farmem_wire::seal`).
 
-use crate::connection::error_reply;
+use super::error_reply;
 use crate::metrics::Refusal;
 use crate::Shared;
 use farmem_wire::seal::{Direction, SessionKey, TAG_LEN};
