@@ -1,25 +1,135 @@
-//! The local budget: how many pages may be resident, which ones are, in
-//! what order they leave, and the hold they pass through on their way out.
+//! The local budget: how many pages may be resident, how many are (or are
+//! reserved for an install in progress), how many system calls hold
+//! pinned, in what order pages leave (the replacement queues), and the
+//! hold they pass through on their way out.
+//!
+//! Its counts change only through the methods here, which keep
+//! `resident <= pages` (room is reserved before a page is installed) and
+//! pins within [`Budget::pin_limit`].
 
 use crate::hold::Hold;
 use crate::replacement::Queues;
-use crate::sync::SpinLock;
-use std::sync::atomic::AtomicUsize;
+use crate::sync::{SpinGuard, SpinLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub(crate) struct Budget {
     /// Pages that may be resident at once, the hold aside.
-    pub(crate) pages: usize,
-    /// Pages kept free in the budget (`FARMEM_RESERVE`, at most 1/16 of
-    /// it): see `Runtime::refill`.
-    pub(crate) spare: usize,
-    /// Pages resident or reserved for an install in progress. Never exceeds
-    /// `pages`: a fault reserves before it installs (see `reserve`). It
-    /// lives on the published board.
-    pub(crate) resident: &'static AtomicUsize,
-    pub(crate) pinned: AtomicUsize,
+    pages: usize,
+    /// Pages kept free (`FARMEM_RESERVE`, at most 1/16 of `pages`): see
+    /// `Runtime::refill`.
+    spare: usize,
+    /// Pages resident or reserved for an install in progress. It lives on
+    /// the published board.
+    resident: &'static AtomicUsize,
+    /// Pages pinned by `FM_ADV_PIN` and by system calls on far buffers.
+    pinned: AtomicUsize,
     /// The replacement queues. Together they hold exactly the pages whose
     /// state is Clean, MakingDirty or Dirty (so never more than `pages`).
-    pub(crate) queues: SpinLock<Queues>,
+    queues: SpinLock<Queues>,
     /// Pages on their way out, still local: see [`crate::hold`].
-    pub(crate) hold: Hold,
+    hold: Hold,
+}
+
+impl Budget {
+    pub(crate) fn new(
+        pages: usize,
+        spare: usize,
+        resident: &'static AtomicUsize,
+        queues: Queues,
+        hold: Hold,
+    ) -> Budget {
+        Budget {
+            pages,
+            spare,
+            resident,
+            pinned: AtomicUsize::new(0),
+            queues: SpinLock::new(queues),
+            hold,
+        }
+    }
+
+    pub(crate) fn pages(&self) -> usize {
+        self.pages
+    }
+
+    pub(crate) fn spare(&self) -> usize {
+        self.spare
+    }
+
+    pub(crate) fn resident(&self) -> usize {
+        self.resident.load(Ordering::Acquire)
+    }
+
+    /// Pages the budget has room for now.
+    pub(crate) fn free(&self) -> usize {
+        self.pages.saturating_sub(self.resident())
+    }
+
+    /// Reserve room for `n` pages if the budget has it.
+    pub(crate) fn try_reserve(&self, n: usize) -> bool {
+        let mut r = self.resident.load(Ordering::Acquire);
+        while r + n <= self.pages {
+            match self
+                .resident
+                .compare_exchange_weak(r, r + n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => r = now,
+            }
+        }
+        false
+    }
+
+    /// `n` pages left (evicted, freed, or gone to the hold).
+    pub(crate) fn release(&self, n: usize) {
+        self.resident.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// The replacement queues, locked.
+    pub(crate) fn queues(&self) -> SpinGuard<'_, Queues> {
+        self.queues.lock()
+    }
+
+    pub(crate) fn hold(&self) -> &Hold {
+        &self.hold
+    }
+
+    /// Most pages all pins together may hold: pins beyond it would leave
+    /// `reserve` nothing to evict.
+    pub(crate) fn pin_limit(&self) -> usize {
+        self.pages * 3 / 4
+    }
+
+    /// Pin `n` more pages if that stays within the limit, or if nothing is
+    /// pinned (one system call's buffer may always go ahead).
+    pub(crate) fn try_pin(&self, n: usize) -> bool {
+        let limit = self.pin_limit();
+        loop {
+            let cur = self.pinned.load(Ordering::Acquire);
+            if cur + n > limit && cur != 0 {
+                return false;
+            }
+            if self
+                .pinned
+                .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+
+    /// Pin `n` more pages unless the total would pass the limit.
+    pub(crate) fn pin_within_limit(&self, n: usize) -> bool {
+        let pinned = self.pinned.fetch_add(n, Ordering::AcqRel) + n;
+        if pinned > self.pin_limit() {
+            self.pinned.fetch_sub(n, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    pub(crate) fn unpin(&self, n: usize) {
+        self.pinned.fetch_sub(n, Ordering::AcqRel);
+    }
 }

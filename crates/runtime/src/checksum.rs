@@ -130,16 +130,16 @@ impl Runtime {
     /// differs is dropped and the page read again from the next copy;
     /// otherwise the program stops, naming the server and the page.
     pub(crate) fn verify_sum(&self, p: usize, data: &mut [u8]) {
-        if !self.arena.sums.on {
+        if !self.arena.sums().on {
             return;
         }
-        let want = self.arena.sums.stored(p);
-        let mut got = self.arena.sums.value(data);
+        let want = self.arena.sums().stored(p);
+        let mut got = self.arena.sums().value(data);
         while got != want && self.backend.distrust(p as u64) {
             if let Err(e) = self.backend.read(&[p as u64], data) {
                 self.fatal_backend("fetch", p, &e);
             }
-            got = self.arena.sums.value(data);
+            got = self.arena.sums().value(data);
         }
         if got != want {
             let mut m = MsgBuf::new();
@@ -148,7 +148,7 @@ impl Runtime {
                 "farmem: far page at {:#x} came back from {} with the wrong contents ({} {got:#x}, written as {want:#x}): the server, its memory or the network corrupted or forged it\nfarmem: stopping the program: the page was not installed, and continuing would give it wrong data.\n",
                 self.addr_of(p),
                 self.backend.holder(p as u64),
-                self.arena.sums.name(),
+                self.arena.sums().name(),
             );
             farmem_sys::fatal(m.as_bytes());
         }

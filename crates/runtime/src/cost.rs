@@ -147,7 +147,7 @@ impl Runtime {
         }
         let inside = CHARGED.get().wrapping_sub(span.charged);
         let own = (now_ns() - span.start).saturating_sub(inside);
-        self.observe.stats.phases.ns[phase as usize].add(own);
+        self.observe.stats().phases.ns[phase as usize].add(own);
         CHARGED.set(CHARGED.get().wrapping_add(own));
     }
 }

@@ -78,14 +78,14 @@ impl Runtime {
     /// and dirty.
     pub(crate) fn make_dirty(&self, p: usize) {
         let timed = self.span();
-        let (stream, ahead) = self.streams.writes.plan(p);
+        let (stream, ahead) = self.streams.writes().plan(p);
         let mut n = 1;
-        while n <= ahead && p + n < self.arena.npages {
+        while n <= ahead && p + n < self.arena.npages() {
             let q = p + n;
-            let w = self.arena.table.load(q);
+            let w = self.arena.table().load(q);
             let taken = w.state() == State::Clean
                 && !w.has(page::ADV_READ_MOSTLY)
-                && next(w, Event::WriteFault).is_ok_and(|nw| self.arena.table.cas(q, w, nw));
+                && next(w, Event::WriteFault).is_ok_and(|nw| self.arena.table().cas(q, w, nw));
             if !taken {
                 break;
             }
@@ -96,11 +96,11 @@ impl Runtime {
             // when it outruns the pages read in so far (a read-modify-write
             // sweep just behind its read front), it continues from there
             // with the window it has, instead of starting over.
-            self.streams.writes.moved(s, p + n, ahead);
+            self.streams.writes().moved(s, p + n, ahead);
         }
         if let Err(e) = self
             .arena
-            .uffd
+            .uffd()
             .write_protect(self.addr_of(p), n * PAGE_SIZE, false)
         {
             let mut m = MsgBuf::new();
@@ -112,10 +112,10 @@ impl Runtime {
             farmem_sys::fatal(m.as_bytes());
         }
         for q in p..p + n {
-            self.arena.table.must(q, Event::MadeDirty);
+            self.arena.table().must(q, Event::MadeDirty);
         }
-        self.observe.stats.wp_faults.add(1);
-        self.observe.stats.wp_ahead.add(n as u64 - 1);
+        self.observe.stats().wp_faults.add(1);
+        self.observe.stats().wp_ahead.add(n as u64 - 1);
         self.charge(timed, Phase::MakeDirty);
     }
 }

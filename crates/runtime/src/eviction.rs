@@ -9,7 +9,6 @@ use crate::{runs, Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 
 impl Runtime {
     /// Evict up to `k` resident, unpinned pages chosen by the replacement
@@ -23,10 +22,9 @@ impl Runtime {
         let mut main_victim = [false; MAX_BATCH];
         let (n, stamp) = self
             .budget
-            .queues
-            .lock()
+            .queues()
             .evict(&mut victims[..k], |q, from_main| {
-                let w = self.arena.table.load(q as usize);
+                let w = self.arena.table().load(q as usize);
                 if !w.state().is_resident() {
                     // Not resident: the queues' invariant says this cannot be.
                     return Take::Drop;
@@ -35,14 +33,14 @@ impl Runtime {
                 // one more pass (see `page::next`).
                 if self
                     .arena
-                    .table
+                    .table()
                     .transition(q as usize, Event::SecondChance)
                     .is_ok()
                 {
                     return Take::Keep;
                 }
                 match next(w, Event::EvictStart) {
-                    Ok(nw) if self.arena.table.cas(q as usize, w, nw) => {
+                    Ok(nw) if self.arena.table().cas(q as usize, w, nw) => {
                         // The policy lists victims in the order they are taken.
                         was[taken] = w;
                         main_victim[taken] = from_main;
@@ -60,7 +58,7 @@ impl Runtime {
                 vs[i] = victims[i] as usize;
                 ws[i] = was[i];
             }
-            if self.budget.hold.slots() > 0 {
+            if self.budget.hold().slots() > 0 {
                 // Pages leaving main proved themselves once (a refault put
                 // them there); the hold is for those the queues have not
                 // seen reused: holding main's too made hot pages bounce
@@ -72,7 +70,7 @@ impl Runtime {
                 let (mut d, mut h) = (0, 0);
                 for i in 0..n {
                     if main_victim[i] {
-                        self.arena.table.set_aux(victims[i], stamp);
+                        self.arena.table().set_aux(victims[i], stamp);
                         direct[d] = vs[i];
                         direct_was[d] = ws[i];
                         d += 1;
@@ -90,7 +88,7 @@ impl Runtime {
                 }
             } else {
                 for &v in &victims[..n] {
-                    self.arena.table.set_aux(v, stamp);
+                    self.arena.table().set_aux(v, stamp);
                 }
                 self.finish_eviction(&vs[..n], &ws[..n]);
             }
@@ -111,7 +109,9 @@ impl Runtime {
 
     /// [`Runtime::to_hold`]'s work, untimed.
     fn move_to_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
-        let short = victims.len().saturating_sub(self.budget.hold.free_slots());
+        let short = victims
+            .len()
+            .saturating_sub(self.budget.hold().free_slots());
         if short > 0 {
             self.recycle_hold(short);
         }
@@ -120,10 +120,10 @@ impl Runtime {
         let mut gone_was = [PageWord(0); MAX_BATCH];
         let mut g = 0;
         for (i, &q) in victims.iter().enumerate() {
-            match self.budget.hold.take(page_u32(q), stamp) {
+            match self.budget.hold().take(page_u32(q), stamp) {
                 Some(s) => slot[i] = s,
                 None => {
-                    self.arena.table.set_aux(page_u32(q), stamp);
+                    self.arena.table().set_aux(page_u32(q), stamp);
                     gone[g] = q;
                     gone_was[g] = was[i];
                     g += 1;
@@ -159,7 +159,7 @@ impl Runtime {
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     self.addr_of(held[i]) as *const u8,
-                    self.budget.hold.buf(held_slot[i]),
+                    self.budget.hold().buf(held_slot[i]),
                     PAGE_SIZE,
                 );
             }
@@ -168,16 +168,16 @@ impl Runtime {
         for i in 0..h {
             // While HELD, the aux word holds the slot (the eviction stamp is
             // given when the page leaves the hold for good).
-            self.arena.table.set_aux(page_u32(held[i]), held_slot[i]);
-            self.arena.table.must(
+            self.arena.table().set_aux(page_u32(held[i]), held_slot[i]);
+            self.arena.table().must(
                 held[i],
                 Event::Held {
                     dirty: page::needs_writeback(held_was[i].state()),
                 },
             );
         }
-        self.budget.resident.fetch_sub(h, Ordering::AcqRel);
-        self.observe.stats.held.add(h as u64);
+        self.budget.release(h);
+        self.observe.stats().held.add(h as u64);
     }
 
     /// Evict up to `k` pages from the hold for good (in clock order), writing
@@ -199,18 +199,18 @@ impl Runtime {
         let mut n = 0;
         // Each slot is looked at once at most: pages being reinstalled or
         // pinned are passed over.
-        for _ in 0..self.budget.hold.slots() {
+        for _ in 0..self.budget.hold().slots() {
             if n == k {
                 break;
             }
-            let Some((s, p)) = self.budget.hold.next_out() else {
+            let Some((s, p)) = self.budget.hold().next_out() else {
                 break;
             };
             let q = farmem_sys::usize_from(u64::from(p));
-            let w = self.arena.table.load(q);
+            let w = self.arena.table().load(q);
             let ours =
-                w.state() == State::Absent && w.has(page::HELD) && self.arena.table.aux(p) == s;
-            if ours && next(w, Event::EvictStart).is_ok_and(|nw| self.arena.table.cas(q, w, nw)) {
+                w.state() == State::Absent && w.has(page::HELD) && self.arena.table().aux(p) == s;
+            if ours && next(w, Event::EvictStart).is_ok_and(|nw| self.arena.table().cas(q, w, nw)) {
                 pages[n] = u64::from(p);
                 slots[n] = s;
                 was[n] = w;
@@ -229,10 +229,10 @@ impl Runtime {
                 // SAFETY: the slot holds this page's content and is ours
                 // (the page is Evicting, owned) until given back below.
                 let data = unsafe {
-                    std::slice::from_raw_parts(self.budget.hold.buf(slots[i]), PAGE_SIZE)
+                    std::slice::from_raw_parts(self.budget.hold().buf(slots[i]), PAGE_SIZE)
                 };
                 self.arena
-                    .sums
+                    .sums()
                     .record(farmem_sys::usize_from(pages[i]), data);
                 wb_pages[m] = pages[i];
                 wb_data[m] = data;
@@ -246,9 +246,9 @@ impl Runtime {
         }
         self.charge(timed, Phase::EvictWriteBack);
         {
-            let queues = self.budget.queues.lock();
+            let queues = self.budget.queues();
             for &q in &pages[..n] {
-                queues.stamp(page_u32(farmem_sys::usize_from(q)), &self.arena.table);
+                queues.stamp(page_u32(farmem_sys::usize_from(q)), self.arena.table());
             }
         }
         let mut qs = [0usize; MAX_BATCH];
@@ -257,9 +257,9 @@ impl Runtime {
         }
         self.retire(&qs[..n], &was[..n], |w| w.has(page::HELD_DIRTY));
         for &s in &slots[..n] {
-            self.budget.hold.give_back(s);
+            self.budget.hold().give_back(s);
         }
-        self.observe.stats.pages_written_back.add(m as u64);
+        self.observe.stats().pages_written_back.add(m as u64);
     }
 
     /// Mark evicted pages (owned, unmapped or out of the hold) Absent, each
@@ -270,26 +270,26 @@ impl Runtime {
         for (i, &q) in victims.iter().enumerate() {
             let unused = was[i].has(page::PREFETCHED);
             let wb = written_back(was[i]);
-            if self.observe.tracer.is_some() {
+            if self.observe.tracer().is_some() {
                 let detail = u8::from(wb) * trace::EVICT_WRITTEN_BACK
                     + u8::from(unused) * trace::EVICT_UNUSED_PREFETCH;
                 self.trace(trace::Kind::Evict, q, detail);
             }
             wasted += usize::from(unused);
             self.arena
-                .table
+                .table()
                 .must(q, Event::Evicted { written_back: wb });
         }
         if wasted > 0 {
-            self.observe.stats.prefetch_wasted.add(wasted as u64);
-            let mut pl = self.streams.planner.lock();
+            self.observe.stats().prefetch_wasted.add(wasted as u64);
+            let mut pl = self.streams.planner();
             for (i, &q) in victims.iter().enumerate() {
                 if was[i].has(page::PREFETCHED) {
                     pl.on_wasted(q as u64);
                 }
             }
         }
-        self.observe.stats.evictions.add(victims.len() as u64);
+        self.observe.stats().evictions.add(victims.len() as u64);
     }
 
     /// Write-protect the dirty ones of `victims` (one ioctl per run of
@@ -307,7 +307,7 @@ impl Runtime {
             }
         }
         for r in runs(m, |j| dirty[j] == dirty[j - 1] + 1) {
-            if let Err(e) = self.arena.uffd.write_protect(
+            if let Err(e) = self.arena.uffd().write_protect(
                 self.addr_of(dirty[r.start]),
                 r.len() * PAGE_SIZE,
                 true,
@@ -379,7 +379,7 @@ impl Runtime {
                 )
             };
             self.arena
-                .sums
+                .sums()
                 .record(farmem_sys::usize_from(q), wb_data[k]);
         }
         if m > 0 {
@@ -390,10 +390,8 @@ impl Runtime {
         self.charge(timed, Phase::EvictWriteBack);
         self.zap(victims);
         self.retire(victims, was, |w| page::needs_writeback(w.state()));
-        self.budget
-            .resident
-            .fetch_sub(victims.len(), Ordering::AcqRel);
-        self.observe.stats.pages_written_back.add(m as u64);
+        self.budget.release(victims.len());
+        self.observe.stats().pages_written_back.add(m as u64);
         self.charge(retire, Phase::EvictRetire);
     }
 
@@ -403,10 +401,10 @@ impl Runtime {
         // Take every resident page first (they are Evicting, owned by us)...
         let mut victims = Vec::new();
         for p in first..=last {
-            let w = self.arena.table.load(p);
+            let w = self.arena.table().load(p);
             if w.state().is_resident() {
                 if let Ok(nw) = next(w, Event::EvictStart) {
-                    if self.arena.table.cas(p, w, nw) {
+                    if self.arena.table().cas(p, w, nw) {
                         victims.push((p, w));
                     }
                 }
@@ -419,14 +417,14 @@ impl Runtime {
         // them can become Absent and be faulted back in (which would push it
         // again and leave two entries for one page)...
         {
-            let mut queues = self.budget.queues.lock();
+            let mut queues = self.budget.queues();
             queues.retain(|q| {
                 let q = q as usize;
                 !((first..=last).contains(&q)
-                    && self.arena.table.load(q).state() == State::Evicting)
+                    && self.arena.table().load(q).state() == State::Evicting)
             });
             for &(p, _) in &victims {
-                queues.stamp(page_u32(p), &self.arena.table);
+                queues.stamp(page_u32(p), self.arena.table());
             }
         }
         // ...then write back and unmap them in batches.

@@ -18,7 +18,6 @@ use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
 use farmem_sys::PAGE_SIZE;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
 
 /// A demand fault's window: the pages claimed (the demand page first, the
 /// rest ascending), and how many pages of its stream it covered, claimed or
@@ -48,12 +47,12 @@ impl Runtime {
 
     /// [`Runtime::handle_fault`]'s work, untimed.
     fn resolve_fault(&self, addr: usize, write: bool) {
-        let p = (addr - self.arena.base) / PAGE_SIZE;
+        let p = (addr - self.arena.base()) / PAGE_SIZE;
         let t0 = now_ns();
         let mut waits = 0u32;
         let mut in_flight = false;
         loop {
-            let w = self.arena.table.load(p);
+            let w = self.arena.table().load(p);
             if !w.has(page::ALLOCATED) {
                 let mut m = MsgBuf::new();
                 let _ = writeln!(
@@ -78,7 +77,7 @@ impl Runtime {
                         farmem_sys::fatal(m.as_bytes());
                     }
                     if let Ok(n) = claim {
-                        if self.arena.table.cas(p, w, n) {
+                        if self.arena.table().cas(p, w, n) {
                             let kind = if write {
                                 Kind::FaultWrite
                             } else {
@@ -91,15 +90,15 @@ impl Runtime {
                                 self.trace(kind, p, 0);
                                 self.fetch(p, write);
                             }
-                            self.observe.stats.faults.add(1);
-                            self.observe.stats.fault_ns.record(now_ns() - t0);
+                            self.observe.stats().faults.add(1);
+                            self.observe.stats().fault_ns.record(now_ns() - t0);
                             return;
                         }
                     }
                 }
                 State::Clean if write => {
                     if let Ok(n) = next(w, Event::WriteFault) {
-                        if self.arena.table.cas(p, w, n) {
+                        if self.arena.table().cas(p, w, n) {
                             self.trace(Kind::WriteHit, p, 0);
                             if w.has(page::PREFETCHED) {
                                 self.count_used(&[p]);
@@ -120,10 +119,10 @@ impl Runtime {
                         // sweep, as in CG) counted it wasted, and its
                         // region's score shrank every window to a probe.
                         self.credit_used(p);
-                        self.observe.stats.faults.add(1);
-                        self.observe.stats.fault_ns.record(now_ns() - t0);
+                        self.observe.stats().faults.add(1);
+                        self.observe.stats().fault_ns.record(now_ns() - t0);
                     } else {
-                        self.observe.stats.spurious.add(1);
+                        self.observe.stats().spurious.add(1);
                     }
                     return;
                 }
@@ -157,7 +156,7 @@ impl Runtime {
     /// stream request the next window ahead.
     pub(crate) fn fetch(&self, p: usize, write: bool) {
         let timed = self.span();
-        let plan = self.plan_prefetch(p, self.arena.table.load(p));
+        let plan = self.plan_prefetch(p, self.arena.table().load(p));
         let span = self.window_span(p, &plan);
         let win = self.claim_window(p, &plan, span);
         self.charge(timed, Phase::Plan);
@@ -168,7 +167,7 @@ impl Runtime {
         if !spare {
             self.reserve(n);
         }
-        let slot = self.streams.slots.acquire();
+        let slot = self.streams.slots().acquire();
         let (src, fetched, refilled) = self.read_window(&win, &slot, spare);
         // Every page write-protected (clean) unless the fault was a write. A
         // write fault starts (or continues) a write stream: its prefetched
@@ -182,22 +181,19 @@ impl Runtime {
             // window, or a backend that reads synchronously).
             self.refill();
         }
-        self.observe.stats.pages_fetched.add(fetched as u64);
+        self.observe.stats().pages_fetched.add(fetched as u64);
         self.observe
-            .stats
+            .stats()
             .pages_zero_filled
             .add((n - fetched) as u64);
-        self.observe.stats.prefetched.add(n as u64 - 1);
+        self.observe.stats().prefetched.add(n as u64 - 1);
         // A confirmed forward stream whose window was claimed whole: request
         // the next window now, to arrive while the program works on this one.
         if plan.pipeline && win.span == span {
             let timed = self.span();
             let issued = self.pipeline_ahead(p + span, span, write);
             if let (true, Some(i)) = (issued > 0, plan.stream) {
-                self.streams
-                    .planner
-                    .lock()
-                    .moved(i, (p + span) as i64, issued);
+                self.streams.planner().moved(i, (p + span) as i64, issued);
             }
             self.charge(timed, Phase::Plan);
         }
@@ -237,10 +233,10 @@ impl Runtime {
             let Ok(q) = usize::try_from(p as i64 + stride * win.span as i64) else {
                 break;
             };
-            if q >= self.arena.npages {
+            if q >= self.arena.npages() {
                 break;
             }
-            let w = self.arena.table.load(q);
+            let w = self.arena.table().load(q);
             if matches!(w.state(), State::Clean | State::Dirty) {
                 win.span += 1;
                 continue;
@@ -248,7 +244,7 @@ impl Runtime {
             let claimed = w.state() == State::Absent
                 && !w.has(page::ADV_RANDOM)
                 && next(w, Event::Claim { prefetch: true })
-                    .is_ok_and(|nw| self.arena.table.cas(q, w, nw));
+                    .is_ok_and(|nw| self.arena.table().cas(q, w, nw));
             if !claimed {
                 break;
             }
@@ -260,8 +256,7 @@ impl Runtime {
         if let (Some(i), true) = (plan.stream, win.span < plan.pages) {
             // The window ended early: the stream's next fault comes sooner.
             self.streams
-                .planner
-                .lock()
+                .planner()
                 .moved(i, p as i64 + stride * win.span as i64, win.span);
         }
         if stride < 0 {
@@ -286,7 +281,7 @@ impl Runtime {
         let mut src = [ZERO; MAX_BATCH];
         let mut r = 0;
         for (i, &q) in win.pages[..win.n].iter().enumerate() {
-            if self.arena.table.load(q).has(page::ON_SERVER) {
+            if self.arena.table().load(q).has(page::ON_SERVER) {
                 remote[r] = q as u64;
                 src[i] = r;
                 r += 1;
@@ -313,7 +308,7 @@ impl Runtime {
     /// slot in the hold: the program reused it on its way out, and the
     /// queues learn that as a refault, without the network. No prefetch.
     fn unhold(&self, p: usize, w: page::PageWord, write: bool) {
-        let slot = self.arena.table.aux(page_u32(p));
+        let slot = self.arena.table().aux(page_u32(p));
         self.reserve(1);
         let dirty = write || w.has(page::HELD_DIRTY);
         let timed = self.span();
@@ -321,9 +316,9 @@ impl Runtime {
         // given back below (recycling passes over pages that are not Absent);
         // the destination page is in the registered arena and owned by us.
         let res = unsafe {
-            self.arena.uffd.copy(
+            self.arena.uffd().copy(
                 self.addr_of(p),
-                self.budget.hold.buf(slot),
+                self.budget.hold().buf(slot),
                 PAGE_SIZE,
                 !dirty,
             )
@@ -338,53 +333,38 @@ impl Runtime {
             );
             farmem_sys::fatal(m.as_bytes());
         }
-        let stamp = self.budget.hold.give_back(slot);
+        let stamp = self.budget.hold().give_back(slot);
         self.charge(timed, Phase::Install);
         let timed = self.span();
-        self.arena.table.must(p, Event::Installed { dirty });
+        self.arena.table().must(p, Event::Installed { dirty });
         self.credit_used(p);
         {
             // A refault, judged by its real distance like one from the
             // backend: a hot page's is short, and it is protected.
-            let mut queues = self.budget.queues.lock();
+            let mut queues = self.budget.queues();
             if !queues.admit(page_u32(p), Some(stamp)) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
             }
         }
-        self.observe.stats.hold_reused.add(1);
+        self.observe.stats().hold_reused.add(1);
         self.charge(timed, Phase::Admit);
     }
 
     /// Reserve room for `n` pages if the budget has it, without evicting.
     pub(crate) fn try_reserve(&self, n: usize) -> bool {
-        let mut r = self.budget.resident.load(Ordering::Acquire);
-        while r + n <= self.budget.pages {
-            match self.budget.resident.compare_exchange_weak(
-                r,
-                r + n,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(now) => r = now,
-            }
-        }
-        false
+        self.budget.try_reserve(n)
     }
 
     /// Evict until `spare` pages of the budget are free again (one batch at
     /// most), so that the next fault finds room and can send its request at
     /// once. Returns how many pages were evicted.
     pub(crate) fn refill(&self) -> usize {
-        let free = self
-            .budget
-            .pages
-            .saturating_sub(self.budget.resident.load(Ordering::Acquire));
-        if free >= self.budget.spare {
+        let free = self.budget.free();
+        if free >= self.budget.spare() {
             return 0;
         }
-        let want = (self.budget.spare - free)
+        let want = (self.budget.spare() - free)
             .max(self.cfg.evict_batch as usize)
             .min(MAX_BATCH);
         self.evict(want)
@@ -426,7 +406,7 @@ impl Runtime {
             Err(e) => self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e),
         }
         let evicted = self.refill();
-        self.observe.stats.evicted_overlapped.add(evicted as u64);
+        self.observe.stats().evicted_overlapped.add(evicted as u64);
         while !slot.has_arrived() {
             if let Err(e) = self.backend.progress(pages[0]) {
                 self.fatal_backend("fetch", farmem_sys::usize_from(pages[0]), &e);
@@ -461,7 +441,7 @@ impl Runtime {
                         m,
                         "farmem: no room in the local budget ({} pages): all resident far pages are pinned or in use. \
                          Raise FARMEM_LOCAL or pin less.",
-                        self.budget.pages
+                        self.budget.pages()
                     );
                     farmem_sys::fatal(m.as_bytes());
                 }

@@ -17,11 +17,7 @@ pub(crate) extern "C" fn after_fork_child() {
     if let Some(rt) = get() {
         // SAFETY: the arena is ours; nothing in the child may use it any more.
         let _ = unsafe {
-            farmem_sys::mem::mprotect(
-                rt.arena.mapping.as_ptr(),
-                rt.arena.mapping.len(),
-                libc::PROT_NONE,
-            )
+            farmem_sys::mem::mprotect(rt.arena.base() as *mut u8, rt.arena.len(), libc::PROT_NONE)
         };
         let _ = farmem_sys::signal::install(libc::SIGSEGV, on_sigsegv_child);
     }
@@ -40,7 +36,7 @@ pub(crate) extern "C" fn on_sigsegv_child(
     // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
     let addr = unsafe { farmem_sys::signal::fault_addr(info) };
     if let Some(rt) = get() {
-        if rt.arena.mapping.contains(addr) {
+        if rt.arena.contains(addr) {
             let mut m = MsgBuf::new();
             let _ = writeln!(
                 m,

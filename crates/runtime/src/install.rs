@@ -48,7 +48,7 @@ impl Runtime {
         for run in runs(pages.len(), same_run) {
             let i = run.start;
             let from = if zero(i) {
-                self.arena.zero.as_ptr().cast_const()
+                self.arena.zero()
             } else {
                 page_of(src[i]).cast_const()
             };
@@ -58,7 +58,7 @@ impl Runtime {
             // owned by the caller (Fetching).
             let res = unsafe {
                 self.arena
-                    .uffd
+                    .uffd()
                     .copy(self.addr_of(pages[i]), from, run.len() * PAGE_SIZE, !dirty)
             };
             if !matches!(res, Ok(CopyOutcome::Done)) {
@@ -75,15 +75,15 @@ impl Runtime {
         self.charge(timed, Phase::Install);
         let timed = self.span();
         for &q in pages {
-            self.arena.table.must(q, Event::Installed { dirty });
+            self.arena.table().must(q, Event::Installed { dirty });
         }
         // Every page that comes back tells its refault distance, prefetched
         // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
         // to be kept.
-        let mut queues = self.budget.queues.lock();
+        let mut queues = self.budget.queues();
         for &q in pages {
-            let seq = self.arena.table.load(q).has(page::ADV_SEQUENTIAL);
-            let refault = (!seq).then(|| self.arena.table.aux(page_u32(q)));
+            let seq = self.arena.table().load(q).has(page::ADV_SEQUENTIAL);
+            let refault = (!seq).then(|| self.arena.table().aux(page_u32(q)));
             if !queues.admit(page_u32(q), refault) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");

@@ -78,9 +78,8 @@ use slots::Slots;
 use stats::Snapshot;
 use std::fmt::Write as _;
 use std::io;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
-use sync::SpinLock;
 use table::PageTable;
 use thiserror::Error;
 
@@ -196,7 +195,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     if rt.cfg.stats_at_exit {
         farmem_sys::process::at_exit(print_stats_at_exit);
     }
-    if rt.observe.tracer.is_some() {
+    if rt.observe.tracer().is_some() {
         farmem_sys::process::at_exit(flush_trace_at_exit);
     }
     Ok(rt)
@@ -277,33 +276,16 @@ impl Runtime {
         });
         backend.publish(&board.page().health);
         Ok(Runtime {
-            arena: arena::Arena {
-                base: arena.as_ptr() as usize,
-                npages,
-                mapping: arena,
-                table,
-                uffd,
-                sums,
-                zero,
-            },
-            budget: budget::Budget {
-                pages: budget,
+            arena: arena::Arena::new(uffd, arena, table, sums, zero),
+            budget: budget::Budget::new(
+                budget,
                 spare,
-                resident: &board.page().resident,
-                pinned: AtomicUsize::new(0),
-                queues: SpinLock::new(Queues::new(budget, 4 * MAX_BATCH)),
+                &board.page().resident,
+                Queues::new(budget, 4 * MAX_BATCH),
                 hold,
-            },
-            streams: streams::Streams {
-                slots,
-                planner: SpinLock::new(Planner::new(cfg.prefetch_pages as usize)),
-                writes: dirty::WriteStreams::new(),
-            },
-            observe: observe::Observe {
-                stats: &board.page().stats,
-                board,
-                tracer,
-            },
+            ),
+            streams: streams::Streams::new(slots, Planner::new(cfg.prefetch_pages as usize)),
+            observe: observe::Observe::new(&board.page().stats, board, tracer),
             backend,
             regions: Mutex::new(Regions::default()),
             altered: remap::AlteredSet::default(),
@@ -323,7 +305,7 @@ impl Runtime {
 
     /// The local budget: resident pages and the hold together.
     pub fn budget_bytes(&self) -> u64 {
-        ((self.budget.pages + self.budget.hold.slots()) * PAGE_SIZE) as u64
+        ((self.budget.pages() + self.budget.hold().slots()) * PAGE_SIZE) as u64
     }
 
     /// The statistics table, and the backend's health where it has any
@@ -347,35 +329,35 @@ impl Runtime {
     pub fn snapshot(&self) -> Snapshot {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();
-            let q = self.budget.queues.lock();
+            let q = self.budget.queues();
             (q.promoted, q.displaced)
         };
-        let held = self.budget.hold.slots() - self.budget.hold.free_slots();
-        self.observe.stats.snapshot(
-            ((self.budget.resident.load(Ordering::Relaxed) + held) * PAGE_SIZE) as u64,
+        let held = self.budget.hold().slots() - self.budget.hold().free_slots();
+        self.observe.stats().snapshot(
+            ((self.budget.resident() + held) * PAGE_SIZE) as u64,
             self.budget_bytes(),
             policy,
         )
     }
 
     pub fn reset_latency(&self) {
-        self.observe.stats.fault_ns.reset();
+        self.observe.stats().fault_ns.reset();
     }
 
     /// Whether `addr` lies in far memory.
     pub fn contains(&self, addr: usize) -> bool {
-        self.arena.mapping.contains(addr)
+        self.arena.contains(addr)
     }
 
     /// The arena's address range `[start, end)`: all far memory lies in it.
     pub fn arena_range(&self) -> (usize, usize) {
-        (self.arena.base, self.arena.base + self.arena.mapping.len())
+        (self.arena.base(), self.arena.base() + self.arena.len())
     }
 
     /// Whether `[addr, addr+len)` overlaps far memory.
     pub fn overlaps(&self, addr: usize, len: usize) -> bool {
         let end = addr.saturating_add(len);
-        len > 0 && addr < self.arena.base + self.arena.mapping.len() && end > self.arena.base
+        len > 0 && addr < self.arena.base() + self.arena.len() && end > self.arena.base()
     }
 }
 
@@ -389,19 +371,19 @@ fn describe_backend(server: Option<&farmem_wire::ServerAddr>, backend: &dyn Back
 /// `farmem stat` sees the program end: its board is marked and removed.
 extern "C" fn end_board_at_exit() {
     if let Some(rt) = get() {
-        rt.observe.board.end();
+        rt.observe.board().end();
     }
 }
 
 extern "C" fn flush_trace_at_exit() {
-    if let Some(t) = get().and_then(|rt| rt.observe.tracer.as_ref()) {
+    if let Some(t) = get().and_then(|rt| rt.observe.tracer()) {
         t.flush();
     }
 }
 
 impl Runtime {
     pub(crate) fn addr_of(&self, p: usize) -> usize {
-        self.arena.base + p * PAGE_SIZE
+        self.arena.base() + p * PAGE_SIZE
     }
 
     /// Stop the program: page `page` could not be moved (`what`: fetch,
@@ -420,7 +402,7 @@ impl Runtime {
     /// Append a record to the policy trace, if one is kept.
     #[inline]
     pub(crate) fn trace(&self, kind: trace::Kind, page: usize, detail: u8) {
-        if let Some(t) = &self.observe.tracer {
+        if let Some(t) = &self.observe.tracer() {
             t.record(kind, page, detail);
         }
     }

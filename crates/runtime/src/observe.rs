@@ -7,9 +7,31 @@ use crate::trace::Tracer;
 
 pub(crate) struct Observe {
     /// The counters; they live on `board`.
-    pub(crate) stats: &'static Stats,
+    stats: &'static Stats,
     /// The counters as `farmem stat` sees them (see [`crate::publish`]).
-    pub(crate) board: Board,
+    board: Board,
     /// `FARMEM_TRACE`: the policy trace, when asked for.
-    pub(crate) tracer: Option<Tracer>,
+    tracer: Option<Tracer>,
+}
+
+impl Observe {
+    pub(crate) fn new(stats: &'static Stats, board: Board, tracer: Option<Tracer>) -> Observe {
+        Observe {
+            stats,
+            board,
+            tracer,
+        }
+    }
+
+    pub(crate) fn stats(&self) -> &'static Stats {
+        self.stats
+    }
+
+    pub(crate) fn board(&self) -> &Board {
+        &self.board
+    }
+
+    pub(crate) fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_ref()
+    }
 }

@@ -19,16 +19,13 @@ impl Drop for IoPin {
         for p in self.first..=self.last {
             self.rt.unpin(p);
         }
-        self.rt
-            .budget
-            .pinned
-            .fetch_sub(self.last - self.first + 1, Ordering::AcqRel);
+        self.rt.budget.unpin(self.last - self.first + 1);
     }
 }
 
 impl Runtime {
     pub(crate) fn unpin(&self, p: usize) {
-        let _ = self.arena.table.transition(p, Event::Unpin);
+        let _ = self.arena.table().transition(p, Event::Unpin);
     }
 
     /// `fm_advise`.
@@ -37,7 +34,7 @@ impl Runtime {
         let (first, last) = self.range_of(addr, len)?;
         let set_bits = |set: u32, clear: u32| {
             for p in first..=last {
-                let _ = self.arena.table.word(p).fetch_update(
+                let _ = self.arena.table().word(p).fetch_update(
                     Ordering::AcqRel,
                     Ordering::Acquire,
                     |w| Some((w & !clear) | set),
@@ -51,9 +48,9 @@ impl Runtime {
             Advice::ReadMostly => set_bits(page::ADV_READ_MOSTLY, 0),
             Advice::WillNeed => {
                 // Bring in at most half the budget; the rest would only evict it.
-                let n = (last - first + 1).min(self.budget.pages / 2);
+                let n = (last - first + 1).min(self.budget.pages() / 2);
                 for p in first..first + n {
-                    let w = self.arena.table.load(p);
+                    let w = self.arena.table().load(p);
                     if w.state() == State::Absent && !w.has(page::HIDDEN) {
                         // SAFETY: p is an allocated far page; a read fault
                         // brings it in (with a prefetch window).
@@ -64,31 +61,27 @@ impl Runtime {
             Advice::DontNeed => self.evict_range(first, last),
             Advice::Pin => {
                 let n = last - first + 1;
-                let pinned = self.budget.pinned.fetch_add(n, Ordering::AcqRel) + n;
-                if pinned > self.budget.pages * 3 / 4 {
-                    self.budget.pinned.fetch_sub(n, Ordering::AcqRel);
+                if !self.budget.pin_within_limit(n) {
                     return Err(RuntimeError::PinBudget {
                         want: config::format_size((n * PAGE_SIZE) as u64),
                         budget: config::format_size(self.budget_bytes()),
                     });
                 }
                 for p in first..=last {
-                    while self.arena.table.transition(p, Event::Pin).is_err() {
+                    while self.arena.table().transition(p, Event::Pin).is_err() {
                         farmem_sys::sched_yield();
                     }
                     self.touch_pinned(p, self.addr_of(p), false);
                 }
             }
             Advice::Unpin => {
-                if (first..=last).any(|p| self.arena.table.load(p).pins() == 0) {
+                if (first..=last).any(|p| self.arena.table().load(p).pins() == 0) {
                     return Err(RuntimeError::NotPinned);
                 }
                 for p in first..=last {
                     self.unpin(p);
                 }
-                self.budget
-                    .pinned
-                    .fetch_sub(last - first + 1, Ordering::AcqRel);
+                self.budget.unpin(last - first + 1);
             }
         }
         Ok(())
@@ -106,16 +99,16 @@ impl Runtime {
             return None;
         }
         let end = addr.checked_add(len)?;
-        let lo = addr.max(self.arena.base);
-        let hi = end.min(self.arena.base + self.arena.mapping.len());
+        let lo = addr.max(self.arena.base());
+        let hi = end.min(self.arena.base() + self.arena.len());
         if lo >= hi {
             return None;
         }
         if is_forked_child() {
             farmem_sys::fatal(b"farmem: a fork() child passed far memory to a system call; far memory stays with the parent\n");
         }
-        let first = (lo - self.arena.base) / PAGE_SIZE;
-        let last = (hi - 1 - self.arena.base) / PAGE_SIZE;
+        let first = (lo - self.arena.base()) / PAGE_SIZE;
+        let last = (hi - 1 - self.arena.base()) / PAGE_SIZE;
         let want = last - first + 1;
         self.reserve_pins(want);
         let mut pinned_to = first;
@@ -132,9 +125,9 @@ impl Runtime {
             // while another called writev).
             let mut pinned = false;
             while !pinned {
-                pinned = self.arena.table.transition(p, Event::Pin).is_ok();
+                pinned = self.arena.table().transition(p, Event::Pin).is_ok();
                 if !pinned {
-                    let w = self.arena.table.load(p);
+                    let w = self.arena.table().load(p);
                     if !w.has(crate::page::ALLOCATED) || w.has(crate::page::HIDDEN) {
                         break;
                     }
@@ -153,10 +146,8 @@ impl Runtime {
         for p in first..pinned_to {
             self.touch_pinned(p, self.addr_of(p).max(lo), for_write);
         }
-        self.observe.stats.io_pins.add(1);
-        self.budget
-            .pinned
-            .fetch_sub(want - (pinned_to - first), Ordering::AcqRel);
+        self.observe.stats().io_pins.add(1);
+        self.budget.unpin(want - (pinned_to - first));
         if pinned_to == first {
             return None;
         }
@@ -192,7 +183,7 @@ impl Runtime {
                 // SAFETY: `a` is inside an allocated far page.
                 unsafe { std::ptr::read_volatile(a as *const u8) };
             }
-            let st = self.arena.table.load(p).state();
+            let st = self.arena.table().load(p).state();
             if st == State::Dirty || (!for_write && st == State::Clean) {
                 return;
             }
@@ -204,23 +195,13 @@ impl Runtime {
     /// `FM_ADV_PIN`), waiting while concurrent system calls hold too many:
     /// pins beyond the limit would leave `reserve` nothing to evict.
     fn reserve_pins(&self, n: usize) {
-        let limit = self.budget.pages * 3 / 4;
         let start = farmem_sys::now_ns();
         let mut waits = 0u32;
         loop {
-            let cur = self.budget.pinned.load(Ordering::Acquire);
-            if cur + n <= limit || cur == 0 {
-                if self
-                    .budget
-                    .pinned
-                    .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    return;
-                }
-                continue;
+            if self.budget.try_pin(n) {
+                return;
             }
-            self.observe.stats.pin_waits.add(1);
+            self.observe.stats().pin_waits.add(1);
             wait(&mut waits);
             if farmem_sys::now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                 farmem_sys::fatal(
@@ -232,13 +213,14 @@ impl Runtime {
 
     /// Most bytes all system calls together may hold pinned (3/4 of the budget).
     pub fn pin_limit_bytes(&self) -> usize {
-        self.budget.pages * 3 / 4 * PAGE_SIZE
+        self.budget.pin_limit() * PAGE_SIZE
     }
 
     /// Largest buffer one system call may pin at once.
     pub fn io_chunk(&self) -> usize {
         // A quarter of the whole local budget (the hold included), within
         // the pin limit's 3/4 of the resident part.
-        ((self.budget.pages + self.budget.hold.slots()) * PAGE_SIZE / 4).clamp(PAGE_SIZE, 64 << 20)
+        ((self.budget.pages() + self.budget.hold().slots()) * PAGE_SIZE / 4)
+            .clamp(PAGE_SIZE, 64 << 20)
     }
 }

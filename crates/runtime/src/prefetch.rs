@@ -32,9 +32,9 @@ impl Runtime {
         } else {
             Hint::None
         };
-        let plan = self.streams.planner.lock().plan(p as u64, hint, |q| {
+        let plan = self.streams.planner().plan(p as u64, hint, |q| {
             let q = farmem_sys::usize_from(q);
-            q < self.arena.npages && self.arena.table.load(q).state().is_resident()
+            q < self.arena.npages() && self.arena.table().load(q).state().is_resident()
         });
         if let Some((first, stride, k)) = plan.used {
             let mut used = [0usize; MAX_BATCH];
@@ -43,8 +43,12 @@ impl Runtime {
                 // Negative positions are outside the arena.
                 let q = usize::try_from(first + stride * j);
                 if let Ok(q) = q {
-                    if q < self.arena.npages
-                        && self.arena.table.transition(q, Event::PrefetchUsed).is_ok()
+                    if q < self.arena.npages()
+                        && self
+                            .arena
+                            .table()
+                            .transition(q, Event::PrefetchUsed)
+                            .is_ok()
                     {
                         used[n] = q;
                         n += 1;
@@ -59,7 +63,12 @@ impl Runtime {
     /// Page `p` was seen used: counted as a used prefetch if it was
     /// prefetched and not counted yet.
     pub(crate) fn credit_used(&self, p: usize) {
-        if self.arena.table.transition(p, Event::PrefetchUsed).is_ok() {
+        if self
+            .arena
+            .table()
+            .transition(p, Event::PrefetchUsed)
+            .is_ok()
+        {
             self.count_used(&[p]);
         }
     }
@@ -70,8 +79,8 @@ impl Runtime {
         if pages.is_empty() {
             return;
         }
-        self.observe.stats.prefetch_used.add(pages.len() as u64);
-        let mut pl = self.streams.planner.lock();
+        self.observe.stats().prefetch_used.add(pages.len() as u64);
+        let mut pl = self.streams.planner();
         for &q in pages {
             pl.on_used(q as u64);
             self.trace(Kind::PrefetchUsed, q, 0);
@@ -83,7 +92,7 @@ impl Runtime {
     /// request the next one.
     pub(crate) fn continue_stream(&self, q: usize, write: bool) {
         let maxw = (self.cfg.prefetch_pages as usize).min(MAX_BATCH);
-        let Some((i, win)) = self.streams.planner.lock().stream_at(q as i64) else {
+        let Some((i, win)) = self.streams.planner().stream_at(q as i64) else {
             return;
         };
         // The stream ran through the resident pages before `q`: its windows'
@@ -93,14 +102,14 @@ impl Runtime {
         let mut used = [0usize; MAX_BATCH];
         let mut n = 0;
         for k in 1..=MAX_BATCH.min(q) {
-            let w = self.arena.table.load(q - k);
+            let w = self.arena.table().load(q - k);
             if !w.state().is_resident() {
                 break;
             }
             if w.has(page::PREFETCHED)
                 && self
                     .arena
-                    .table
+                    .table()
                     .transition(q - k, Event::PrefetchUsed)
                     .is_ok()
             {
@@ -113,8 +122,7 @@ impl Runtime {
         let issued = self.pipeline_ahead(start, (win * 2).min(maxw), write);
         // Without a window ahead, the stream's next fault is at `start`.
         self.streams
-            .planner
-            .lock()
+            .planner()
             .moved(i, start as i64, issued.max(win));
     }
 
@@ -122,11 +130,7 @@ impl Runtime {
     /// of the program: up to `want` pages, as the region's record allows.
     /// Returns how many were requested.
     pub(crate) fn pipeline_ahead(&self, start: usize, want: usize, write: bool) -> usize {
-        let want = self
-            .streams
-            .planner
-            .lock()
-            .pipeline_window(start as u64, want);
+        let want = self.streams.planner().pipeline_window(start as u64, want);
         if want > 1 {
             self.prefetch_async(start, want, write)
         } else {
@@ -140,12 +144,12 @@ impl Runtime {
     /// installed writable and dirty (sparing a write-protect fault each).
     /// Returns how many were requested.
     pub(crate) fn prefetch_async(&self, start: usize, want: usize, write: bool) -> usize {
-        let slot = match self.streams.slots.try_acquire_async() {
+        let slot = match self.streams.slots().try_acquire_async() {
             Some(s) => s,
             None => {
                 // Held by triggers of streams the program left, perhaps.
                 self.unpark_all();
-                match self.streams.slots.try_acquire_async() {
+                match self.streams.slots().try_acquire_async() {
                     Some(s) => s,
                     None => return 0,
                 }
@@ -154,13 +158,13 @@ impl Runtime {
         let run = farmem_sys::usize_from(self.backend.route_run(start as u64)).min(want);
         let mut list = [0u64; MAX_BATCH];
         let mut k = 0;
-        while k < run && start + k < self.arena.npages {
+        while k < run && start + k < self.arena.npages() {
             let q = start + k;
-            let w = self.arena.table.load(q);
+            let w = self.arena.table().load(q);
             let ok = w.state() == State::Absent
                 && w.has(page::ON_SERVER)
                 && !w.has(page::ADV_RANDOM)
-                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.arena.table.cas(q, w, nw));
+                && next(w, Event::ClaimAsync).is_ok_and(|nw| self.arena.table().cas(q, w, nw));
             if !ok {
                 break;
             }
@@ -200,8 +204,8 @@ impl Runtime {
         if spare {
             self.refill();
         }
-        self.observe.stats.prefetched.add(k as u64);
-        self.observe.stats.prefetch_async.add(k as u64);
+        self.observe.stats().prefetched.add(k as u64);
+        self.observe.stats().prefetch_async.add(k as u64);
         k
     }
 
@@ -217,20 +221,21 @@ impl Runtime {
     pub(crate) fn finish_async(&self, token: u64) {
         if token & DEMAND != 0 {
             // A demand read: its faulting thread installs it.
-            self.streams.slots.arrive((token & 0xFF) as usize);
+            self.streams.slots().arrive((token & 0xFF) as usize);
             return;
         }
         let (slot, k, start, dirty) = decode_async(token);
         if k > 1 {
             self.install_from_slot(slot, 1, start + 1, k - 1, dirty);
         }
-        self.streams.slots.park(slot, token);
+        self.streams.slots().park(slot, token);
     }
 
     /// Install page `p` if it is a parked trigger. Returns false if it is not
     /// (its request is still on the wire, or another thread took it).
     pub(crate) fn unpark(&self, p: usize) -> bool {
-        let Some((slot, token)) = self.streams.slots.take_parked(|t| decode_async(t).2 == p) else {
+        let Some((slot, token)) = self.streams.slots().take_parked(|t| decode_async(t).2 == p)
+        else {
             return false;
         };
         let (_, _, start, dirty) = decode_async(token);
@@ -241,7 +246,7 @@ impl Runtime {
     /// Install every parked trigger: under budget pressure, or when every
     /// asynchronous slot is held by streams the program left.
     pub(crate) fn unpark_all(&self) {
-        while let Some((slot, token)) = self.streams.slots.take_parked(|_| true) {
+        while let Some((slot, token)) = self.streams.slots().take_parked(|_| true) {
             let (_, _, start, dirty) = decode_async(token);
             self.install_from_slot(slot.index(), 0, start, 1, dirty);
         }
@@ -252,8 +257,13 @@ impl Runtime {
     fn install_from_slot(&self, slot: usize, offset: usize, first: usize, k: usize, dirty: bool) {
         let pages: [usize; MAX_BATCH] = std::array::from_fn(|i| first + i);
         let src: [usize; MAX_BATCH] = std::array::from_fn(|i| offset + i);
-        self.install(&pages[..k], &src[..k], self.streams.slots.buf(slot), dirty);
-        self.observe.stats.pages_fetched.add(k as u64);
+        self.install(
+            &pages[..k],
+            &src[..k],
+            self.streams.slots().buf(slot),
+            dirty,
+        );
+        self.observe.stats().pages_fetched.add(k as u64);
     }
 }
 

@@ -135,10 +135,10 @@ impl Runtime {
         let pages = size.div_ceil(PAGE_SIZE);
         let start = {
             let mut r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
-            match r.take(pages, self.arena.npages) {
+            match r.take(pages, self.arena.npages()) {
                 Some(s) => s,
                 None => {
-                    let free = r.free_pages(self.arena.npages);
+                    let free = r.free_pages(self.arena.npages());
                     return Err(RuntimeError::OutOfSpace {
                         want: config::format_size(size as u64),
                         free: config::format_size((free * PAGE_SIZE) as u64),
@@ -156,7 +156,7 @@ impl Runtime {
         }
         for p in start..start + pages {
             self.arena
-                .table
+                .table()
                 .word(p)
                 .fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
@@ -169,7 +169,7 @@ impl Runtime {
         if !self.contains(addr) {
             return None;
         }
-        let start = (addr - self.arena.base) / PAGE_SIZE;
+        let start = (addr - self.arena.base()) / PAGE_SIZE;
         let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
         r.live.get(&start).map(|&pages| pages * PAGE_SIZE)
     }
@@ -180,8 +180,8 @@ impl Runtime {
     /// memory. The allocation's address range is reclaimed when it is freed.
     pub fn discard(&self, addr: usize, len: usize) -> Result<(), RuntimeError> {
         let (first, last) = self.pages_within(addr, len)?;
-        let lo = (addr - self.arena.base).div_ceil(PAGE_SIZE).max(first);
-        let hi = ((addr + len - self.arena.base) / PAGE_SIZE).min(last + 1);
+        let lo = (addr - self.arena.base()).div_ceil(PAGE_SIZE).max(first);
+        let hi = ((addr + len - self.arena.base()) / PAGE_SIZE).min(last + 1);
         if lo < hi && !is_forked_child() {
             self.release_pages(lo, hi - lo);
             // What the program mapped there itself goes, as `munmap` would
@@ -207,7 +207,7 @@ impl Runtime {
                 let end = (chunk + CHUNK - 1).min(last);
                 let mut hidden = [0u64; CHUNK / 64];
                 for p in chunk..=end {
-                    if self.arena.table.load(p).has(page::HIDDEN) {
+                    if self.arena.table().load(p).has(page::HIDDEN) {
                         hidden[(p - chunk) / 64] |= 1 << ((p - chunk) % 64);
                     }
                 }
@@ -215,7 +215,7 @@ impl Runtime {
                 for p in chunk..=end {
                     let h = hidden[(p - chunk) / 64] & (1 << ((p - chunk) % 64)) != 0;
                     let bits = page::ALLOCATED | if h { page::HIDDEN } else { 0 };
-                    self.arena.table.word(p).fetch_or(bits, Ordering::AcqRel);
+                    self.arena.table().word(p).fetch_or(bits, Ordering::AcqRel);
                 }
                 chunk = end + 1;
             }
@@ -226,10 +226,10 @@ impl Runtime {
     /// Free an allocation made by `alloc`.
     pub fn free(&self, ptr: *mut u8) -> Result<(), RuntimeError> {
         let addr = ptr as usize;
-        if !self.contains(addr) || !(addr - self.arena.base).is_multiple_of(PAGE_SIZE) {
+        if !self.contains(addr) || !(addr - self.arena.base()).is_multiple_of(PAGE_SIZE) {
             return Err(RuntimeError::InvalidPointer(addr));
         }
-        let start = (addr - self.arena.base) / PAGE_SIZE;
+        let start = (addr - self.arena.base()) / PAGE_SIZE;
         let pages = {
             let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
             r.pages_of(start)
@@ -252,7 +252,7 @@ impl Runtime {
     pub(crate) fn settle(&self, p: usize) -> PageWord {
         let mut waits = 0u32;
         loop {
-            let w = self.arena.table.load(p);
+            let w = self.arena.table().load(p);
             if w.has(page::IN_FLIGHT) {
                 if !self.unpark(p) {
                     if let Err(e) = self.backend.progress(p as u64) {
@@ -278,7 +278,7 @@ impl Runtime {
         for p in start..start + n {
             loop {
                 let w = self.settle(p);
-                if self.arena.table.cas(p, w, PageWord(0)) {
+                if self.arena.table().cas(p, w, PageWord(0)) {
                     if w.state().is_resident() {
                         resident_freed += 1;
                     }
@@ -286,8 +286,8 @@ impl Runtime {
                         // Its slot (in the aux word while HELD) is free again;
                         // the aux word is cleared below.
                         self.budget
-                            .hold
-                            .give_back(self.arena.table.aux(page_u32(p)));
+                            .hold()
+                            .give_back(self.arena.table().aux(page_u32(p)));
                     }
                     on_server |= w.has(page::ON_SERVER);
                     break;
@@ -298,11 +298,10 @@ impl Runtime {
         // is released, so the queues never hold more entries than the budget;
         // a reused page starts with no refault history.
         self.budget
-            .queues
-            .lock()
+            .queues()
             .retain(|q| !(start..start + n).contains(&(q as usize)));
         for p in start..start + n {
-            self.arena.table.set_aux(page_u32(p), 0);
+            self.arena.table().set_aux(page_u32(p), 0);
         }
         // SAFETY: the range belongs to the allocation being freed; its pages
         // are no longer reachable through the page table.
@@ -325,9 +324,7 @@ impl Runtime {
             );
             farmem_sys::fatal(m.as_bytes());
         }
-        self.budget
-            .resident
-            .fetch_sub(resident_freed, Ordering::AcqRel);
+        self.budget.release(resident_freed);
         if on_server {
             if let Err(e) = self.backend.free(start as u64, n as u64) {
                 // Only capacity on the server is lost; the program's data is fine.
@@ -342,10 +339,10 @@ impl Runtime {
         if len == 0 || !self.contains(addr) || !self.contains(addr + len - 1) {
             return Err(bad);
         }
-        let first = (addr - self.arena.base) / PAGE_SIZE;
-        let last = (addr + len - 1 - self.arena.base) / PAGE_SIZE;
+        let first = (addr - self.arena.base()) / PAGE_SIZE;
+        let last = (addr + len - 1 - self.arena.base()) / PAGE_SIZE;
         for p in [first, last] {
-            if !self.arena.table.load(p).has(page::ALLOCATED) {
+            if !self.arena.table().load(p).has(page::ALLOCATED) {
                 return Err(bad);
             }
         }

@@ -181,8 +181,8 @@ impl Runtime {
         {
             return Err(bad);
         }
-        let first = (addr - self.arena.base) / PAGE_SIZE;
-        let last = (end - 1 - self.arena.base) / PAGE_SIZE;
+        let first = (addr - self.arena.base()) / PAGE_SIZE;
+        let last = (end - 1 - self.arena.base()) / PAGE_SIZE;
         let r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
         match r.containing(first) {
             Some((s, n)) if last < s + n => Ok((first, last)),
@@ -201,7 +201,7 @@ impl Runtime {
         self.restore(first, n)?;
         for p in first..=last {
             self.arena
-                .table
+                .table()
                 .word(p)
                 .fetch_or(page::ALLOCATED, Ordering::AcqRel);
         }
@@ -228,7 +228,7 @@ impl Runtime {
         } else {
             for p in first..=last {
                 self.arena
-                    .table
+                    .table()
                     .word(p)
                     .fetch_and(!page::HIDDEN, Ordering::AcqRel);
             }
@@ -260,7 +260,7 @@ impl Runtime {
         for p in first..=last {
             let _ =
                 self.arena
-                    .table
+                    .table()
                     .word(p)
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                         (w & page::ALLOCATED != 0).then_some(w | page::HIDDEN)
@@ -329,7 +329,7 @@ impl Runtime {
         // fresh mapping does, and is not fetched.
         let with_content: Vec<usize> = (s..e)
             .filter(|&p| {
-                let w = self.arena.table.load(p);
+                let w = self.arena.table().load(p);
                 w.state() != page::State::Absent || w.has(page::ON_SERVER) || w.has(page::HELD)
             })
             .collect();
@@ -381,8 +381,8 @@ impl Runtime {
         if !self.contains(end - 1) {
             return false;
         }
-        let first = (addr - self.arena.base) / PAGE_SIZE;
-        let last = (end - 1 - self.arena.base) / PAGE_SIZE;
+        let first = (addr - self.arena.base()) / PAGE_SIZE;
+        let last = (end - 1 - self.arena.base()) / PAGE_SIZE;
         self.altered
             .read(|altered| altered.covers(first, last + 1, Altered::Lent))
     }
@@ -407,7 +407,7 @@ impl Runtime {
             let _ =
                 unsafe { farmem_sys::mem::madvise(addr as *mut u8, len, libc::MADV_NOHUGEPAGE) };
             self.arena
-                .uffd
+                .uffd()
                 .register(
                     addr,
                     len,

@@ -41,7 +41,7 @@ pub(crate) extern "C" fn on_sigbus(
     // SAFETY: called by the kernel as an SA_SIGINFO fault handler.
     let addr = unsafe { farmem_sys::signal::fault_addr(info) };
     match get() {
-        Some(rt) if rt.arena.mapping.contains(addr) => {
+        Some(rt) if rt.arena.contains(addr) => {
             // SAFETY: ctx is the handler's ucontext.
             let write = unsafe { farmem_sys::signal::fault_is_write(ctx) };
             rt.handle_fault(addr, write);

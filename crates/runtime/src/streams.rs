@@ -4,12 +4,35 @@
 use crate::dirty::WriteStreams;
 use crate::readahead::Planner;
 use crate::slots::Slots;
-use crate::sync::SpinLock;
+use crate::sync::{SpinGuard, SpinLock};
 
 pub(crate) struct Streams {
-    pub(crate) slots: Slots,
+    slots: Slots,
     /// What to prefetch: see [`crate::readahead`].
-    pub(crate) planner: SpinLock<Planner>,
+    planner: SpinLock<Planner>,
     /// Write streams over clean pages: see [`crate::dirty`].
-    pub(crate) writes: WriteStreams,
+    writes: WriteStreams,
+}
+
+impl Streams {
+    pub(crate) fn new(slots: Slots, planner: Planner) -> Streams {
+        Streams {
+            slots,
+            planner: SpinLock::new(planner),
+            writes: WriteStreams::new(),
+        }
+    }
+
+    pub(crate) fn slots(&self) -> &Slots {
+        &self.slots
+    }
+
+    /// The prefetch planner, locked.
+    pub(crate) fn planner(&self) -> SpinGuard<'_, Planner> {
+        self.planner.lock()
+    }
+
+    pub(crate) fn writes(&self) -> &WriteStreams {
+        &self.writes
+    }
 }

@@ -1,0 +1,113 @@
+/* What installing and evicting a far page costs the kernel, per page, for
+ * the two ways userfaultfd offers:
+ *   copy: UFFDIO_COPY a batch in (allocate, charge, copy), MADV_DONTNEED it
+ *         out (unmap, free): what farmem does today;
+ *   move: UFFDIO_MOVE a batch of already-populated staging pages in and back
+ *         out (kernel 6.8+): no allocation, no copy, no free;
+ * plus a 4 KiB memcpy for scale, and MOVE one page per ioctl (what a staging
+ * pool of scattered pages would pay).
+ * usage: gcc -O2 -Wall -Wextra -Werror -o /tmp/uffd-install-cost bench/kernel/uffd-install-cost.c
+ *        /tmp/uffd-install-cost [BATCH=32]   (root, or vm.unprivileged_userfaultfd=1) */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UFFDIO_MOVE
+#define _UFFDIO_MOVE 0x05
+struct uffdio_move {
+    __u64 dst, src, len, mode;
+    __s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
+#define UFFD_FEATURE_MOVE (1 << 10)
+#endif
+
+#define PAGE 4096L
+#define ROUNDS 20000
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void must(int ok, const char *what) {
+    if (!ok) {
+        perror(what);
+        exit(1);
+    }
+}
+
+static void move(int uffd, char *dst, char *src, long len) {
+    struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
+    must(ioctl(uffd, UFFDIO_MOVE, &m) == 0, "UFFDIO_MOVE");
+}
+
+int main(int argc, char **argv) {
+    long b = argc > 1 ? atol(argv[1]) : 32;
+    must(b >= 1 && b <= 512, "BATCH must be 1..512");
+    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    must(uffd >= 0, "userfaultfd");
+    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_MOVE};
+    must(ioctl(uffd, UFFDIO_API, &api) == 0, "UFFDIO_API (UFFDIO_MOVE needs Linux 6.8+)");
+    long len = b * PAGE * 64;
+    char *arena = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *stage = mmap(NULL, (size_t)(b * PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *src = mmap(NULL, (size_t)(b * PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    must(arena != MAP_FAILED && stage != MAP_FAILED && src != MAP_FAILED, "mmap");
+    madvise(arena, (size_t)len, MADV_NOHUGEPAGE);
+    madvise(stage, (size_t)(b * PAGE), MADV_NOHUGEPAGE);
+    memset(src, 1, (size_t)(b * PAGE));
+    memset(stage, 2, (size_t)(b * PAGE)); /* populated before registering */
+    struct uffdio_register r1 = {.range = {(unsigned long)arena, (unsigned long)len}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+    struct uffdio_register r2 = {.range = {(unsigned long)stage, (unsigned long)(b * PAGE)}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+    must(ioctl(uffd, UFFDIO_REGISTER, &r1) == 0 && ioctl(uffd, UFFDIO_REGISTER, &r2) == 0, "UFFDIO_REGISTER");
+
+    double t = now();
+    for (int i = 0; i < ROUNDS; i++) {
+        char *d = arena + (long)(i % 64) * b * PAGE;
+        struct uffdio_copy c = {.dst = (unsigned long)d, .src = (unsigned long)src, .len = (unsigned long)(b * PAGE), .mode = 0, .copy = 0};
+        must(ioctl(uffd, UFFDIO_COPY, &c) == 0, "UFFDIO_COPY");
+        d[0]++;
+        must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
+    }
+    double copy = (now() - t) / ROUNDS / (double)b * 1e6;
+
+    t = now();
+    for (int i = 0; i < ROUNDS; i++) {
+        char *d = arena + (long)(i % 64) * b * PAGE;
+        stage[0]++; /* a receive would write the staging page first */
+        move(uffd, d, stage, b * PAGE);
+        d[0]++;
+        move(uffd, stage, d, b * PAGE);
+    }
+    double mv = (now() - t) / ROUNDS / (double)b * 1e6;
+
+    t = now();
+    for (int i = 0; i < ROUNDS; i++)
+        memcpy(stage, src + (i & 1), (size_t)(b * PAGE) - 1);
+    double cp = (now() - t) / ROUNDS / (double)b * 1e6;
+
+    t = now();
+    for (int i = 0; i < ROUNDS / 8; i++) {
+        char *d = arena + (long)(i % 64) * b * PAGE;
+        for (long k = 0; k < b; k++)
+            move(uffd, d + k * PAGE, stage + k * PAGE, PAGE);
+        for (long k = 0; k < b; k++)
+            move(uffd, stage + k * PAGE, d + k * PAGE, PAGE);
+    }
+    double one = (now() - t) / (ROUNDS / 8) / (double)b * 1e6;
+
+    printf("batch %ld pages: copy in + DONTNEED out %.3f us/page | move in + out %.3f us/page | "
+           "memcpy 4 KiB %.3f us | move one page per ioctl, in + out %.3f us/page\n",
+           b, copy, mv, cp, one);
+    return 0;
+}
