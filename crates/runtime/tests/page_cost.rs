@@ -2,7 +2,7 @@
 //! environment chooses (`FARMEM_TRANSPORT`, `FARMEM_SERVERS`; the embedded
 //! server by default). One runtime per process, so the tests take turns.
 //!
-//! `page_cost_table` is a benchmark (`bench/page-cost.sh` runs it on every
+//! `page_cost_table` is a benchmark (`bench/cost/page-cost.sh` runs it on every
 //! page path): a sequential and a random sweep at 4× the budget, each
 //! pass's wall time beside farmem's own time per part, per page moved.
 
@@ -135,7 +135,7 @@ fn row(name: &str, pages: usize, local_ns: u64, ns: u64, d: &Snapshot) {
     print!("{}", d.render_breakdown());
 }
 
-/// The breakdown table for `bench/page-cost.sh`: 4× the budget, swept in
+/// The breakdown table for `bench/cost/page-cost.sh`: 4× the budget, swept in
 /// order (prefetched, pipelined) and at random (one fault per page), read
 /// and read-modify-write, beside the same loops over local memory.
 #[test]
