@@ -214,51 +214,63 @@ impl Planner {
             .iter()
             .position(|s| s.seen >= 2 && (s.next == pi || (s.window > 0 && through(s))))
         {
-            let s = self.streams[i];
-            // The previous window: the pages before `next`, the demand page excluded.
-            let used = (s.window > 1).then(|| {
-                (
-                    s.next - s.stride * (s.window as i64 - 1),
-                    s.stride,
-                    s.window - 1,
-                )
-            });
-            let want = if s.window == 0 {
-                if s.seen >= 2 {
-                    FIRST_WINDOW
-                } else {
-                    1
-                }
-            } else {
-                (s.window * 2).min(self.maxw)
-            };
-            // A stream that has come back to its expected page twice is its
-            // own evidence: the region's record only caps its growth. A
-            // stream being confirmed is judged by the region.
-            let (pages, probe) = if want <= 1 {
-                (1, false)
-            } else if s.seen >= PROVEN {
-                (want.min(self.cap(p)), false)
-            } else {
-                self.allowed(p, want)
-            };
-            let pages = pages.max(1);
-            self.streams[i] = Stream {
-                next: pi + s.stride * pages as i64,
-                stride: s.stride,
-                // A stream refused a window stays confirmed, at the smallest one.
-                window: pages,
-                seen: s.seen.saturating_add(1),
-            };
-            return Plan {
-                stride: s.stride,
-                pages,
-                why: if probe { Why::Probe } else { Why::Stream },
-                stream: Some(i),
-                used,
-                pipeline: s.stride == 1 && pages > 1 && s.seen >= PROVEN,
-            };
+            return self.follow(i, p, pi);
         }
+        self.begin(p, pi, resident)
+    }
+
+    /// Demand fault `p` (`pi`) met confirmed stream `i`: grow its window.
+    fn follow(&mut self, i: usize, p: u64, pi: i64) -> Plan {
+        let s = self.streams[i];
+        // The previous window: the pages before `next`, the demand page excluded.
+        let used = (s.window > 1).then(|| {
+            (
+                s.next - s.stride * (s.window as i64 - 1),
+                s.stride,
+                s.window - 1,
+            )
+        });
+        let want = if s.window == 0 {
+            if s.seen >= 2 {
+                FIRST_WINDOW
+            } else {
+                1
+            }
+        } else {
+            (s.window * 2).min(self.maxw)
+        };
+        // A stream that has come back to its expected page twice is its
+        // own evidence: the region's record only caps its growth. A
+        // stream being confirmed is judged by the region.
+        let (pages, probe) = if want <= 1 {
+            (1, false)
+        } else if s.seen >= PROVEN {
+            (want.min(self.cap(p)), false)
+        } else {
+            self.allowed(p, want)
+        };
+        let pages = pages.max(1);
+        self.streams[i] = Stream {
+            next: pi + s.stride * pages as i64,
+            stride: s.stride,
+            // A stream refused a window stays confirmed, at the smallest one.
+            window: pages,
+            seen: s.seen.saturating_add(1),
+        };
+        Plan {
+            stride: s.stride,
+            pages,
+            why: if probe { Why::Probe } else { Why::Stream },
+            stream: Some(i),
+            used,
+            pipeline: s.stride == 1 && pages > 1 && s.seen >= PROVEN,
+        }
+    }
+
+    /// Demand fault `p` (`pi`) followed no confirmed stream: confirm a
+    /// candidate, start one from resident pages behind it, or note it as a
+    /// candidate.
+    fn begin(&mut self, p: u64, pi: i64, resident: impl Fn(u64) -> bool) -> Plan {
         // A candidate (one fault seen) close enough to give a stride.
         if let Some(i) = self
             .streams
