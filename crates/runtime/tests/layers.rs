@@ -42,7 +42,12 @@ fn fields<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
 fn the_runtime_composes_at_most_ten_parts() {
     let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
     let f = fields(&lib, "Runtime");
-    assert!(f.len() <= 10, "Runtime has {} fields:\n{}", f.len(), f.join("\n"));
+    assert!(
+        f.len() <= 10,
+        "Runtime has {} fields:\n{}",
+        f.len(),
+        f.join("\n")
+    );
     for o in OWNERS {
         assert!(
             f.iter().any(|l| l.starts_with(&format!("pub(crate) {o}:"))),

@@ -37,19 +37,13 @@ pub(super) fn authenticate(
     let mut payload = [0u8; auth::NONCE_LEN + auth::MAC_LEN];
     let h = expect_reply(server, link, Op::AuthChallenge, 0, &mut payload, wait)?;
     let Ok(Reply::AuthChallenge { nonce: sn, proof }) = wire::decode_reply(&h, &payload) else {
-        return Err(BackendError::Protocol {
-            server: server.name.clone(),
-            why: "an AuthChallenge that does not decode".into(),
-        });
+        return Err(server.protocol("an AuthChallenge that does not decode"));
     };
     if !secret.verify_server(&cn, &sn, &proof) {
-        return Err(BackendError::Auth {
-            server: server.name.clone(),
-            why: format!(
+        return Err(server.auth(format!(
                 "it did not prove it holds the secret in {}: its secret file differs from this client's",
                 secret.path().display()
-            ),
-        });
+            )));
     }
     let mine = secret.client_proof(&cn, &sn);
     link.send(&[&Frame::AuthProof { proof: &mine }.encode(0)], wait)
@@ -78,12 +72,9 @@ pub(super) fn check_peer(server: &Server, link: &dyn Transport) -> Result<(), Ba
     if uid == me || uid == 0 {
         return Ok(());
     }
-    Err(BackendError::Auth {
-        server: server.name.clone(),
-        why: format!(
+    Err(server.auth(format!(
             "the process on this Unix socket runs as uid {uid}, not as this program's user ({me}) or root; start your own memory server, or reach that one over TCP with its shared secret"
-        ),
-    })
+        )))
 }
 
 /// Ask the server behind `link` (this session's first connection) to move
@@ -101,22 +92,18 @@ pub(super) fn open_memfd(
     match expect_reply(server, link, Op::MemfdOpenOk, 0, &mut payload, wait) {
         Ok(h) => match wire::decode_reply(&h, &payload) {
             Ok(Reply::MemfdOpenOk { chunk_pages }) if chunk_pages == wire::CHUNK_PAGES => Ok(true),
-            other => Err(BackendError::Protocol {
-                server: server.name.clone(),
-                why: format!(
-                    "a MemfdOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
-                    wire::CHUNK_PAGES
-                ),
-            }),
+            other => Err(server.protocol(format!(
+                "a MemfdOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
+                wire::CHUNK_PAGES
+            ))),
         },
         Err(BackendError::Refused {
             code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
             ..
         }) if !required => Ok(false),
-        Err(BackendError::Refused { message, .. }) if required => Err(BackendError::Transport {
-            server: server.name.clone(),
-            why: format!("FARMEM_TRANSPORT=memfd, and the server cannot: {message}"),
-        }),
+        Err(BackendError::Refused { message, .. }) if required => Err(server.transport(format!(
+            "FARMEM_TRANSPORT=memfd, and the server cannot: {message}"
+        ))),
         Err(e) => Err(e),
     }
 }
@@ -145,12 +132,10 @@ pub(super) fn side_door(
             code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
             ..
         }) if !required => return Ok(None),
-        Err(BackendError::Refused { message, .. }) if required => {
-            return Err(BackendError::Transport {
-                server: server.name.clone(),
-                why: format!("FARMEM_TRANSPORT=memfd, and the server has no side door for memory files: {message}"),
-            })
-        }
+        Err(BackendError::Refused { message, .. }) if required => return Err(server
+            .transport(format!(
+            "FARMEM_TRANSPORT=memfd, and the server has no side door for memory files: {message}"
+        ))),
         Err(e) => return Err(e),
     };
     let h = Header::new(Op::MemfdWhereOk, 0, 0, frame_u32(n));
@@ -159,10 +144,9 @@ pub(super) fn side_door(
             String::from_utf8_lossy(name).into_owned()
         }
         other => {
-            return Err(BackendError::Protocol {
-                server: server.name.clone(),
-                why: format!("a side door's name that is not printable: {other:?}"),
-            })
+            return Err(server.protocol(format!(
+                "a side door's name that is not printable: {other:?}"
+            )))
         }
     };
     let door = ServerAddr::UnixAbstract(name);
@@ -198,12 +182,9 @@ pub(super) fn hello(
     let h = expect_reply(server, link, Op::HelloOk, 0, &mut payload, wait)?;
     if let Ok(Reply::HelloOk { page_size, .. }) = wire::decode_reply(&h, &payload) {
         if page_size != PAGE_SIZE as u64 {
-            return Err(BackendError::Protocol {
-                server: server.name.clone(),
-                why: format!(
-                    "the server keeps {page_size}-byte pages; this client needs {PAGE_SIZE}"
-                ),
-            });
+            return Err(server.protocol(format!(
+                "the server keeps {page_size}-byte pages; this client needs {PAGE_SIZE}"
+            )));
         }
     }
     Ok(())
@@ -232,10 +213,9 @@ pub(super) fn open_ucx(
             return Ok(None);
         }
         Err(BackendError::Refused { message, .. }) if required => {
-            return Err(BackendError::Transport {
-                server: server.name.clone(),
-                why: format!("FARMEM_TRANSPORT=ucx, and the server cannot: {message}"),
-            })
+            return Err(server.transport(format!(
+                "FARMEM_TRANSPORT=ucx, and the server cannot: {message}"
+            )))
         }
         Err(e) => return Err(e),
     };
@@ -245,12 +225,9 @@ pub(super) fn open_ucx(
             chunk_pages,
             address,
         }) if chunk_pages == wire::CHUNK_PAGES => Ok(Some(address.to_vec())),
-        other => Err(BackendError::Protocol {
-            server: server.name.clone(),
-            why: format!(
-                "a UcxOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
-                wire::CHUNK_PAGES
-            ),
-        }),
+        other => Err(server.protocol(format!(
+            "a UcxOpenOk that is not the protocol's ({} pages a chunk): {other:?}",
+            wire::CHUNK_PAGES
+        ))),
     }
 }

@@ -80,6 +80,30 @@ impl Server {
         }
     }
 
+    /// This server broke the protocol: `why`.
+    fn protocol(&self, why: impl Into<String>) -> BackendError {
+        BackendError::Protocol {
+            server: self.name.clone(),
+            why: why.into(),
+        }
+    }
+
+    /// The page path asked for cannot work with this server: `why`.
+    fn transport(&self, why: impl Into<String>) -> BackendError {
+        BackendError::Transport {
+            server: self.name.clone(),
+            why: why.into(),
+        }
+    }
+
+    /// This server did not prove itself, or refused our proof: `why`.
+    fn auth(&self, why: impl Into<String>) -> BackendError {
+        BackendError::Auth {
+            server: self.name.clone(),
+            why: why.into(),
+        }
+    }
+
     /// The connection that grants this server's memory files.
     fn memfd_conn(&self) -> &Conn {
         self.side.as_ref().unwrap_or(&self.conns[0])
@@ -373,10 +397,10 @@ fn choose_path(
         .all(|s| s.conns[0].link.is_local() || s.conns[0].link.same_host());
     let want_memfd = match cfg.transport {
         Choice::Memfd if !all_here => {
-            return Err(BackendError::Transport {
-                server: names(),
-                why: "FARMEM_TRANSPORT=memfd needs every server on this host (a Unix socket, unix:PATH or unix:@NAME, or TCP to an address of this host); memory files pass only there".into(),
-            })
+            return Err(BackendError::Config(format!(
+                "FARMEM_TRANSPORT=memfd needs every memory server on this host, and not all of {} are: memory files pass only to a Unix socket (unix:PATH or unix:@NAME) or over TCP to an address of this host",
+                names()
+            )))
         }
         Choice::Memfd => true,
         Choice::Auto => all_here,
@@ -410,10 +434,8 @@ fn choose_path(
     }
     let want_ucx = match cfg.transport {
         Choice::Ucx => {
-            farmem_sys::ucx::available().map_err(|e| BackendError::Transport {
-                server: names(),
-                why: format!("FARMEM_TRANSPORT=ucx: {e}"),
-            })?;
+            farmem_sys::ucx::available()
+                .map_err(|e| BackendError::Config(format!("FARMEM_TRANSPORT=ucx: {e}")))?;
             true
         }
         // UCX's keys are capabilities only where the NIC enforces them.

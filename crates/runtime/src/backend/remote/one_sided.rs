@@ -103,10 +103,7 @@ impl RemoteBackend {
         let h = Header::new(Op::UcxChunkOk, tag, 0, frame_u32(n));
         match wire::decode_reply(&h, &payload[..n]) {
             Ok(Reply::UcxChunkOk { base, rkey }) => Ok((base, rkey.to_vec())),
-            other => Err(BackendError::Protocol {
-                server: server.name.clone(),
-                why: format!("a UcxChunkOk that does not decode: {other:?}"),
-            }),
+            other => Err(server.protocol(format!("a UcxChunkOk that does not decode: {other:?}"))),
         }
     }
 
@@ -131,10 +128,7 @@ impl RemoteBackend {
             .link
             .recv_exact_with_fd(&mut hb, self.wait)
             .map_err(io_err)?;
-        let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
-            server: server.name.clone(),
-            why: e.to_string(),
-        })?;
+        let h = Header::decode(&hb).map_err(|e| server.protocol(e.to_string()))?;
         check_reply(
             server,
             &*conn.link,

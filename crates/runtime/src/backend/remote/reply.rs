@@ -40,10 +40,7 @@ pub(super) fn read_header(
 ) -> Result<Header, BackendError> {
     let mut hb = [0u8; HEADER_LEN];
     link.recv_exact(&mut hb, wait).map_err(|e| server.io(e))?;
-    Header::decode(&hb).map_err(|e| BackendError::Protocol {
-        server: server.name.clone(),
-        why: e.to_string(),
-    })
+    Header::decode(&hb).map_err(|e| server.protocol(e.to_string()))
 }
 
 /// Check a reply header; an Error reply becomes `Refused` with its message.
@@ -64,13 +61,10 @@ pub(super) fn check_reply(
         return Err(refused(server, h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len != len {
-        return Err(BackendError::Protocol {
-            server: server.name.clone(),
-            why: format!(
-                "expected {op:?} tag {tag} len {len}, got {:?} tag {} len {}",
-                h.op, h.tag, h.len
-            ),
-        });
+        return Err(server.protocol(format!(
+            "expected {op:?} tag {tag} len {len}, got {:?} tag {} len {}",
+            h.op, h.tag, h.len
+        )));
     }
     Ok(())
 }
@@ -103,10 +97,7 @@ pub(super) fn recv_reply(
         got += r;
     }
     let in_data = got - HEADER_LEN;
-    let h = Header::decode(&hb).map_err(|e| BackendError::Protocol {
-        server: server.name.clone(),
-        why: e.to_string(),
-    })?;
+    let h = Header::decode(&hb).map_err(|e| server.protocol(e.to_string()))?;
     if h.op == Op::Error {
         let n = h.len as usize;
         let mut msg = [0u8; wire::MAX_ERROR_MSG];
@@ -116,16 +107,13 @@ pub(super) fn recv_reply(
         return Err(refused(server, &h, &msg[..n]));
     }
     if h.op != op || h.tag != tag || h.len as usize != data.len() {
-        return Err(BackendError::Protocol {
-            server: server.name.clone(),
-            why: format!(
-                "expected {op:?} tag {tag} len {}, got {:?} tag {} len {}",
-                data.len(),
-                h.op,
-                h.tag,
-                h.len
-            ),
-        });
+        return Err(server.protocol(format!(
+            "expected {op:?} tag {tag} len {}, got {:?} tag {} len {}",
+            data.len(),
+            h.op,
+            h.tag,
+            h.len
+        )));
     }
     link.recv_exact(&mut data[in_data..], wait).map_err(io_err)
 }
@@ -138,10 +126,7 @@ pub(super) fn refused(server: &Server, h: &Header, msg: &[u8]) -> BackendError {
             code,
             message: String::from_utf8_lossy(message).into_owned(),
         },
-        other => BackendError::Protocol {
-            server: server.name.clone(),
-            why: format!("an Error reply that does not decode: {other:?}"),
-        },
+        other => server.protocol(format!("an Error reply that does not decode: {other:?}")),
     }
 }
 
