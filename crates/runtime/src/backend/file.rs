@@ -105,4 +105,8 @@ impl Backend for FileBackend {
     fn holder(&self, _page: u64) -> String {
         self.path.display().to_string()
     }
+
+    fn transport(&self) -> &'static str {
+        "local file"
+    }
 }

@@ -125,6 +125,10 @@ pub enum BackendError {
 
 /// A page store. `pages` are far page numbers; `read` fills `buf` with
 /// `pages.len()` pages in order; `write` sends one page-sized slice per page.
+/// What only some stores have is a trait of its own, reached through
+/// [`Backend::pipelined`] and [`Backend::memory_servers`]; the runtime calls
+/// it through `dyn Backend`'s methods below, which do nothing where a store
+/// has no such part.
 pub trait Backend: Send + Sync {
     fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
@@ -134,78 +138,137 @@ pub trait Backend: Send + Sync {
     fn describe(&self) -> String;
     /// Which server (by name) holds `page`; for error messages.
     fn holder(&self, page: u64) -> String;
+    /// How pages move, for the statistics (`local file`, `socket`, `ucx
+    /// (shared memory)`).
+    fn transport(&self) -> &'static str;
+    /// Its reads that are sent now and received later, where it has them.
+    fn pipelined(&self) -> Option<&dyn Pipelined> {
+        None
+    }
+    /// Its memory servers, where it has them.
+    fn memory_servers(&self) -> Option<&dyn MemoryServers> {
+        None
+    }
+}
 
-    /// Start reading `pages` (consecutive, within one [`Backend::route_run`])
-    /// into `buf` without waiting for the reply. Whichever thread next drains
-    /// that connection receives it and calls the completion function with
-    /// `token`. Returns false when the backend cannot (read synchronously).
+/// Reads sent now and received later: whichever thread next drains the
+/// connection receives the reply and calls the completion function.
+pub trait Pipelined: Send + Sync {
+    /// Start reading `pages` (consecutive, within one [`Pipelined::route_run`])
+    /// into `buf` without waiting for the reply; the completion function gets
+    /// `token`. Returns false when it cannot (read synchronously).
     ///
     /// # Safety
     /// `buf` must stay valid and untouched for `pages.len()` pages until the
     /// completion for `token` has run.
     unsafe fn read_async(
         &self,
-        _pages: &[u64],
-        _buf: *mut u8,
-        _token: u64,
-    ) -> Result<bool, BackendError> {
-        Ok(false)
-    }
-
+        pages: &[u64],
+        buf: *mut u8,
+        token: u64,
+    ) -> Result<bool, BackendError>;
     /// Receive every reply outstanding on the connection of `page`.
-    fn progress(&self, _page: u64) -> Result<(), BackendError> {
-        Ok(())
-    }
-
+    fn progress(&self, page: u64) -> Result<(), BackendError>;
     /// Receive every reply outstanding on every connection.
-    fn progress_all(&self) -> Result<(), BackendError> {
-        Ok(())
-    }
-
+    fn progress_all(&self) -> Result<(), BackendError>;
     /// How many pages from `page` on travel on the same connection.
-    fn route_run(&self, _page: u64) -> u64 {
-        u64::MAX
-    }
-
+    fn route_run(&self, page: u64) -> u64;
     /// The function that installs a completed asynchronous read.
-    fn set_completion(&self, _f: fn(u64)) {}
+    fn set_completion(&self, f: fn(u64));
+}
 
+/// What a store of memory servers adds: copies on several servers, their
+/// health, and preparing the one-sided page paths.
+pub trait MemoryServers: Send + Sync {
     /// `page` came back with the wrong checksum from the server that served
     /// it: stop using that server. Returns whether another copy of the page
     /// is left to read.
-    fn distrust(&self, _page: u64) -> bool {
-        false
-    }
-
-    /// Lines for the statistics table on the backend's health (servers
-    /// lost, pages left with fewer copies), where that applies.
-    fn health(&self) -> Option<String> {
-        None
-    }
-
-    /// Far pages `[first, first+n)` were just allocated: prepare whatever
-    /// the backend needs to hold them later (UCX: grant their chunks and
+    fn distrust(&self, page: u64) -> bool;
+    /// Lines for the statistics table on the servers' health (servers lost,
+    /// pages left with fewer copies).
+    fn health(&self) -> Option<String>;
+    /// Far pages `[first, first+n)` were just allocated: prepare what the
+    /// page path needs to hold them later (UCX: grant their chunks and
     /// unpack their keys), here, outside any fault handler.
-    fn reserve(&self, _first: u64, _n: u64) -> Result<(), BackendError> {
-        Ok(())
-    }
-
-    /// The runtime's fetch slots, where reads land: a backend may register
+    fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError>;
+    /// The runtime's fetch slots, where reads land: a page path may register
     /// them once.
-    fn register_slots(&self, _ptr: *mut u8, _len: usize) {}
+    fn register_slots(&self, ptr: *mut u8, len: usize);
+    /// Copies of each page, and the servers that hold them by name, for
+    /// `farmem stat`.
+    fn servers(&self) -> (usize, Vec<String>);
+    /// From now on, mirror the servers' health into `h` (which `farmem
+    /// stat` reads from another process).
+    fn publish(&self, h: &'static crate::publish::Health);
+}
 
-    /// Copies of each page, and the servers that hold them by name (none
-    /// for a file), for `farmem stat`.
-    fn servers(&self) -> (usize, Vec<String>) {
-        (1, Vec::new())
+/// The optional parts, called as the runtime needs them: each does nothing
+/// (or says "cannot") where the store has no such part.
+impl dyn Backend + '_ {
+    /// See [`Pipelined::read_async`]; false where reads are not pipelined.
+    ///
+    /// # Safety
+    /// As [`Pipelined::read_async`].
+    pub unsafe fn read_async(
+        &self,
+        pages: &[u64],
+        buf: *mut u8,
+        token: u64,
+    ) -> Result<bool, BackendError> {
+        match self.pipelined() {
+            // SAFETY: the caller's contract is the trait method's.
+            Some(p) => unsafe { p.read_async(pages, buf, token) },
+            None => Ok(false),
+        }
     }
 
-    /// From now on, mirror the servers' health into `h` (which
-    /// `farmem stat` reads from another process).
-    fn publish(&self, _h: &'static crate::publish::Health) {}
+    pub fn progress(&self, page: u64) -> Result<(), BackendError> {
+        self.pipelined().map_or(Ok(()), |p| p.progress(page))
+    }
 
-    /// How pages move, for the statistics (`socket`, `ucx (shared memory)`).
-    fn transport(&self) -> &'static str {
-        "local file"
+    pub fn progress_all(&self) -> Result<(), BackendError> {
+        self.pipelined().map_or(Ok(()), |p| p.progress_all())
+    }
+
+    pub fn route_run(&self, page: u64) -> u64 {
+        self.pipelined().map_or(u64::MAX, |p| p.route_run(page))
+    }
+
+    pub fn set_completion(&self, f: fn(u64)) {
+        if let Some(p) = self.pipelined() {
+            p.set_completion(f);
+        }
+    }
+
+    pub fn distrust(&self, page: u64) -> bool {
+        self.memory_servers().is_some_and(|m| m.distrust(page))
+    }
+
+    pub fn health(&self) -> Option<String> {
+        self.memory_servers().and_then(|m| m.health())
+    }
+
+    pub fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
+        self.memory_servers()
+            .map_or(Ok(()), |m| m.reserve(first, n))
+    }
+
+    pub fn register_slots(&self, ptr: *mut u8, len: usize) {
+        if let Some(m) = self.memory_servers() {
+            m.register_slots(ptr, len);
+        }
+    }
+
+    /// Copies of each page and the servers by name: one copy and none for
+    /// a file.
+    pub fn servers(&self) -> (usize, Vec<String>) {
+        self.memory_servers()
+            .map_or((1, Vec::new()), |m| m.servers())
+    }
+
+    pub fn publish(&self, h: &'static crate::publish::Health) {
+        if let Some(m) = self.memory_servers() {
+            m.publish(h);
+        }
     }
 }

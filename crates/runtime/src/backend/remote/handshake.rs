@@ -132,10 +132,11 @@ pub(super) fn side_door(
             code: Some(wire::ErrorCode::Unsupported | wire::ErrorCode::UnknownOp),
             ..
         }) if !required => return Ok(None),
-        Err(BackendError::Refused { message, .. }) if required => return Err(server
-            .transport(format!(
+        Err(BackendError::Refused { message, .. }) if required => {
+            return Err(server.transport(format!(
             "FARMEM_TRANSPORT=memfd, and the server has no side door for memory files: {message}"
-        ))),
+        )))
+        }
         Err(e) => return Err(e),
     };
     let h = Header::new(Op::MemfdWhereOk, 0, 0, frame_u32(n));

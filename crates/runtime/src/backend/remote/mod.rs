@@ -48,7 +48,7 @@ use super::memfd::MemfdPages;
 use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
 use super::ucx::UcxPages;
-use super::{Backend, BackendError, MAX_BATCH};
+use super::{Backend, BackendError, MemoryServers, Pipelined, MAX_BATCH};
 use crate::config::Config;
 use crate::config::Transport as Choice;
 use conn::{Conn, Owed};
@@ -580,75 +580,25 @@ impl Backend for RemoteBackend {
         names.join(" and ")
     }
 
-    fn distrust(&self, page: u64) -> bool {
-        if self.replicas == 1 {
-            return false;
-        }
-        let Some((s, _)) = self.live_route(page) else {
-            return false;
-        };
-        // Only the flag: this may run inside `drain` (an asynchronous read's
-        // completion) holding one of this server's connections, so no
-        // salvage here. The server still answers; what it owes arrives and
-        // is checked like any page. Hazard: the re-read that follows takes
-        // a connection of the next copy's server while this thread may hold
-        // one of the distrusted server's; a thread doing the same the other
-        // way round at once (two servers corrupting pages at the same
-        // moment) would wait for ever.
-        if self.mark_down(s) {
-            use std::fmt::Write as _;
-            let mut m = farmem_sys::msg::MsgBuf::new();
-            let _ = writeln!(
-                m,
-                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",
-                self.servers[s].name
-            );
-            farmem_sys::write_stderr(m.as_bytes());
-        }
-        self.live_route(page).is_some()
-    }
-
-    fn servers(&self) -> (usize, Vec<String>) {
-        (
-            self.replicas,
-            self.servers.iter().map(|s| s.name.clone()).collect(),
-        )
-    }
-
-    fn publish(&self, h: &'static crate::publish::Health) {
-        if self.published.set(h).is_ok() {
-            // A server lost before now (or while setting) is marked too.
-            for s in 0..self.servers.len() {
-                if self.is_down(s) {
-                    h.set_down(s);
-                }
-            }
-            h.add_short(self.under_replicated.load(Ordering::Relaxed));
+    fn transport(&self) -> &'static str {
+        match &self.path {
+            PagePath::Ucx(u) if u.is_local() => "ucx (one-sided, shared memory: a test path)",
+            PagePath::Ucx(_) => "ucx (one-sided)",
+            PagePath::Memfd(_) => "memfd (one-sided, sealed memory files on this host)",
+            PagePath::Sockets => "socket",
         }
     }
 
-    fn health(&self) -> Option<String> {
-        if self.replicas == 1 {
-            return None;
-        }
-        let ns = self.servers.len();
-        let down: Vec<usize> = (0..ns).filter(|&s| self.is_down(s)).collect();
-        let names: Vec<&str> = down
-            .iter()
-            .map(|&s| self.servers[s].name.as_str())
-            .collect();
-        let lost: Vec<bool> = (0..ns).map(|s| self.is_down(s)).collect();
-        let short = crate::backend::placement::stripe_units_short(&lost, self.replicas);
-        let under = self.under_replicated.load(Ordering::Relaxed);
-        Some(format!(
-            "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
-            self.replicas,
-            if names.is_empty() { "none".into() } else { names.join(", ") },
-            self.stripe,
-            self.replicas - 1,
-        ))
+    fn pipelined(&self) -> Option<&dyn Pipelined> {
+        Some(self)
     }
 
+    fn memory_servers(&self) -> Option<&dyn MemoryServers> {
+        Some(self)
+    }
+}
+
+impl Pipelined for RemoteBackend {
     unsafe fn read_async(
         &self,
         pages: &[u64],
@@ -730,6 +680,77 @@ impl Backend for RemoteBackend {
     fn set_completion(&self, f: fn(u64)) {
         let _ = self.complete.set(f);
     }
+}
+
+impl MemoryServers for RemoteBackend {
+    fn distrust(&self, page: u64) -> bool {
+        if self.replicas == 1 {
+            return false;
+        }
+        let Some((s, _)) = self.live_route(page) else {
+            return false;
+        };
+        // Only the flag: this may run inside `drain` (an asynchronous read's
+        // completion) holding one of this server's connections, so no
+        // salvage here. The server still answers; what it owes arrives and
+        // is checked like any page. Hazard: the re-read that follows takes
+        // a connection of the next copy's server while this thread may hold
+        // one of the distrusted server's; a thread doing the same the other
+        // way round at once (two servers corrupting pages at the same
+        // moment) would wait for ever.
+        if self.mark_down(s) {
+            use std::fmt::Write as _;
+            let mut m = farmem_sys::msg::MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",
+                self.servers[s].name
+            );
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+        self.live_route(page).is_some()
+    }
+
+    fn servers(&self) -> (usize, Vec<String>) {
+        (
+            self.replicas,
+            self.servers.iter().map(|s| s.name.clone()).collect(),
+        )
+    }
+
+    fn publish(&self, h: &'static crate::publish::Health) {
+        if self.published.set(h).is_ok() {
+            // A server lost before now (or while setting) is marked too.
+            for s in 0..self.servers.len() {
+                if self.is_down(s) {
+                    h.set_down(s);
+                }
+            }
+            h.add_short(self.under_replicated.load(Ordering::Relaxed));
+        }
+    }
+
+    fn health(&self) -> Option<String> {
+        if self.replicas == 1 {
+            return None;
+        }
+        let ns = self.servers.len();
+        let down: Vec<usize> = (0..ns).filter(|&s| self.is_down(s)).collect();
+        let names: Vec<&str> = down
+            .iter()
+            .map(|&s| self.servers[s].name.as_str())
+            .collect();
+        let lost: Vec<bool> = (0..ns).map(|s| self.is_down(s)).collect();
+        let short = crate::backend::placement::stripe_units_short(&lost, self.replicas);
+        let under = self.under_replicated.load(Ordering::Relaxed);
+        Some(format!(
+            "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
+            self.replicas,
+            if names.is_empty() { "none".into() } else { names.join(", ") },
+            self.stripe,
+            self.replicas - 1,
+        ))
+    }
 
     fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
         match self.path.one_sided() {
@@ -741,15 +762,6 @@ impl Backend for RemoteBackend {
     fn register_slots(&self, ptr: *mut u8, len: usize) {
         if let PagePath::Ucx(ucx) = &self.path {
             ucx.register_slots(ptr, len);
-        }
-    }
-
-    fn transport(&self) -> &'static str {
-        match &self.path {
-            PagePath::Ucx(u) if u.is_local() => "ucx (one-sided, shared memory: a test path)",
-            PagePath::Ucx(_) => "ucx (one-sided)",
-            PagePath::Memfd(_) => "memfd (one-sided, sealed memory files on this host)",
-            PagePath::Sockets => "socket",
         }
     }
 }

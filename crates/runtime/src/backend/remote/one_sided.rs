@@ -7,7 +7,7 @@ use super::reply::{check_reply, frame_u32, recv_blob};
 use super::RemoteBackend;
 use crate::backend::memfd::MemfdPages;
 use crate::backend::ucx::UcxPages;
-use crate::backend::{Backend, BackendError, Failure, OneSided, MAX_BATCH};
+use crate::backend::{Backend, BackendError, Failure, OneSided, Pipelined, MAX_BATCH};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
 use std::io;
 use std::os::fd::OwnedFd;

@@ -8,7 +8,7 @@ use super::{Links, RemoteBackend};
 #[path = "../../../../../tests/support/skip.rs"]
 mod skip_support;
 use crate::backend::transport::Transport;
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, MemoryServers};
 use crate::config::Config;
 use farmem_sys::net::Wait;
 use farmem_sys::PAGE_SIZE;
