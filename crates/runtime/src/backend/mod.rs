@@ -5,12 +5,10 @@
 //! nothing and make only raw syscalls.
 
 mod file;
-mod memfd;
 pub mod placement;
 mod remote;
 mod sealed;
 pub mod transport;
-mod ucx;
 
 pub use file::FileBackend;
 pub use remote::RemoteBackend;

@@ -38,16 +38,16 @@
 
 mod conn;
 mod handshake;
+mod memfd;
 mod one_sided;
 mod replicas;
 mod reply;
 #[cfg(test)]
 mod tests;
+mod ucx;
 
-use super::memfd::MemfdPages;
 use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
-use super::ucx::UcxPages;
 use super::{Backend, BackendError, MemoryServers, Pipelined, MAX_BATCH};
 use crate::config::Config;
 use crate::config::Transport as Choice;
@@ -55,11 +55,13 @@ use conn::{Conn, Owed};
 use farmem_sys::net::Wait;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
 use handshake::{authenticate, check_peer, hello, open_memfd, open_ucx, random_token, side_door};
+use memfd::MemfdPages;
 use one_sided::Grant;
 use reply::frame_u32;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use ucx::UcxPages;
 
 struct Server {
     name: String,

@@ -3,10 +3,10 @@
 //! writes through the path, and what a failure there means for replicas (a
 //! lost server is failed over as on sockets).
 
+use super::memfd::MemfdPages;
 use super::reply::{check_reply, frame_u32, recv_blob};
+use super::ucx::UcxPages;
 use super::RemoteBackend;
-use crate::backend::memfd::MemfdPages;
-use crate::backend::ucx::UcxPages;
 use crate::backend::{Backend, BackendError, Failure, OneSided, Pipelined, MAX_BATCH};
 use farmem_wire::{self as wire, Frame, Header, Op, Reply, HEADER_LEN};
 use std::io;

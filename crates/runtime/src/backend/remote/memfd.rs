@@ -22,7 +22,7 @@
 //! Ordering: a `pwrite` is complete in the file when it returns, so a read
 //! issued after it (from any thread) sees its bytes; no flush is needed.
 
-use super::{BackendError, Failure, OneSided};
+use crate::backend::{BackendError, Failure, OneSided};
 use crate::config::MAX_REPLICAS;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::CHUNK_PAGES;
