@@ -380,8 +380,7 @@ pub fn run(
     progress: &mut dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Report, BenchError> {
-    let (mut size, exps, timeout_s) = validate(p)?;
-    let custom = p.workload.is_none();
+    let (size, exps, timeout_s) = validate(p)?;
     let metric_re = p
         .metric_regex
         .as_deref()
@@ -392,26 +391,7 @@ pub fn run(
                 "--metric-regex is not a valid regular expression: {e}"
             ))
         })?;
-    let (cmd, reading) = match p.workload {
-        Some(w) => (
-            workload::command(&p.workloads_dir, w, size, &p.options)?,
-            Reading::Builtin,
-        ),
-        None => (
-            p.cmd.clone(),
-            Reading::Custom {
-                metric: metric_re.as_ref(),
-            },
-        ),
-    };
-    let threads = p.threads.unwrap_or(farmem_sys::online_cpus());
-    let env = vec![("OMP_NUM_THREADS".to_string(), threads.to_string())];
-    let farmem = p.farmem.display().to_string();
-    let limits = child::Limits {
-        timeout: Some(Duration::from_secs(timeout_s)),
-        stop: Some(stop),
-        ..child::Limits::default()
-    };
+    let mut cells = Cells::new(p, size, timeout_s, metric_re.as_ref(), stop)?;
     let total = p
         .systems
         .iter()
@@ -421,203 +401,339 @@ pub fn run(
     progress.start(total);
 
     // The far tier's ceiling, for the time the least traffic takes.
-    let ceiling = if p.systems.contains(&System::Farmem) && !custom {
+    if p.systems.contains(&System::Farmem) && !cells.custom {
         progress.doing("far ceiling");
-        Some(Ceiling::measure(p.quick)?)
-    } else {
-        None
-    };
-
-    let mut results: Vec<RunResult> = Vec::new();
-    let mut local_secs = None;
-    let mut systems = p.systems.clone();
-    if custom && !systems.contains(&System::Local) {
-        // The all-local run measures the footprint every budget comes from.
-        systems.push(System::Local);
+        cells.ceiling = Some(Ceiling::measure(p.quick)?);
     }
-    // The reference first.
-    systems.sort_by_key(|s| *s != System::Local);
-    systems.dedup();
-    for sys in systems {
-        let es: Vec<f64> = if sys == System::Local {
-            vec![1.0]
+    let results = cells.all(&exps, progress, stop)?;
+    Ok(cells.report(exps, results))
+}
+
+/// What every cell of one run shares, and what the all-local reference
+/// settles for the cells after it (a program's footprint, the local time).
+struct Cells<'a> {
+    p: &'a Params,
+    /// A program after `--`, not a built-in workload.
+    custom: bool,
+    cmd: Vec<String>,
+    reading: Reading<'a>,
+    env: Vec<(String, String)>,
+    threads: usize,
+    farmem: String,
+    limits: child::Limits<'a>,
+    ceiling: Option<Ceiling>,
+    /// Data size; a program's is its footprint, once all-local has run.
+    size: u64,
+    /// All-local's median seconds, once it has run.
+    local_secs: Option<f64>,
+}
+
+/// One cell's runs: the seconds of each, the last one's output, and why
+/// the cell stopped early, if it did.
+struct Runs {
+    seconds: Vec<f64>,
+    last: Option<Outcome>,
+    unavailable: Option<String>,
+}
+
+impl Runs {
+    /// The median seconds (NaN when no run finished).
+    fn median(&self) -> f64 {
+        if self.seconds.is_empty() {
+            f64::NAN
         } else {
-            exps.clone()
-        };
-        for &e in &es {
-            if stop.load(Ordering::Acquire) {
-                return Err(BenchError::Interrupted);
-            }
-            // A positive size over a positive expansion; the cast saturates.
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            let budget = ((size as f64 / e) as u64)
-                .next_multiple_of(1 << 20)
-                .max(1 << 20);
-            progress.doing(&format!("{} {e}x", sys.name()));
-            let mut runs = Vec::new();
-            let mut last: Option<Outcome> = None;
-            let mut unavailable = None;
-            for _ in 0..p.runs {
-                // Set up this system (torn down at the end of the attempt).
-                let attempt = (|| -> Result<Outcome, BenchError> {
-                    match sys {
-                        System::Local => run_once(&cmd, &env, None, &limits, &reading),
-                        System::Farmem => {
-                            let mut c = vec![
-                                farmem.clone(),
-                                "run".into(),
-                                "--local".into(),
-                                budget.to_string(),
-                                "--stats".into(),
-                                "--".into(),
-                            ];
-                            c.extend(cmd.iter().cloned());
-                            run_once(&c, &env, None, &limits, &reading)
-                        }
-                        System::Swap | System::Zram => {
-                            // 3x SIZE: room for the data and the workload's own temporaries
-                            // (glibc's qsort is a merge sort with an equal-sized buffer).
-                            let _area = if sys == System::Swap {
-                                SwapArea::file(size * 3)?
-                            } else {
-                                SwapArea::zram(size * 3)?
-                            };
-                            let cg = Cgroup::new(budget + CGROUP_ALLOWANCE)?;
-                            run_once(&cmd, &env, Some(&cg), &limits, &reading)
-                        }
-                        System::SsdMmap if custom => Err(BenchError::Unavailable(
-                            "only for the built-in workloads, whose arrays can be mapped from a file (FARMEM_BENCH_FILE); a program's own memory cannot".into(),
-                        )),
-                        System::SsdMmap => {
-                            let f = DataFile::new();
-                            let cg = Cgroup::new(budget + CGROUP_ALLOWANCE)?;
-                            let mut env2 = env.clone();
-                            env2.push(("FARMEM_BENCH_FILE".into(), f.0.display().to_string()));
-                            run_once(&cmd, &env2, Some(&cg), &limits, &reading)
-                        }
-                    }
-                })();
-                progress.step();
-                match attempt {
-                    Ok(o) => {
-                        runs.push(
-                            field(&o.line, "seconds")
-                                .and_then(|v| v.parse().ok())
-                                .unwrap_or(f64::NAN),
-                        );
-                        last = Some(o);
-                    }
-                    Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
-                    Err(e) => {
-                        unavailable = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-            let line = last.as_ref().map(|o| o.line.clone()).unwrap_or_default();
-            let seconds = if runs.is_empty() {
-                f64::NAN
-            } else {
-                farmem_probe::median(&mut runs.clone())
-            };
-            if sys == System::Local {
-                local_secs = Some(seconds);
-                if custom {
-                    // The footprint: the peak resident memory of the last
-                    // all-local run. Every budget is a share of it.
-                    let rss = last.as_ref().map_or(0, |o| o.max_rss);
-                    if rss == 0 {
-                        return Err(BenchError::Failed(format!(
-                            "{} did not run all-local ({}); nothing to compare against",
-                            cmd[0],
-                            unavailable.as_deref().unwrap_or("no result")
-                        )));
-                    }
-                    size = rss.next_multiple_of(1 << 20);
-                }
-            }
-            let check = field(&line, "check").unwrap_or("-").to_string();
-            if check == "FAILED" {
-                return Err(BenchError::WrongResult {
-                    cmd: cmd[0].clone(),
-                    system: sys.name(),
-                    expansion: e,
-                    line,
-                });
-            }
-            let finite = || runs.iter().copied().filter(|v| v.is_finite());
-            let bound = (sys == System::Farmem)
-                .then(|| {
-                    let shape = shape_of(p.workload?, size, &p.options, &line)?;
-                    Some(traffic_bound(&shape, budget))
-                })
-                .flatten();
-            results.push(RunResult {
-                system: sys.name().into(),
-                expansion: e,
-                local_budget_bytes: if sys == System::Local { size } else { budget },
-                seconds,
-                seconds_min: finite().fold(f64::NAN, f64::min),
-                seconds_max: finite().fold(f64::NAN, f64::max),
-                metric: field(&line, "metric")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(f64::NAN),
-                unit: field(&line, "unit").unwrap_or("-").to_string(),
-                relative_runtime: local_secs.map_or(f64::NAN, |l| seconds / l),
-                check,
-                runs,
-                unavailable,
-                farmem_stats: (sys == System::Farmem)
-                    .then(|| {
-                        last.as_ref().map(|o| {
-                            o.stderr
-                                .lines()
-                                .skip_while(|l| !l.starts_with("farmem stats"))
-                                .collect::<Vec<_>>()
-                                .join("\n")
-                        })
-                    })
-                    .flatten(),
-                timed_fetched_bytes: timed_field(&last, "fetched_bytes"),
-                timed_written_back_bytes: timed_field(&last, "written_back_bytes"),
-                bound_fetched_bytes: bound.map(|b| b.fetched),
-                bound_written_back_bytes: bound.map(|b| b.written_back),
-                bound_seconds: bound.zip(ceiling).map(|(b, c)| c.seconds(&b)),
-                result_line: line,
-            });
+            farmem_probe::median(&mut self.seconds.clone())
         }
     }
-    let wname = p.workload.map_or("custom", Workload::name).to_string();
-    let params = Recorded {
-        workload: wname.clone(),
-        size_bytes: size,
-        expansion: exps.clone(),
-        threads,
-        runs: p.runs,
-        statistic: "median".to_string(),
-        variant: p.options.variant().to_string(),
-        hints: p.options.hints,
-        classic: p.options.classic,
-        command: cmd.clone(),
-        cgroup_allowance_bytes: CGROUP_ALLOWANCE,
-        swap_device_bytes: size * 3,
-        footprint_measured: custom,
-        metric_regex: p.metric_regex.clone(),
-        far_ceiling: ceiling,
-    };
-    Ok(Report {
-        workload: wname,
-        size,
-        expansions: exps,
-        systems: p.systems.clone(),
-        threads,
-        runs: p.runs,
-        command: cmd,
-        footprint_measured: custom,
-        ceiling,
-        params,
-        results,
-    })
+}
+
+impl<'a> Cells<'a> {
+    fn new(
+        p: &'a Params,
+        size: u64,
+        timeout_s: u64,
+        metric_re: Option<&'a regex::Regex>,
+        stop: &'a AtomicBool,
+    ) -> Result<Cells<'a>, BenchError> {
+        let (cmd, reading) = match p.workload {
+            Some(w) => (
+                workload::command(&p.workloads_dir, w, size, &p.options)?,
+                Reading::Builtin,
+            ),
+            None => (p.cmd.clone(), Reading::Custom { metric: metric_re }),
+        };
+        let threads = p.threads.unwrap_or(farmem_sys::online_cpus());
+        Ok(Cells {
+            p,
+            custom: p.workload.is_none(),
+            cmd,
+            reading,
+            env: vec![("OMP_NUM_THREADS".to_string(), threads.to_string())],
+            threads,
+            farmem: p.farmem.display().to_string(),
+            limits: child::Limits {
+                timeout: Some(Duration::from_secs(timeout_s)),
+                stop: Some(stop),
+                ..child::Limits::default()
+            },
+            ceiling: None,
+            size,
+            local_secs: None,
+        })
+    }
+
+    /// Every (system, expansion) cell, all-local first as the reference.
+    fn all(
+        &mut self,
+        exps: &[f64],
+        progress: &mut dyn Progress,
+        stop: &AtomicBool,
+    ) -> Result<Vec<RunResult>, BenchError> {
+        let mut results: Vec<RunResult> = Vec::new();
+        let mut systems = self.p.systems.clone();
+        if self.custom && !systems.contains(&System::Local) {
+            // The all-local run measures the footprint every budget comes from.
+            systems.push(System::Local);
+        }
+        // The reference first.
+        systems.sort_by_key(|s| *s != System::Local);
+        systems.dedup();
+        for sys in systems {
+            let es: &[f64] = if sys == System::Local { &[1.0] } else { exps };
+            for &e in es {
+                if stop.load(Ordering::Acquire) {
+                    return Err(BenchError::Interrupted);
+                }
+                results.push(self.cell(sys, e, progress)?);
+            }
+        }
+        Ok(results)
+    }
+
+    /// One cell: its runs, and what they add up to.
+    fn cell(
+        &mut self,
+        sys: System,
+        e: f64,
+        progress: &mut dyn Progress,
+    ) -> Result<RunResult, BenchError> {
+        // A positive size over a positive expansion; the cast saturates.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let budget = ((self.size as f64 / e) as u64)
+            .next_multiple_of(1 << 20)
+            .max(1 << 20);
+        progress.doing(&format!("{} {e}x", sys.name()));
+        let runs = self.runs(sys, budget, progress)?;
+        let line = runs
+            .last
+            .as_ref()
+            .map(|o| o.line.clone())
+            .unwrap_or_default();
+        if sys == System::Local {
+            self.reference(&runs)?;
+        }
+        let check = field(&line, "check").unwrap_or("-").to_string();
+        if check == "FAILED" {
+            return Err(BenchError::WrongResult {
+                cmd: self.cmd[0].clone(),
+                system: sys.name(),
+                expansion: e,
+                line,
+            });
+        }
+        Ok(self.result(sys, e, budget, runs, line, check))
+    }
+
+    /// `p.runs` runs of one cell; the first failure ends the cell (it is
+    /// recorded as the reason), an interruption the whole run.
+    fn runs(
+        &self,
+        sys: System,
+        budget: u64,
+        progress: &mut dyn Progress,
+    ) -> Result<Runs, BenchError> {
+        let mut runs = Runs {
+            seconds: Vec::new(),
+            last: None,
+            unavailable: None,
+        };
+        for _ in 0..self.p.runs {
+            let attempt = self.attempt(sys, budget);
+            progress.step();
+            match attempt {
+                Ok(o) => {
+                    runs.seconds.push(
+                        field(&o.line, "seconds")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(f64::NAN),
+                    );
+                    runs.last = Some(o);
+                }
+                Err(BenchError::Interrupted) => return Err(BenchError::Interrupted),
+                Err(e) => {
+                    runs.unavailable = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    /// One run on `sys`: the system is set up for it and torn down (on
+    /// drop) when it ends.
+    fn attempt(&self, sys: System, budget: u64) -> Result<Outcome, BenchError> {
+        let (cmd, env, limits, reading) = (&self.cmd, &self.env, &self.limits, &self.reading);
+        match sys {
+            System::Local => run_once(cmd, env, None, limits, reading),
+            System::Farmem => {
+                let mut c = vec![
+                    self.farmem.clone(),
+                    "run".into(),
+                    "--local".into(),
+                    budget.to_string(),
+                    "--stats".into(),
+                    "--".into(),
+                ];
+                c.extend(cmd.iter().cloned());
+                run_once(&c, env, None, limits, reading)
+            }
+            System::Swap | System::Zram => {
+                // 3x SIZE: room for the data and the workload's own temporaries
+                // (glibc's qsort is a merge sort with an equal-sized buffer).
+                let _area = if sys == System::Swap {
+                    SwapArea::file(self.size * 3)?
+                } else {
+                    SwapArea::zram(self.size * 3)?
+                };
+                let cg = Cgroup::new(budget + CGROUP_ALLOWANCE)?;
+                run_once(cmd, env, Some(&cg), limits, reading)
+            }
+            System::SsdMmap if self.custom => Err(BenchError::Unavailable(
+                "only for the built-in workloads, whose arrays can be mapped from a file (FARMEM_BENCH_FILE); a program's own memory cannot".into(),
+            )),
+            System::SsdMmap => {
+                let f = DataFile::new();
+                let cg = Cgroup::new(budget + CGROUP_ALLOWANCE)?;
+                let mut env2 = env.clone();
+                env2.push(("FARMEM_BENCH_FILE".into(), f.0.display().to_string()));
+                run_once(cmd, &env2, Some(&cg), limits, reading)
+            }
+        }
+    }
+
+    /// What the all-local cell settles: the time every other cell is
+    /// compared to and, for a program, the footprint.
+    fn reference(&mut self, runs: &Runs) -> Result<(), BenchError> {
+        self.local_secs = Some(runs.median());
+        if self.custom {
+            // The footprint: the peak resident memory of the last
+            // all-local run. Every budget is a share of it.
+            let rss = runs.last.as_ref().map_or(0, |o| o.max_rss);
+            if rss == 0 {
+                return Err(BenchError::Failed(format!(
+                    "{} did not run all-local ({}); nothing to compare against",
+                    self.cmd[0],
+                    runs.unavailable.as_deref().unwrap_or("no result")
+                )));
+            }
+            self.size = rss.next_multiple_of(1 << 20);
+        }
+        Ok(())
+    }
+
+    /// A cell's row, from its runs and its last run's `result` line.
+    fn result(
+        &self,
+        sys: System,
+        e: f64,
+        budget: u64,
+        runs: Runs,
+        line: String,
+        check: String,
+    ) -> RunResult {
+        let seconds = runs.median();
+        let finite = || runs.seconds.iter().copied().filter(|v| v.is_finite());
+        let bound = (sys == System::Farmem)
+            .then(|| {
+                let shape = shape_of(self.p.workload?, self.size, &self.p.options, &line)?;
+                Some(traffic_bound(&shape, budget))
+            })
+            .flatten();
+        let last = &runs.last;
+        RunResult {
+            system: sys.name().into(),
+            expansion: e,
+            local_budget_bytes: if sys == System::Local {
+                self.size
+            } else {
+                budget
+            },
+            seconds,
+            seconds_min: finite().fold(f64::NAN, f64::min),
+            seconds_max: finite().fold(f64::NAN, f64::max),
+            metric: field(&line, "metric")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(f64::NAN),
+            unit: field(&line, "unit").unwrap_or("-").to_string(),
+            relative_runtime: self.local_secs.map_or(f64::NAN, |l| seconds / l),
+            check,
+            runs: runs.seconds,
+            unavailable: runs.unavailable,
+            farmem_stats: (sys == System::Farmem)
+                .then(|| {
+                    last.as_ref().map(|o| {
+                        o.stderr
+                            .lines()
+                            .skip_while(|l| !l.starts_with("farmem stats"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                })
+                .flatten(),
+            timed_fetched_bytes: timed_field(last, "fetched_bytes"),
+            timed_written_back_bytes: timed_field(last, "written_back_bytes"),
+            bound_fetched_bytes: bound.map(|b| b.fetched),
+            bound_written_back_bytes: bound.map(|b| b.written_back),
+            bound_seconds: bound.zip(self.ceiling).map(|(b, c)| c.seconds(&b)),
+            result_line: line,
+        }
+    }
+
+    /// The whole run, its parameters as the JSON output records them.
+    fn report(self, exps: Vec<f64>, results: Vec<RunResult>) -> Report {
+        let p = self.p;
+        let wname = p.workload.map_or("custom", Workload::name).to_string();
+        let params = Recorded {
+            workload: wname.clone(),
+            size_bytes: self.size,
+            expansion: exps.clone(),
+            threads: self.threads,
+            runs: p.runs,
+            statistic: "median".to_string(),
+            variant: p.options.variant().to_string(),
+            hints: p.options.hints,
+            classic: p.options.classic,
+            command: self.cmd.clone(),
+            cgroup_allowance_bytes: CGROUP_ALLOWANCE,
+            swap_device_bytes: self.size * 3,
+            footprint_measured: self.custom,
+            metric_regex: p.metric_regex.clone(),
+            far_ceiling: self.ceiling,
+        };
+        Report {
+            workload: wname,
+            size: self.size,
+            expansions: exps,
+            systems: p.systems.clone(),
+            threads: self.threads,
+            runs: p.runs,
+            command: self.cmd,
+            footprint_measured: self.custom,
+            ceiling: self.ceiling,
+            params,
+            results,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@
 
 use anyhow::{bail, Result};
 use farmem_runtime::config::format_size;
-use farmem_runtime::publish::{self, Reader, Sample};
+use farmem_runtime::publish::{self, PublishError, Reader, Sample};
 use farmem_runtime::stats::quantile_of;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -199,6 +200,13 @@ fn text(r: &Row) -> String {
     }
 }
 
+/// The programs watched: each one's reader, and its last sample with when
+/// it was taken.
+type Seen = BTreeMap<u32, (Reader, Option<(Sample, Instant)>)>;
+
+/// Where the programs publish, or why there is no such place.
+type Dir = std::result::Result<PathBuf, PublishError>;
+
 pub fn run(a: Args) -> Result<()> {
     if let Some(w) = a.watch {
         if !(w.is_finite() && (0.1..=86_400.0).contains(&w)) {
@@ -209,31 +217,9 @@ pub fn run(a: Args) -> Result<()> {
         bail!("--count 0: give the number of samples to print, at least 1");
     }
     let mut dir = publish::dir(false);
-    let mut seen: BTreeMap<u32, (Reader, Option<(Sample, Instant)>)> = BTreeMap::new();
+    let mut seen: Seen = BTreeMap::new();
     if let Some(pid) = a.pid {
-        // The one program asked for: found now, or a clear reason why not.
-        let path = dir.as_ref().ok().map(|d| publish::path_of(d, pid));
-        match path.as_deref().filter(|p| p.exists()) {
-            Some(p) => {
-                let r = Reader::open(p)?;
-                if !r.alive() {
-                    bail!("process {pid} has ended");
-                }
-                seen.insert(pid, (r, None));
-            }
-            None => {
-                let shown = dir.as_ref().map_or_else(
-                    |e| format!("no statistics directory: {e}"),
-                    |d| format!("nothing published in {}", d.display()),
-                );
-                if publish::start_ticks(pid).is_none() {
-                    bail!("no process {pid} is running");
-                }
-                bail!(
-                    "process {pid} is not a farmem program of this user ({shown}); start it with `farmem run`, or give the pid of one that is"
-                );
-            }
-        }
+        seen.insert(pid, (open_one(&dir, pid)?, None));
     }
     let every = Duration::from_secs_f64(a.watch.unwrap_or(1.0));
     let samples = a
@@ -253,33 +239,9 @@ pub fn run(a: Args) -> Result<()> {
             dir = publish::dir(false);
         }
         if let (Ok(d), None) = (&dir, a.pid) {
-            let (readers, bad) = publish::list(d);
-            for r in readers {
-                seen.entry(r.pid).or_insert((r, None));
-            }
-            unreadable = bad
-                .into_iter()
-                .map(|(pid, e)| Unreadable {
-                    pid,
-                    why: e.to_string(),
-                })
-                .collect();
+            unreadable = join(d, &mut seen);
         }
-        let at = Instant::now();
-        let mut rows = Vec::new();
-        let mut gone = Vec::new();
-        for (pid, (reader, before)) in seen.iter_mut() {
-            let ended = !reader.alive();
-            let now = reader.sample();
-            rows.push(row(before.as_ref(), &now, at, ended));
-            *before = Some((now, at));
-            if ended {
-                gone.push(*pid);
-            }
-        }
-        for pid in gone {
-            seen.remove(&pid);
-        }
+        let rows = sample(&mut seen);
         if a.json {
             let f = Frame {
                 time_unix_ms: publish::unix_ms(),
@@ -292,34 +254,103 @@ pub fn run(a: Args) -> Result<()> {
                 // Refresh in place: home, clear.
                 write!(out, "\x1b[H\x1b[2J")?;
             }
-            for u in &unreadable {
-                writeln!(
-                    out,
-                    "{:>7}  cannot be shown: {} (use the farmem that started it)",
-                    u.pid, u.why
-                )?;
-            }
-            if rows.is_empty() && unreadable.is_empty() {
-                match &dir {
-                    Ok(d) => writeln!(
-                        out,
-                        "no farmem programs of this user are running (none published in {})",
-                        d.display()
-                    )?,
-                    Err(e) => writeln!(out, "no farmem programs of this user are running ({e})")?,
-                }
-            } else {
-                writeln!(out, "{HEADER}")?;
-                for r in &rows {
-                    writeln!(out, "{}", text(r))?;
-                }
-            }
+            table(&mut out, &dir, &rows, &unreadable)?;
         }
         out.flush()?;
         // The one program asked for has ended (its last row said so):
         // nothing more to watch.
         if a.pid.is_some() && seen.is_empty() {
             break;
+        }
+    }
+    Ok(())
+}
+
+/// The one program asked for: its reader, or a clear reason why there is
+/// none.
+fn open_one(dir: &Dir, pid: u32) -> Result<Reader> {
+    let path = dir.as_ref().ok().map(|d| publish::path_of(d, pid));
+    match path.as_deref().filter(|p| p.exists()) {
+        Some(p) => {
+            let r = Reader::open(p)?;
+            if !r.alive() {
+                bail!("process {pid} has ended");
+            }
+            Ok(r)
+        }
+        None => {
+            let shown = dir.as_ref().map_or_else(
+                |e| format!("no statistics directory: {e}"),
+                |d| format!("nothing published in {}", d.display()),
+            );
+            if publish::start_ticks(pid).is_none() {
+                bail!("no process {pid} is running");
+            }
+            bail!(
+                "process {pid} is not a farmem program of this user ({shown}); start it with `farmem run`, or give the pid of one that is"
+            );
+        }
+    }
+}
+
+/// Adds the programs published in `d` that are not watched yet; returns
+/// those whose counters cannot be read.
+fn join(d: &Path, seen: &mut Seen) -> Vec<Unreadable> {
+    let (readers, bad) = publish::list(d);
+    for r in readers {
+        seen.entry(r.pid).or_insert((r, None));
+    }
+    bad.into_iter()
+        .map(|(pid, e)| Unreadable {
+            pid,
+            why: e.to_string(),
+        })
+        .collect()
+}
+
+/// A row per watched program since its last sample; a program that has
+/// ended gets its last row and is watched no more.
+fn sample(seen: &mut Seen) -> Vec<Row> {
+    let at = Instant::now();
+    let mut rows = Vec::new();
+    let mut gone = Vec::new();
+    for (pid, (reader, before)) in seen.iter_mut() {
+        let ended = !reader.alive();
+        let now = reader.sample();
+        rows.push(row(before.as_ref(), &now, at, ended));
+        *before = Some((now, at));
+        if ended {
+            gone.push(*pid);
+        }
+    }
+    for pid in gone {
+        seen.remove(&pid);
+    }
+    rows
+}
+
+/// One sample as the table (or why there is nothing to show).
+fn table(out: &mut impl Write, dir: &Dir, rows: &[Row], unreadable: &[Unreadable]) -> Result<()> {
+    for u in unreadable {
+        writeln!(
+            out,
+            "{:>7}  cannot be shown: {} (use the farmem that started it)",
+            u.pid, u.why
+        )?;
+    }
+    if rows.is_empty() && unreadable.is_empty() {
+        match dir {
+            Ok(d) => writeln!(
+                out,
+                "no farmem programs of this user are running (none published in {})",
+                d.display()
+            )?,
+            Err(e) => writeln!(out, "no farmem programs of this user are running ({e})")?,
+        }
+    } else {
+        writeln!(out, "{HEADER}")?;
+        for r in rows {
+            writeln!(out, "{}", text(r))?;
         }
     }
     Ok(())

@@ -10,6 +10,7 @@ use crate::machine::Machine;
 use crate::{bandwidth, far, faults, ProbeError};
 use farmem_runtime::backend::{Backend, FileBackend, RemoteBackend};
 use farmem_runtime::config::{format_size, Config, FileDirect};
+use farmem_runtime::EmbeddedServer;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -195,7 +196,6 @@ pub fn run(
         ..Report::default()
     };
     let want = |w: What| a.what == What::All || a.what == w;
-    let max = if a.quick { a.max.min(256 << 20) } else { a.max };
     let mut params = Recorded {
         what: a.what.name().to_string(),
         pages: a.pages.to_string(),
@@ -204,68 +204,16 @@ pub fn run(
     };
 
     if want(What::Latency) {
-        let mut p = chase::Params::new(max, a.pages);
-        if a.quick {
-            p.repeats = 3;
-            p.target_ms = 5;
-        }
-        progress.phase("latency", p.sizes().len() as u64);
-        let curve = chase::sweep(&p, |d, _| progress.set(d as u64))?;
-        progress.end();
-        r.levels = Some(levels::detect(&curve, &machine.known()));
-        r.curve = Some(curve);
-        params.set("latency", json(&p));
+        measure_latency(a, machine, &mut r, &mut params, progress)?;
     }
     if want(What::Bandwidth) {
-        let threads = if a.threads.is_empty() {
-            let mut t = vec![1, machine.cpus];
-            t.dedup();
-            t
-        } else {
-            a.threads.clone()
-        };
-        // Each array well beyond the last-level cache (4x even when quick).
-        let llc = machine.llc_bytes().unwrap_or(32 << 20);
-        let per_array = if a.quick {
-            (llc * 4).max(64 << 20)
-        } else {
-            (llc * 8).clamp(128 << 20, 512 << 20)
-        };
-        let repeats = if a.quick { 2 } else { 5 };
-        progress.phase(
-            "bandwidth",
-            (threads.len() * bandwidth::KERNELS.len()) as u64,
-        );
-        r.bandwidth = Some(bandwidth::measure(
-            farmem_sys::usize_from(per_array),
-            &threads,
-            repeats,
-            || progress.step(),
-        )?);
-        progress.end();
-        params.set("bandwidth", serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" }));
+        measure_bandwidth(a, machine, &mut r, &mut params, progress)?;
     }
 
     // Far memory: the runtime (for fault costs) and the backends.
     let samples = if a.quick { 500 } else { 5000 };
     let needs_far = want(What::Faults) || want(What::Far) || want(What::Loaded);
-    let mut cfg = Config::from_env()?;
-    // Each --servers set, resolved (an @DIR waited for); the fault probe
-    // uses the first.
-    let mut sets = Vec::new();
-    for s in &a.servers {
-        let (c, _) = cfg.with("SERVERS", s)?.resolved()?;
-        sets.push(c.servers().to_vec());
-    }
-    if let Some(first) = sets.first() {
-        cfg = cfg.with_servers(first);
-    }
-    if needs_far {
-        let room = cfg
-            .local_bytes()
-            .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
-        cfg = cfg.with("LOCAL", &room.to_string())?;
-    }
+    let (cfg, sets) = far_config(a, needs_far, samples)?;
     if want(What::Faults) {
         let mut costs = faults::native(samples)?;
         let rt = farmem_runtime::init(cfg.clone())?;
@@ -274,65 +222,7 @@ pub fn run(
         params.set("faults", serde_json::json!({ "samples": samples, "far_backend": rt.backend_description(), "prefetch": "off (FM_ADV_RANDOM)" }));
     }
     if want(What::Far) {
-        let set = if a.quick { 16 << 20 } else { 64 << 20 };
-        let min = if a.quick { 8 << 20 } else { 64 << 20 };
-        let rtt_n = if a.quick { 300 } else { 3000 };
-        progress.phase(
-            "far",
-            (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
-        );
-        // One tier at a time, each opened, measured and closed before the
-        // next: a server given in several sets holds one session at a time.
-        enum Spec {
-            Embedded,
-            /// The i-th server set.
-            Servers(usize),
-            File(PathBuf),
-        }
-        let mut specs: Vec<Spec> = (0..sets.len()).map(Spec::Servers).collect();
-        if specs.is_empty() {
-            specs.push(Spec::Embedded);
-        }
-        let file = a.file.clone().or_else(|| {
-            (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages"))
-        });
-        specs.extend(file.map(Spec::File));
-        let bcfg = cfg.with("CONNS", "1")?;
-        let pages = (set / 4096) as u64 * 2;
-        let mut tiers = Vec::new();
-        for spec in specs {
-            let mut server = None;
-            let (name, backend): (String, Box<dyn Backend>) = match &spec {
-                Spec::Embedded => {
-                    let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
-                    let remote =
-                        RemoteBackend::connect(&bcfg, std::slice::from_ref(&s.addr), pages)?;
-                    server = Some(s);
-                    ("far memory (embedded server)".into(), Box::new(remote))
-                }
-                Spec::Servers(i) => {
-                    let list = &sets[*i];
-                    let n = list.len();
-                    let name = format!("far memory ({n} server{})", if n == 1 { "" } else { "s" });
-                    (name, Box::new(RemoteBackend::connect(&bcfg, list, pages)?))
-                }
-                Spec::File(path) => {
-                    let fb = FileBackend::open(path, FileDirect::Auto)?;
-                    ("SSD file".into(), Box::new(fb))
-                }
-            };
-            let tier = far::measure(&name, backend.as_ref(), set, rtt_n, min, || progress.step());
-            drop(backend);
-            drop(server);
-            // A file of our own goes, measured or not.
-            if let (Spec::File(path), None) = (&spec, &a.file) {
-                let _ = std::fs::remove_file(path);
-            }
-            tiers.push(tier?);
-        }
-        progress.end();
-        r.far = Some(tiers);
-        params.set("far", serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::config::MAX_BATCH * 4096 }));
+        measure_far(a, &cfg, &sets, &mut r, &mut params, progress)?;
     }
     if want(What::Loaded) {
         loaded(a, machine, &cfg, &mut r, &mut params, progress)?;
@@ -342,6 +232,195 @@ pub fn run(
     }
     r.params = Some(params);
     Ok(r)
+}
+
+/// `farmem probe latency`: the pointer-chase curve and the cache levels
+/// found in it.
+fn measure_latency(
+    a: &Params,
+    machine: &Machine,
+    r: &mut Report,
+    params: &mut Recorded,
+    progress: &mut dyn Progress,
+) -> Result<(), ProbeError> {
+    let max = if a.quick { a.max.min(256 << 20) } else { a.max };
+    let mut p = chase::Params::new(max, a.pages);
+    if a.quick {
+        p.repeats = 3;
+        p.target_ms = 5;
+    }
+    progress.phase("latency", p.sizes().len() as u64);
+    let curve = chase::sweep(&p, |d, _| progress.set(d as u64))?;
+    progress.end();
+    r.levels = Some(levels::detect(&curve, &machine.known()));
+    r.curve = Some(curve);
+    params.set("latency", json(&p));
+    Ok(())
+}
+
+/// `farmem probe bandwidth`: each kernel at each thread count.
+fn measure_bandwidth(
+    a: &Params,
+    machine: &Machine,
+    r: &mut Report,
+    params: &mut Recorded,
+    progress: &mut dyn Progress,
+) -> Result<(), ProbeError> {
+    let threads = if a.threads.is_empty() {
+        let mut t = vec![1, machine.cpus];
+        t.dedup();
+        t
+    } else {
+        a.threads.clone()
+    };
+    // Each array well beyond the last-level cache (4x even when quick).
+    let llc = machine.llc_bytes().unwrap_or(32 << 20);
+    let per_array = if a.quick {
+        (llc * 4).max(64 << 20)
+    } else {
+        (llc * 8).clamp(128 << 20, 512 << 20)
+    };
+    let repeats = if a.quick { 2 } else { 5 };
+    progress.phase(
+        "bandwidth",
+        (threads.len() * bandwidth::KERNELS.len()) as u64,
+    );
+    r.bandwidth = Some(bandwidth::measure(
+        farmem_sys::usize_from(per_array),
+        &threads,
+        repeats,
+        || progress.step(),
+    )?);
+    progress.end();
+    params.set("bandwidth", serde_json::json!({ "bytes_per_array": per_array, "threads": threads, "repeats": repeats, "statistic": "best" }));
+    Ok(())
+}
+
+/// The runtime's configuration for the far measurements, and each
+/// --servers set resolved (an @DIR waited for; its configuration holds
+/// the list); the fault probe uses the first. With `needs_far`, local
+/// memory is raised to hold `samples` pages twice over.
+fn far_config(
+    a: &Params,
+    needs_far: bool,
+    samples: usize,
+) -> Result<(Config, Vec<Config>), ProbeError> {
+    let mut cfg = Config::from_env()?;
+    let mut sets = Vec::new();
+    for s in &a.servers {
+        let (c, _) = cfg.with("SERVERS", s)?.resolved()?;
+        sets.push(c);
+    }
+    if let Some(first) = sets.first() {
+        cfg = cfg.with_servers(first.servers());
+    }
+    if needs_far {
+        let room = cfg
+            .local_bytes()
+            .max((samples as u64 * 4096 * 2).next_multiple_of(1 << 20));
+        cfg = cfg.with("LOCAL", &room.to_string())?;
+    }
+    Ok((cfg, sets))
+}
+
+/// A far tier `farmem probe far` measures.
+enum Spec {
+    Embedded,
+    /// The i-th server set.
+    Servers(usize),
+    File(PathBuf),
+}
+
+/// `farmem probe far`: each far tier's round trip and throughput by
+/// transfer size.
+fn measure_far(
+    a: &Params,
+    cfg: &Config,
+    sets: &[Config],
+    r: &mut Report,
+    params: &mut Recorded,
+    progress: &mut dyn Progress,
+) -> Result<(), ProbeError> {
+    let set = if a.quick { 16 << 20 } else { 64 << 20 };
+    let min = if a.quick { 8 << 20 } else { 64 << 20 };
+    let rtt_n = if a.quick { 300 } else { 3000 };
+    progress.phase(
+        "far",
+        (far::transfer_sizes().len() + 1) as u64 * (sets.len().max(1) as u64 + 1),
+    );
+    // One tier at a time, each opened, measured and closed before the
+    // next: a server given in several sets holds one session at a time.
+    let mut specs: Vec<Spec> = (0..sets.len()).map(Spec::Servers).collect();
+    if specs.is_empty() {
+        specs.push(Spec::Embedded);
+    }
+    let file = a
+        .file
+        .clone()
+        .or_else(|| (a.what == What::All).then(|| PathBuf::from("/var/tmp/farmem-probe.pages")));
+    specs.extend(file.map(Spec::File));
+    let bcfg = cfg.with("CONNS", "1")?;
+    let pages = (set / 4096) as u64 * 2;
+    let mut tiers = Vec::new();
+    for spec in specs {
+        let open = open_tier(&spec, cfg, &bcfg, sets, pages)?;
+        let tier = far::measure(&open.name, open.backend.as_ref(), set, rtt_n, min, || {
+            progress.step()
+        });
+        drop(open);
+        // A file of our own goes, measured or not.
+        if let (Spec::File(path), None) = (&spec, &a.file) {
+            let _ = std::fs::remove_file(path);
+        }
+        tiers.push(tier?);
+    }
+    progress.end();
+    r.far = Some(tiers);
+    params.set("far", serde_json::json!({ "set_bytes": set, "rtt_samples": rtt_n, "min_bytes_per_size": min, "request_limit_bytes": farmem_runtime::config::MAX_BATCH * 4096 }));
+    Ok(())
+}
+
+/// A far tier opened to be measured. Fields drop in order: the backend
+/// before the embedded server it talks to.
+struct OpenTier {
+    name: String,
+    backend: Box<dyn Backend>,
+    // Held only to be dropped: the backend's peer.
+    _server: Option<EmbeddedServer>,
+}
+
+fn open_tier(
+    spec: &Spec,
+    cfg: &Config,
+    bcfg: &Config,
+    sets: &[Config],
+    pages: u64,
+) -> Result<OpenTier, ProbeError> {
+    Ok(match spec {
+        Spec::Embedded => {
+            let s = farmem_runtime::spawn_embedded_server(cfg.embedded_capacity())?;
+            let remote = RemoteBackend::connect(bcfg, std::slice::from_ref(&s.addr), pages)?;
+            OpenTier {
+                name: "far memory (embedded server)".into(),
+                backend: Box::new(remote),
+                _server: Some(s),
+            }
+        }
+        Spec::Servers(i) => {
+            let list = sets[*i].servers();
+            let n = list.len();
+            OpenTier {
+                name: format!("far memory ({n} server{})", if n == 1 { "" } else { "s" }),
+                backend: Box::new(RemoteBackend::connect(bcfg, list, pages)?),
+                _server: None,
+            }
+        }
+        Spec::File(path) => OpenTier {
+            name: "SSD file".into(),
+            backend: Box::new(FileBackend::open(path, FileDirect::Auto)?),
+            _server: None,
+        },
+    })
 }
 
 /// `farmem probe loaded`: the DRAM curves, then the far tier under load.

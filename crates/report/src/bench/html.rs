@@ -95,7 +95,8 @@ fn size_or_dash(b: Option<u64>) -> String {
     b.map_or("-".into(), format_size)
 }
 
-/// The bench section of the report.
+/// The bench section of the report: the runtime table and figure, why
+/// cells are missing, then farmem's traffic and statistics.
 pub fn section(b: &BenchDoc, out: &mut String) -> Result<()> {
     let _ = writeln!(
         out,
@@ -104,6 +105,33 @@ pub fn section(b: &BenchDoc, out: &mut String) -> Result<()> {
         b.params.threads,
         b.params.runs
     );
+    runtime_table(b, out);
+    let cells = super::figure::cells(b);
+    if cells.iter().any(|c| c.system != "local") {
+        out.push_str(&crate::plot::svg_string(&super::figure::Bench {
+            title: &format!("{}: runtime relative to all-local", b.title()),
+            cells: &cells,
+        })?);
+    }
+    for c in b.results.iter() {
+        let Some(why) = &c.unavailable else { continue };
+        let _ = writeln!(
+            out,
+            "<p class=m>{} at {}×: {}</p>",
+            esc(&c.system),
+            c.expansion,
+            esc(why)
+        );
+    }
+    let fm: Vec<&RunResult> = b.results.iter().filter(|c| c.system == "farmem").collect();
+    traffic_table(&fm, out);
+    stats_table(&fm, out);
+    Ok(())
+}
+
+/// A row per system, a column per expansion: runtime relative to
+/// all-local.
+fn runtime_table(b: &BenchDoc, out: &mut String) {
     let exps = b.expansions();
     out.push_str("<table class=sortable><thead><tr><th>system</th>");
     for e in &exps {
@@ -141,28 +169,14 @@ pub fn section(b: &BenchDoc, out: &mut String) -> Result<()> {
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table><p class=m>Runtime relative to all-local; in brackets the workload's own metric.</p>");
-    let cells = super::figure::cells(b);
-    if cells.iter().any(|c| c.system != "local") {
-        out.push_str(&crate::plot::svg_string(&super::figure::Bench {
-            title: &format!("{}: runtime relative to all-local", b.title()),
-            cells: &cells,
-        })?);
-    }
-    for c in b.results.iter() {
-        let Some(why) = &c.unavailable else { continue };
-        let _ = writeln!(
-            out,
-            "<p class=m>{} at {}×: {}</p>",
-            esc(&c.system),
-            c.expansion,
-            esc(why)
-        );
-    }
-    // Bytes moved in the timed region against the least any pager must move.
-    let fm: Vec<&RunResult> = b.results.iter().filter(|c| c.system == "farmem").collect();
+}
+
+/// Bytes farmem moved in the timed region against the least any pager
+/// must move, a row per expansion (none when no run reported them).
+fn traffic_table(fm: &[&RunResult], out: &mut String) {
     if fm.iter().any(|c| c.timed_fetched_bytes.is_some()) {
         out.push_str("<h3>farmem's far traffic in the timed region</h3><table class=sortable><thead><tr><th>expansion</th><th>local budget</th><th>fetched</th><th>written back</th><th>moved</th><th>least possible</th><th>moved / least</th></tr></thead><tbody>");
-        for c in &fm {
+        for c in fm {
             let moved = c
                 .timed_fetched_bytes
                 .zip(c.timed_written_back_bytes)
@@ -188,7 +202,10 @@ pub fn section(b: &BenchDoc, out: &mut String) -> Result<()> {
         }
         out.push_str("</tbody></table><p class=m>\"Least possible\" is the traffic any paging policy must move at this budget, from the workload's access pattern; \"-\" where no simple bound holds.</p>");
     }
-    // The whole-process statistics, one column per expansion.
+}
+
+/// farmem's whole-process statistics, one column per expansion.
+fn stats_table(fm: &[&RunResult], out: &mut String) {
     let stats: Vec<(f64, Vec<(String, String)>)> = fm
         .iter()
         .filter_map(|c| {
@@ -215,5 +232,4 @@ pub fn section(b: &BenchDoc, out: &mut String) -> Result<()> {
         }
         out.push_str("</tbody></table>");
     }
-    Ok(())
 }

@@ -19,78 +19,106 @@ pub fn ns(ns: f64) -> String {
     }
 }
 
-/// `farmem probe`'s tables.
+/// `farmem probe`'s tables: the ladder when there is one (else the
+/// latency curve and its levels), then each other measurement present.
 pub fn text(r: &ProbeReport) -> String {
     let mut s = machine_header(r.machine.as_ref());
-    if let Some(l) = &r.ladder {
-        let mut t = Table::new(&["tier", "size", "latency", "read GB/s"]);
-        for x in l {
-            let size = if x.bytes == 0 {
-                "-".into()
-            } else {
-                format_size(x.bytes)
-            };
-            t.row(&[
-                x.tier.clone(),
-                size,
-                ns(x.latency_ns),
-                format!("{:.2}", x.read_gbps),
-            ]);
-        }
-        let _ = write!(s, "\n{}", t.text(""));
-        s.push_str("(caches/DRAM: pointer-chase latency, 1-thread read bandwidth at half the level's size; far tiers: see `farmem probe far`)\n");
+    if r.ladder.is_some() {
+        ladder_text(&mut s, r);
     } else {
-        if let Some(c) = &r.curve {
-            let pages = r.params.as_ref().map_or("", |p| p.pages.as_str());
-            let mut t = Table::new(&["working set", "latency"]);
-            for p in c {
-                t.row(&[format_size(p.bytes), ns(p.ns)]);
-            }
-            let _ = write!(
-                s,
-                "\nload latency by pointer chasing ({pages} pages, median of repeats):\n{}",
-                t.text("  ")
-            );
-        }
-        if let Some(l) = &r.levels {
-            let mut t = Table::new(&["level", "up to", "latency"]);
-            for x in l {
-                t.row(&[x.name.clone(), format_size(x.bytes), ns(x.ns)]);
-            }
-            let _ = write!(s, "\ndetected levels:\n{}", t.text("  "));
-        }
+        latency_text(&mut s, r);
     }
-    if let Some(b) = &r.bandwidth {
-        let mut t = Table::new(&["threads", "read", "write", "copy", "triad"]);
-        let mut threads: Vec<usize> = b.iter().map(|x| x.threads).collect();
-        threads.dedup();
-        for n in threads {
-            let mut row = vec![n.to_string()];
-            for k in ["read", "write", "copy", "triad"] {
-                let g = b.iter().find(|x| x.threads == n && x.kernel == k);
-                row.push(dash(g.map(|x| format!("{:.2}", x.gbps))));
-            }
-            t.row(&row);
+    bandwidth_text(&mut s, r);
+    faults_text(&mut s, r);
+    far_text(&mut s, r);
+    loaded_text(&mut s, r);
+    far_loaded_text(&mut s, r);
+    s
+}
+
+/// The ladder: one row per tier, caches to far memory.
+fn ladder_text(s: &mut String, r: &ProbeReport) {
+    let Some(l) = &r.ladder else { return };
+    let mut t = Table::new(&["tier", "size", "latency", "read GB/s"]);
+    for x in l {
+        let size = if x.bytes == 0 {
+            "-".into()
+        } else {
+            format_size(x.bytes)
+        };
+        t.row(&[
+            x.tier.clone(),
+            size,
+            ns(x.latency_ns),
+            format!("{:.2}", x.read_gbps),
+        ]);
+    }
+    let _ = write!(s, "\n{}", t.text(""));
+    s.push_str("(caches/DRAM: pointer-chase latency, 1-thread read bandwidth at half the level's size; far tiers: see `farmem probe far`)\n");
+}
+
+/// The pointer-chase curve and the levels detected in it.
+fn latency_text(s: &mut String, r: &ProbeReport) {
+    if let Some(c) = &r.curve {
+        let pages = r.params.as_ref().map_or("", |p| p.pages.as_str());
+        let mut t = Table::new(&["working set", "latency"]);
+        for p in c {
+            t.row(&[format_size(p.bytes), ns(p.ns)]);
         }
         let _ = write!(
             s,
-            "\nbandwidth (GB/s, best of repeats, {} per array):\n{}",
-            format_size(b.first().map_or(0, |x| x.bytes_per_array)),
+            "\nload latency by pointer chasing ({pages} pages, median of repeats):\n{}",
             t.text("  ")
         );
     }
-    if let Some(f) = &r.faults {
-        let mut t = Table::new(&["fault", "p50 µs", "p99 µs", "samples"]);
-        for x in f {
-            t.row(&[
-                x.kind.to_string(),
-                format!("{:.2}", x.p50_us),
-                format!("{:.2}", x.p99_us),
-                x.samples.to_string(),
-            ]);
+    if let Some(l) = &r.levels {
+        let mut t = Table::new(&["level", "up to", "latency"]);
+        for x in l {
+            t.row(&[x.name.clone(), format_size(x.bytes), ns(x.ns)]);
         }
-        let _ = write!(s, "\nfault costs:\n{}", t.text("  "));
+        let _ = write!(s, "\ndetected levels:\n{}", t.text("  "));
     }
+}
+
+/// Bandwidth: a row per thread count, a column per kernel.
+fn bandwidth_text(s: &mut String, r: &ProbeReport) {
+    let Some(b) = &r.bandwidth else { return };
+    let mut t = Table::new(&["threads", "read", "write", "copy", "triad"]);
+    let mut threads: Vec<usize> = b.iter().map(|x| x.threads).collect();
+    threads.dedup();
+    for n in threads {
+        let mut row = vec![n.to_string()];
+        for k in ["read", "write", "copy", "triad"] {
+            let g = b.iter().find(|x| x.threads == n && x.kernel == k);
+            row.push(dash(g.map(|x| format!("{:.2}", x.gbps))));
+        }
+        t.row(&row);
+    }
+    let _ = write!(
+        s,
+        "\nbandwidth (GB/s, best of repeats, {} per array):\n{}",
+        format_size(b.first().map_or(0, |x| x.bytes_per_array)),
+        t.text("  ")
+    );
+}
+
+/// Fault costs, native and far.
+fn faults_text(s: &mut String, r: &ProbeReport) {
+    let Some(f) = &r.faults else { return };
+    let mut t = Table::new(&["fault", "p50 µs", "p99 µs", "samples"]);
+    for x in f {
+        t.row(&[
+            x.kind.to_string(),
+            format!("{:.2}", x.p50_us),
+            format!("{:.2}", x.p99_us),
+            x.samples.to_string(),
+        ]);
+    }
+    let _ = write!(s, "\nfault costs:\n{}", t.text("  "));
+}
+
+/// Each far tier: its round trip and throughput by transfer size.
+fn far_text(s: &mut String, r: &ProbeReport) {
     for tier in r.far.iter().flatten() {
         let mut t = Table::new(&["transfer", "read MB/s", "write MB/s"]);
         for c in &tier.curve {
@@ -110,48 +138,53 @@ pub fn text(r: &ProbeReport) -> String {
             t.text("  ")
         );
     }
-    if let Some(l) = &r.loaded {
-        s.push_str(
-            "\nloaded latency: one thread chases, the others draw bandwidth (counted in software)\n",
-        );
-        // MLC's layout: one block per mix.
-        for c in &l.curves {
-            let mut t = Table::new(&["delay", "delay (ns)", "bandwidth MB/s", "latency (ns)"]);
-            for p in &c.points {
-                t.row(&[
-                    p.delay.map_or("idle".into(), |d| d.to_string()),
-                    dash(p.delay_ns.map(|n| format!("{n:.0}"))),
-                    format!("{:.0}", p.bandwidth_mbps),
-                    format!("{:.1}", p.latency_ns),
-                ]);
-            }
-            let _ = write!(s, "\nmix {}:\n{}", c.mix, t.text("  "));
-        }
-    }
-    if let Some(f) = &r.far_loaded {
-        let mut t = Table::new(&[
-            "streams",
-            "gap (µs)",
-            "bandwidth MB/s",
-            "p50 (µs)",
-            "p99 (µs)",
-        ]);
-        for p in f {
+}
+
+/// Loaded latency, one block per traffic mix.
+fn loaded_text(s: &mut String, r: &ProbeReport) {
+    let Some(l) = &r.loaded else { return };
+    s.push_str(
+        "\nloaded latency: one thread chases, the others draw bandwidth (counted in software)\n",
+    );
+    // MLC's layout: one block per mix.
+    for c in &l.curves {
+        let mut t = Table::new(&["delay", "delay (ns)", "bandwidth MB/s", "latency (ns)"]);
+        for p in &c.points {
             t.row(&[
-                p.streams.to_string(),
-                dash(p.gap_us),
+                p.delay.map_or("idle".into(), |d| d.to_string()),
+                dash(p.delay_ns.map(|n| format!("{n:.0}"))),
                 format!("{:.0}", p.bandwidth_mbps),
-                format!("{:.1}", p.p50_us),
-                format!("{:.1}", p.p99_us),
+                format!("{:.1}", p.latency_ns),
             ]);
         }
-        let _ = write!(
-            s,
-            "\nfar tier under load: one-page reads while other threads stream 256 KiB reads\n{}",
-            t.text("  ")
-        );
+        let _ = write!(s, "\nmix {}:\n{}", c.mix, t.text("  "));
     }
-    s
+}
+
+/// The far tier's one-page latency while other threads stream from it.
+fn far_loaded_text(s: &mut String, r: &ProbeReport) {
+    let Some(f) = &r.far_loaded else { return };
+    let mut t = Table::new(&[
+        "streams",
+        "gap (µs)",
+        "bandwidth MB/s",
+        "p50 (µs)",
+        "p99 (µs)",
+    ]);
+    for p in f {
+        t.row(&[
+            p.streams.to_string(),
+            dash(p.gap_us),
+            format!("{:.0}", p.bandwidth_mbps),
+            format!("{:.1}", p.p50_us),
+            format!("{:.1}", p.p99_us),
+        ]);
+    }
+    let _ = write!(
+        s,
+        "\nfar tier under load: one-page reads while other threads stream 256 KiB reads\n{}",
+        t.text("  ")
+    );
 }
 
 /// `farmem probe --csv`: the ladder alone when there is one, else a table
