@@ -9,7 +9,7 @@
 //! Off by default: each timed part then costs one predictable branch. On,
 //! two clock reads (~25 ns each here) per part, about ten parts per fault.
 
-use crate::stats::Counter;
+use crate::counter::Counter;
 use crate::Runtime;
 use farmem_sys::now_ns;
 use std::cell::Cell;

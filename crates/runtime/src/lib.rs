@@ -31,6 +31,7 @@ mod budget;
 mod checksum;
 pub mod config;
 pub mod cost;
+mod counter;
 mod dirty;
 mod embedded;
 mod eviction;

@@ -6,7 +6,8 @@
 //! page path): a sequential and a random sweep at 4× the budget, each
 //! pass's wall time beside farmem's own time per part, per page moved.
 
-use farmem_runtime::stats::{Phase, Snapshot};
+use farmem_runtime::cost::Phase;
+use farmem_runtime::stats::Snapshot;
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -33,10 +33,8 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// Bytes of each side's nonce.
-pub const NONCE_LEN: usize = 32;
-/// Bytes of a proof (an HMAC-SHA256).
-pub const MAC_LEN: usize = 32;
+/// The handshake's sizes, which the frame layout checks too.
+pub use crate::{MAC_LEN, NONCE_LEN};
 /// Bytes `farmem secret init` writes.
 pub const SECRET_LEN: usize = 32;
 /// The shortest secret accepted: 128 bits.

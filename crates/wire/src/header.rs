@@ -2,7 +2,7 @@
 //! can be wrong with a frame.
 
 use crate::{
-    auth, HEADER_LEN, MAGIC, MAX_ERROR_MSG, MAX_FRAME_PAGES, MAX_PAYLOAD, MAX_UCX_BLOB, PAGE_SIZE,
+    HEADER_LEN, MAGIC, MAX_ERROR_MSG, MAX_FRAME_PAGES, MAX_PAYLOAD, MAX_UCX_BLOB, PAGE_SIZE,
     TOKEN_LEN, VERSION,
 };
 use thiserror::Error;
@@ -375,8 +375,8 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::FreeOk => l == 0,
         Op::Stats => l == 0,
         Op::StatsOk => l == 32,
-        Op::Auth | Op::AuthProof => l == auth::NONCE_LEN,
-        Op::AuthChallenge => l == auth::NONCE_LEN + auth::MAC_LEN,
+        Op::Auth | Op::AuthProof => l == crate::NONCE_LEN,
+        Op::AuthChallenge => l == crate::NONCE_LEN + crate::MAC_LEN,
         Op::AuthOk => l == 0,
         Op::UcxOpen => l == 0,
         Op::UcxChunk => l == 8,

@@ -113,6 +113,10 @@ pub const MAX_UCX_BLOB: usize = MAX_FRAME_PAGES as usize * 8 - 8;
 pub const CHUNK_PAGES: u64 = 16_384;
 /// Length of the session token.
 pub const TOKEN_LEN: usize = 16;
+/// Bytes of each side's nonce in the shared-secret handshake.
+pub const NONCE_LEN: usize = 32;
+/// Bytes of a handshake proof (an HMAC-SHA256).
+pub const MAC_LEN: usize = 32;
 /// Longest error message carried in an Error frame.
 pub const MAX_ERROR_MSG: usize = 1024;
 
