@@ -24,7 +24,6 @@
 
 use crate::cost::Phase;
 use crate::page::{self, next, Event, State};
-use crate::prefetch::{decode_stream, encode_stream};
 use crate::{Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
@@ -32,6 +31,27 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 const NWSTREAMS: usize = 16;
+
+/// Stream entries: position (39 bits) | valid (1 bit) | window (8 bits) |
+/// stride (16 bits). Window 0 means "one fault seen at `position`, no stride
+/// yet". The arena has at most 2^38 pages, so positions fit.
+fn encode_stream(pos: i64, win: u64, stride: i64) -> u64 {
+    // Two's-complement bit packing: pos is a page number (below 2^38, within
+    // POS_MASK) and |stride| <= MAX_STRIDE fits an i16.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let (pos, stride) = (pos as u64, (stride as i16) as u16 as u64);
+    (pos & POS_MASK) | (1 << 39) | ((win & 0xFF) << 40) | (stride << 48)
+}
+
+const POS_MASK: u64 = (1 << 39) - 1;
+
+fn decode_stream(e: u64) -> (i64, u64, i64) {
+    (
+        (e & POS_MASK) as i64,
+        (e >> 40) & 0xFF,
+        ((e >> 48) as u16 as i16) as i64,
+    )
+}
 
 /// Write streams over clean pages: where each expects its next write fault,
 /// and its window. Lock-free: a lost update only costs a stream its window.
@@ -117,5 +137,25 @@ impl Runtime {
         self.observe.stats().wp_faults.add(1);
         self.observe.stats().wp_ahead.add(n as u64 - 1);
         self.charge(timed, Phase::MakeDirty);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_encoding_roundtrips() {
+        for (pos, win, stride) in [
+            (0i64, 0u64, 0i64),
+            (12345, 4, 1),
+            (1 << 30, 64, -3),
+            (7, 255, 64),
+        ] {
+            assert_eq!(
+                decode_stream(encode_stream(pos, win, stride)),
+                (pos, win, stride)
+            );
+        }
     }
 }

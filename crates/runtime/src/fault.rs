@@ -10,7 +10,7 @@ use crate::install::ZERO;
 use crate::page::{self, next, Event, State};
 use crate::readahead::Plan;
 use crate::replacement::{page_u32, Aux as _};
-use crate::slots::Slot;
+use crate::slots::{Slot, Token};
 use crate::trace::{self, Kind};
 use crate::{wait, Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
@@ -393,7 +393,8 @@ impl Runtime {
         }
         let timed = self.span();
         slot.expect();
-        let token = crate::prefetch::encode_demand(slot.index(), pages.len(), pages[0]);
+        let token =
+            Token::demand(slot.index(), pages.len(), farmem_sys::usize_from(pages[0])).pack();
         // SAFETY: the slot's buffer (MAX_BATCH pages, at least pages.len())
         // is ours until we release the slot, after the reply has arrived;
         // nothing else touches it until then.

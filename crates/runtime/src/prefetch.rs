@@ -15,6 +15,7 @@
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
 use crate::readahead::{Hint, Plan};
+use crate::slots::Token;
 use crate::trace::{Kind, Why};
 use crate::Runtime;
 use crate::MAX_BATCH;
@@ -184,7 +185,7 @@ impl Runtime {
         let buf = slot.buf();
         // From here the slot belongs to the request: its completion parks
         // the first page there, and whoever unparks it gives the slot back.
-        let token = encode_async(slot.sent(), k, start, write);
+        let token = Token::window(slot.sent(), k, start, write).pack();
         let timed = self.span();
         // SAFETY: the slot's buffer (MAX_BATCH pages) belongs to this request until
         // its first page is unparked; nothing else writes it meanwhile.
@@ -219,36 +220,33 @@ impl Runtime {
     /// in its slot, until the program faults on it ([`Runtime::unpark`]): a
     /// fault without any waiting, which requests the next window.
     pub(crate) fn finish_async(&self, token: u64) {
-        if token & DEMAND != 0 {
+        let t = Token::unpack(token);
+        if t.demand {
             // A demand read: its faulting thread installs it.
-            self.streams.slots().arrive((token & 0xFF) as usize);
+            self.streams.slots().arrive(t.slot);
             return;
         }
-        let (slot, k, start, dirty) = decode_async(token);
-        if k > 1 {
-            self.install_from_slot(slot, 1, start + 1, k - 1, dirty);
+        if t.pages > 1 {
+            self.install_from_slot(t.slot, 1, t.first + 1, t.pages - 1, t.dirty);
         }
-        self.streams.slots().park(slot, token);
+        self.streams.slots().park(t);
     }
 
     /// Install page `p` if it is a parked trigger. Returns false if it is not
     /// (its request is still on the wire, or another thread took it).
     pub(crate) fn unpark(&self, p: usize) -> bool {
-        let Some((slot, token)) = self.streams.slots().take_parked(|t| decode_async(t).2 == p)
-        else {
+        let Some((slot, t)) = self.streams.slots().take_parked(|t| t.first == p) else {
             return false;
         };
-        let (_, _, start, dirty) = decode_async(token);
-        self.install_from_slot(slot.index(), 0, start, 1, dirty);
+        self.install_from_slot(slot.index(), 0, t.first, 1, t.dirty);
         true
     }
 
     /// Install every parked trigger: under budget pressure, or when every
     /// asynchronous slot is held by streams the program left.
     pub(crate) fn unpark_all(&self) {
-        while let Some((slot, token)) = self.streams.slots().take_parked(|_| true) {
-            let (_, _, start, dirty) = decode_async(token);
-            self.install_from_slot(slot.index(), 0, start, 1, dirty);
+        while let Some((slot, t)) = self.streams.slots().take_parked(|_| true) {
+            self.install_from_slot(slot.index(), 0, t.first, 1, t.dirty);
         }
     }
 
@@ -267,84 +265,9 @@ impl Runtime {
     }
 }
 
-/// An asynchronous read's token: slot (8 bits) | pages (8 bits) | first
-/// page (39 bits, as in stream entries) | demand (bit 61) | dirty (bit 63).
-fn encode_async(slot: usize, k: usize, start: usize, dirty: bool) -> u64 {
-    slot as u64 | ((k as u64) << 8) | (((start as u64) & POS_MASK) << 16) | ((dirty as u64) << 63)
-}
-
-/// Marks the token of a demand read sent without waiting (see
-/// `Runtime::read_overlapped`): its completion only says it arrived.
-const DEMAND: u64 = 1 << 61;
-
-/// The token of demand read of `k` pages from `first` into slot `slot`.
-pub(crate) fn encode_demand(slot: usize, k: usize, first: u64) -> u64 {
-    encode_async(slot, k, farmem_sys::usize_from(first), false) | DEMAND
-}
-
-fn decode_async(t: u64) -> (usize, usize, usize, bool) {
-    (
-        (t & 0xFF) as usize,
-        ((t >> 8) & 0xFF) as usize,
-        ((t >> 16) & POS_MASK) as usize,
-        t >> 63 == 1,
-    )
-}
-
 /// The backend's completion function: install a finished asynchronous read.
 pub(crate) fn complete_async(token: u64) {
     if let Some(rt) = crate::get() {
         rt.finish_async(token);
-    }
-}
-
-/// Stream entries: position (39 bits) | valid (1 bit) | window (8 bits) |
-/// stride (16 bits). Window 0 means "one fault seen at `position`, no stride
-/// yet". The arena has at most 2^38 pages, so positions fit.
-pub(crate) fn encode_stream(pos: i64, win: u64, stride: i64) -> u64 {
-    // Two's-complement bit packing: pos is a page number (below 2^38, within
-    // POS_MASK) and |stride| <= MAX_STRIDE fits an i16.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    let (pos, stride) = (pos as u64, (stride as i16) as u16 as u64);
-    (pos & POS_MASK) | (1 << 39) | ((win & 0xFF) << 40) | (stride << 48)
-}
-
-const POS_MASK: u64 = (1 << 39) - 1;
-
-pub(crate) fn decode_stream(e: u64) -> (i64, u64, i64) {
-    (
-        (e & POS_MASK) as i64,
-        (e >> 40) & 0xFF,
-        ((e >> 48) as u16 as i16) as i64,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn async_tokens_roundtrip() {
-        for (slot, k, start, dirty) in [(0, 1, 0, false), (63, 64, (1 << 38) - 1, true)] {
-            assert_eq!(
-                decode_async(encode_async(slot, k, start, dirty)),
-                (slot, k, start, dirty)
-            );
-        }
-    }
-
-    #[test]
-    fn stream_encoding_roundtrips() {
-        for (pos, win, stride) in [
-            (0i64, 0u64, 0i64),
-            (12345, 4, 1),
-            (1 << 30, 64, -3),
-            (7, 255, 64),
-        ] {
-            assert_eq!(
-                decode_stream(encode_stream(pos, win, stride)),
-                (pos, win, stride)
-            );
-        }
     }
 }

@@ -16,6 +16,70 @@ pub(crate) const FETCH_SLOTS: usize = 64;
 /// Marks a parked slot entry (a token may be 0: slot 0, page 0).
 const PARKED: u64 = 1 << 62;
 
+/// What an asynchronous read tells its completion, carried by the backend
+/// as one `u64` ([`Token::pack`]): the slot its pages land in, how many,
+/// the first, and whether it is a demand read (its faulting thread installs
+/// it) or a prefetched window (installed dirty or clean).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub(crate) slot: usize,
+    pub(crate) pages: usize,
+    pub(crate) first: usize,
+    pub(crate) demand: bool,
+    pub(crate) dirty: bool,
+}
+
+/// The first page: 39 bits (the arena has at most 2^38 pages).
+const FIRST_MASK: u64 = (1 << 39) - 1;
+const DEMAND: u64 = 1 << 61;
+const DIRTY: u64 = 1 << 63;
+
+impl Token {
+    /// A prefetched window of `pages` from `first`, into slot `slot`.
+    pub(crate) fn window(slot: usize, pages: usize, first: usize, dirty: bool) -> Token {
+        Token {
+            slot,
+            pages,
+            first,
+            demand: false,
+            dirty,
+        }
+    }
+
+    /// A demand read of `pages` from `first`, into slot `slot`.
+    pub(crate) fn demand(slot: usize, pages: usize, first: usize) -> Token {
+        Token {
+            slot,
+            pages,
+            first,
+            demand: true,
+            dirty: false,
+        }
+    }
+
+    /// slot (8 bits) | pages (8 bits) | first (39 bits) | demand (bit 61) |
+    /// dirty (bit 63); bit 62 is left to mark a parked entry.
+    pub(crate) fn pack(self) -> u64 {
+        debug_assert!(self.slot < 256 && self.pages < 256);
+        self.slot as u64
+            | ((self.pages as u64) << 8)
+            | (((self.first as u64) & FIRST_MASK) << 16)
+            | if self.demand { DEMAND } else { 0 }
+            | if self.dirty { DIRTY } else { 0 }
+    }
+
+    pub(crate) fn unpack(t: u64) -> Token {
+        let field = |shift: u32, mask: u64| farmem_sys::usize_from((t >> shift) & mask);
+        Token {
+            slot: field(0, 0xFF),
+            pages: field(8, 0xFF),
+            first: field(16, FIRST_MASK),
+            demand: t & DEMAND != 0,
+            dirty: t & DIRTY != 0,
+        }
+    }
+}
+
 pub(crate) struct Slots {
     map: Mapping,
     busy: Vec<AtomicBool>,
@@ -106,22 +170,28 @@ impl Slots {
         self.map.as_ptr().wrapping_add(i * MAX_BATCH * PAGE_SIZE)
     }
 
-    /// The completed read of `token` parks its first page in slot `i`.
-    pub(crate) fn park(&self, i: usize, token: u64) {
-        self.parked[i].store(token | PARKED, Ordering::Release);
+    /// The completed read `t` parks its first page in its slot.
+    pub(crate) fn park(&self, t: Token) {
+        self.parked[t.slot].store(t.pack() | PARKED, Ordering::Release);
     }
 
-    /// Take the first parked read whose token satisfies `which`: its slot's
-    /// guard (dropping it gives the slot back) and its token.
-    pub(crate) fn take_parked(&self, which: impl Fn(u64) -> bool) -> Option<(AsyncSlot<'_>, u64)> {
+    /// Take the first parked read that satisfies `which`: its slot's guard
+    /// (dropping it gives the slot back) and its token.
+    pub(crate) fn take_parked(
+        &self,
+        which: impl Fn(&Token) -> bool,
+    ) -> Option<(AsyncSlot<'_>, Token)> {
         for (i, e) in self.parked.iter().enumerate() {
             let t = e.load(Ordering::Acquire);
-            if t != 0
-                && which(t & !PARKED)
+            if t == 0 {
+                continue;
+            }
+            let token = Token::unpack(t & !PARKED);
+            if which(&token)
                 && e.compare_exchange(t, 0, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             {
-                return Some((AsyncSlot { slots: self, i }, t & !PARKED));
+                return Some((AsyncSlot { slots: self, i }, token));
             }
         }
         None
@@ -191,6 +261,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tokens_roundtrip() {
+        for t in [
+            Token::window(0, 1, 0, false),
+            Token::window(63, 64, (1 << 38) - 1, true),
+            Token::demand(5, 3, 12345),
+        ] {
+            assert_eq!(Token::unpack(t.pack()), t);
+            assert_eq!(t.pack() & PARKED, 0, "bit 62 stays free for parking");
+        }
+    }
+
+    #[test]
     fn guards_give_their_slots_back() {
         let s = Slots::new().unwrap();
         let held: Vec<_> = (0..FETCH_SLOTS).map(|_| s.acquire()).collect();
@@ -209,10 +291,11 @@ mod tests {
             assert_eq!(sent.sent(), i);
             i
         };
-        s.park(i, 7);
-        assert!(s.take_parked(|t| t == 8).is_none());
-        let (g, t) = s.take_parked(|t| t == 7).unwrap();
-        assert_eq!((g.index(), t), (i, 7));
+        let window = Token::window(i, 2, 7, false);
+        s.park(window);
+        assert!(s.take_parked(|t| t.first == 8).is_none());
+        let (g, t) = s.take_parked(|t| t.first == 7).unwrap();
+        assert_eq!((g.index(), t), (i, window));
         assert!(s.busy[i].load(Ordering::Acquire));
         drop(g);
         assert!(!s.busy[i].load(Ordering::Acquire));
