@@ -11,8 +11,9 @@ use crate::page::{self, next, Event, State};
 use crate::readahead::Plan;
 use crate::replacement::{page_u32, Aux as _};
 use crate::slots::{Slot, Token};
+use crate::sync::Backoff;
 use crate::trace::{self, Kind};
-use crate::{wait, Runtime, MAX_BATCH};
+use crate::{Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
@@ -49,7 +50,7 @@ impl Runtime {
     fn resolve_fault(&self, addr: usize, write: bool) {
         let p = (addr - self.arena.base()) / PAGE_SIZE;
         let t0 = now_ns();
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         let mut in_flight = false;
         loop {
             let w = self.arena.table().load(p);
@@ -145,7 +146,7 @@ impl Runtime {
                     }
                 }
                 // Another thread owns the page: wait for it.
-                State::Fetching | State::MakingDirty | State::Evicting => wait(&mut waits),
+                State::Fetching | State::MakingDirty | State::Evicting => backoff.snooze(),
             }
         }
     }
@@ -420,7 +421,7 @@ impl Runtime {
     /// Reserve room for `n` pages in the local budget, evicting as needed.
     pub(crate) fn reserve(&self, n: usize) {
         let start = now_ns();
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         loop {
             if self.try_reserve(n) {
                 return;
@@ -435,7 +436,7 @@ impl Runtime {
                 }
                 self.charge(timed, Phase::Fetch);
                 self.unpark_all();
-                wait(&mut waits);
+                backoff.snooze();
                 if now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                     let mut m = MsgBuf::new();
                     let _ = writeln!(

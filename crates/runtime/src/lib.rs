@@ -431,17 +431,6 @@ pub(crate) fn runs(
     })
 }
 
-pub(crate) fn wait(waits: &mut u32) {
-    *waits += 1;
-    if (*waits).is_multiple_of(16) {
-        farmem_sys::sched_yield();
-    } else {
-        for _ in 0..32 {
-            farmem_sys::cpu_relax();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

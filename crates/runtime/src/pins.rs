@@ -3,7 +3,8 @@
 
 use crate::fork::is_forked_child;
 use crate::page::{self, Event, State};
-use crate::{config, wait, Advice, Runtime, RuntimeError};
+use crate::sync::Backoff;
+use crate::{config, Advice, Runtime, RuntimeError};
 use farmem_sys::PAGE_SIZE;
 use std::sync::atomic::Ordering;
 
@@ -68,8 +69,9 @@ impl Runtime {
                     });
                 }
                 for p in first..=last {
+                    let backoff = Backoff::new();
                     while self.arena.table().transition(p, Event::Pin).is_err() {
-                        farmem_sys::sched_yield();
+                        backoff.snooze();
                     }
                     self.touch_pinned(p, self.addr_of(p), false);
                 }
@@ -112,7 +114,7 @@ impl Runtime {
         let want = last - first + 1;
         self.reserve_pins(want);
         let mut pinned_to = first;
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         for p in first..=last {
             // A page another thread owns for the moment (being evicted or
             // fetched) refuses the pin; wait for it to settle. Only an
@@ -135,7 +137,7 @@ impl Runtime {
                     // pipelined fetch in flight or waits out an eviction.
                     // SAFETY: p is an allocated far page.
                     unsafe { std::ptr::read_volatile(self.addr_of(p) as *const u8) };
-                    wait(&mut waits);
+                    backoff.snooze();
                 }
             }
             if !pinned {
@@ -170,7 +172,7 @@ impl Runtime {
     /// So wait out the eviction, and touch again: the pin keeps the page from
     /// being chosen again once it is back.
     fn touch_pinned(&self, p: usize, a: usize, for_write: bool) {
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         loop {
             if for_write {
                 // SAFETY: `a` is inside an allocated far page. `lock or 0` is
@@ -187,7 +189,7 @@ impl Runtime {
             if st == State::Dirty || (!for_write && st == State::Clean) {
                 return;
             }
-            wait(&mut waits);
+            backoff.snooze();
         }
     }
 
@@ -196,13 +198,13 @@ impl Runtime {
     /// pins beyond the limit would leave `reserve` nothing to evict.
     fn reserve_pins(&self, n: usize) {
         let start = farmem_sys::now_ns();
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         loop {
             if self.budget.try_pin(n) {
                 return;
             }
             self.observe.stats().pin_waits.add(1);
-            wait(&mut waits);
+            backoff.snooze();
             if farmem_sys::now_ns() - start > self.cfg.timeout_ms * 1_000_000 {
                 farmem_sys::fatal(
                     b"farmem: system calls on far buffers keep 3/4 of the local budget pinned; raise FARMEM_LOCAL\n",

@@ -4,7 +4,8 @@
 use crate::fork::is_forked_child;
 use crate::page::{self, PageWord};
 use crate::replacement::{page_u32, Aux as _};
-use crate::{config, wait, Runtime, RuntimeError};
+use crate::sync::Backoff;
+use crate::{config, Runtime, RuntimeError};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
 use std::collections::{BTreeMap, HashMap};
@@ -250,7 +251,7 @@ impl Runtime {
     /// completed here, an eviction or fetch by another thread waited out.
     /// The caller blocks signals (an in-flight reply may be ours to drain).
     pub(crate) fn settle(&self, p: usize) -> PageWord {
-        let mut waits = 0u32;
+        let backoff = Backoff::new();
         loop {
             let w = self.arena.table().load(p);
             if w.has(page::IN_FLIGHT) {
@@ -262,7 +263,7 @@ impl Runtime {
                 continue;
             }
             if w.state().is_owned() {
-                wait(&mut waits);
+                backoff.snooze();
                 continue;
             }
             return w;

@@ -6,6 +6,7 @@
 //! there, and whoever unparks it ([`Slots::take_parked`]) gets the guard
 //! back. Either guard gives its slot back when dropped.
 
+use crate::sync::Backoff;
 use crate::MAX_BATCH;
 use farmem_sys::mem::Mapping;
 use farmem_sys::PAGE_SIZE;
@@ -132,6 +133,7 @@ impl Slots {
     /// A free slot, waiting for one if all are taken.
     pub(crate) fn acquire(&self) -> Slot<'_> {
         let start = farmem_sys::gettid().unsigned_abs() as usize; // a tid is positive
+        let backoff = Backoff::new();
         loop {
             for i in 0..self.busy.len() {
                 let k = (start + i) % self.busy.len();
@@ -142,7 +144,7 @@ impl Slots {
                     return Slot { slots: self, i: k };
                 }
             }
-            farmem_sys::sched_yield();
+            backoff.snooze();
         }
     }
 

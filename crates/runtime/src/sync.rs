@@ -2,6 +2,12 @@
 //! retire for good, and the fixed-capacity ring that the replacement queues
 //! are made of.
 
+/// How every wait in the runtime backs off (page states, locks, lanes,
+/// slots): spin a little longer each round, then yield the CPU, in case the
+/// thread waited for was preempted on this one (2 vCPUs, or an
+/// oversubscribed node). Async-signal-safe: no allocation, and
+/// `sched_yield` at most.
+pub(crate) use crossbeam_utils::Backoff;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,7 +42,7 @@ impl<T> SpinLock<T> {
     }
 
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        let mut spins = 0u32;
+        let backoff = Backoff::new();
         loop {
             if !self.locked.load(Ordering::Relaxed)
                 && self
@@ -46,13 +52,7 @@ impl<T> SpinLock<T> {
             {
                 return SpinGuard { lock: self };
             }
-            spins += 1;
-            if spins.is_multiple_of(64) {
-                // The holder may have been preempted on this CPU.
-                farmem_sys::sched_yield();
-            } else {
-                farmem_sys::cpu_relax();
-            }
+            backoff.snooze();
         }
     }
 }
@@ -136,11 +136,12 @@ impl<T> Retirable<T> {
     /// Take it, waiting while another thread holds it; `None` when it is
     /// or becomes retired.
     pub fn take_unless_retired(&self) -> Option<RetirableGuard<'_, T>> {
+        let backoff = Backoff::new();
         loop {
             match self.try_take() {
                 Take::Taken(g) => return Some(g),
                 Take::Retired => return None,
-                Take::Busy => farmem_sys::cpu_relax(),
+                Take::Busy => backoff.snooze(),
             }
         }
     }

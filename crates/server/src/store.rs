@@ -191,15 +191,12 @@ impl Store {
 /// Spin briefly, then yield, then nap: a Free and a Read on the same session
 /// rarely meet, and when they do the other side finishes within one send.
 fn wait_until(ready: impl Fn() -> bool) {
-    let mut n = 0u32;
+    let backoff = crossbeam_utils::Backoff::new();
     while !ready() {
-        n += 1;
-        if n < 64 {
-            farmem_sys::cpu_relax();
-        } else if n < 4096 {
-            farmem_sys::sched_yield();
-        } else {
+        if backoff.is_completed() {
             std::thread::sleep(std::time::Duration::from_micros(50));
+        } else {
+            backoff.snooze();
         }
     }
 }

@@ -43,7 +43,7 @@
 
 use crate::backend::{BackendError, Failure, OneSided};
 use crate::config::MAX_REPLICAS;
-use crate::sync::{Retirable, RetirableGuard, Take};
+use crate::sync::{Backoff, Retirable, RetirableGuard, Take};
 use farmem_sys::ucx::{
     self, Context, Endpoint, Memory, Op, RemoteKey, Started, Transports, Worker,
 };
@@ -411,7 +411,7 @@ impl UcxPages {
     fn any_lane(&self) -> Result<Held<'_>, Failure> {
         let n = self.lanes.len();
         let start = farmem_sys::usize_from(u64::from(farmem_sys::gettid().unsigned_abs())) % n;
-        let mut spins = 0u32;
+        let backoff = Backoff::new();
         loop {
             match take_any(&self.lanes, start) {
                 Ok((index, lane)) => return Ok(Held { index, lane }),
@@ -423,12 +423,7 @@ impl UcxPages {
                 }
                 Err(NoLane::AllBusy) => {}
             }
-            spins += 1;
-            if spins.is_multiple_of(32) {
-                farmem_sys::sched_yield();
-            } else {
-                farmem_sys::cpu_relax();
-            }
+            backoff.snooze();
         }
     }
 
