@@ -65,8 +65,9 @@ impl Budget {
         self.pages.saturating_sub(self.resident())
     }
 
-    /// Reserve room for `n` pages if the budget has it.
-    pub(crate) fn try_reserve(&self, n: usize) -> bool {
+    /// Take room for `n` pages if the budget has it (`Runtime::make_room`
+    /// evicts until it does).
+    pub(crate) fn try_take(&self, n: usize) -> bool {
         let mut r = self.resident.load(Ordering::Acquire);
         while r + n <= self.pages {
             match self

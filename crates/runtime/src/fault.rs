@@ -1,5 +1,5 @@
 //! The fault path, run in the faulting thread's SIGBUS handler: claim the
-//! page, reserve room in the budget, fetch the page and its prefetch window
+//! page, take room in the budget, fetch the page and its prefetch window
 //! in one batch (evicting while the request travels where the free reserve
 //! has room, before it otherwise), install them with `UFFDIO_COPY`, and hand
 //! them to the replacement queues. No other thread is woken: on this class of
@@ -164,9 +164,9 @@ impl Runtime {
         let n = win.n;
         // With room to spare the request goes out first and the evictions
         // it makes necessary are done while it is on the wire.
-        let spare = self.try_reserve(n);
+        let spare = self.budget.try_take(n);
         if !spare {
-            self.reserve(n);
+            self.make_room(n);
         }
         let slot = self.streams.slots().acquire();
         let (src, fetched, refilled) = self.read_window(&win, &slot, spare);
@@ -310,7 +310,7 @@ impl Runtime {
     /// queues learn that as a refault, without the network. No prefetch.
     fn unhold(&self, p: usize, w: page::PageWord, write: bool) {
         let slot = self.arena.table().aux(page_u32(p));
-        self.reserve(1);
+        self.make_room(1);
         let dirty = write || w.has(page::HELD_DIRTY);
         let timed = self.span();
         // SAFETY: the slot holds this page's content and belongs to it until
@@ -350,11 +350,6 @@ impl Runtime {
         }
         self.observe.stats().hold_reused.add(1);
         self.charge(timed, Phase::Admit);
-    }
-
-    /// Reserve room for `n` pages if the budget has it, without evicting.
-    pub(crate) fn try_reserve(&self, n: usize) -> bool {
-        self.budget.try_reserve(n)
     }
 
     /// Evict until `spare` pages of the budget are free again (one batch at
@@ -418,12 +413,12 @@ impl Runtime {
         true
     }
 
-    /// Reserve room for `n` pages in the local budget, evicting as needed.
-    pub(crate) fn reserve(&self, n: usize) {
+    /// Take room for `n` pages in the local budget, evicting as needed.
+    pub(crate) fn make_room(&self, n: usize) {
         let start = now_ns();
         let backoff = Backoff::new();
         loop {
-            if self.try_reserve(n) {
+            if self.budget.try_take(n) {
                 return;
             }
             let want = n.max(self.cfg.evict_batch as usize).min(MAX_BATCH);

@@ -8,7 +8,7 @@
 //!
 //! The modules follow a fault through the runtime:
 //! - [`signals`]: the SIGBUS handler; `fork`: the guard in a forked child;
-//! - `fault`: claim, reserve, fetch — in the faulting thread, which
+//! - `fault`: claim, take room, fetch — in the faulting thread, which
 //!   receives its reply into a fetch slot (`slots`);
 //! - `install`: checksums checked (`checksum`), pages mapped and queued;
 //! - `prefetch`: the per-stream prefetch windows, pipelined ahead;

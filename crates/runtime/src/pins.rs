@@ -112,7 +112,7 @@ impl Runtime {
         let first = (lo - self.arena.base()) / PAGE_SIZE;
         let last = (hi - 1 - self.arena.base()) / PAGE_SIZE;
         let want = last - first + 1;
-        self.reserve_pins(want);
+        self.wait_for_pins(want);
         let mut pinned_to = first;
         let backoff = Backoff::new();
         for p in first..=last {
@@ -195,8 +195,8 @@ impl Runtime {
 
     /// Count `n` pages against the pin limit (3/4 of the budget, shared with
     /// `FM_ADV_PIN`), waiting while concurrent system calls hold too many:
-    /// pins beyond the limit would leave `reserve` nothing to evict.
-    fn reserve_pins(&self, n: usize) {
+    /// pins beyond the limit would leave `make_room` nothing to evict.
+    fn wait_for_pins(&self, n: usize) {
         let start = farmem_sys::now_ns();
         let backoff = Backoff::new();
         loop {

@@ -178,9 +178,9 @@ impl Runtime {
         }
         // As a demand fetch does: the request first, then the evictions it
         // makes necessary, so that the window is on the wire sooner.
-        let spare = self.try_reserve(k);
+        let spare = self.budget.try_take(k);
         if !spare {
-            self.reserve(k);
+            self.make_room(k);
         }
         let buf = slot.buf();
         // From here the slot belongs to the request: its completion parks

@@ -150,7 +150,7 @@ impl Runtime {
         };
         // Off the fault path: whatever the backend needs to hold these
         // pages later (UCX chunks and their keys) is set up now.
-        if let Err(e) = self.backend.reserve(start as u64, pages as u64) {
+        if let Err(e) = self.backend.prepare(start as u64, pages as u64) {
             let mut r = self.regions.lock().unwrap_or_else(|p| p.into_inner());
             r.give(start);
             return Err(e.into());

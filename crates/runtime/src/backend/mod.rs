@@ -188,7 +188,7 @@ pub trait MemoryServers: Send + Sync {
     /// Far pages `[first, first+n)` were just allocated: prepare what the
     /// page path needs to hold them later (UCX: grant their chunks and
     /// unpack their keys), here, outside any fault handler.
-    fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError>;
+    fn prepare(&self, first: u64, n: u64) -> Result<(), BackendError>;
     /// The runtime's fetch slots, where reads land: a page path may register
     /// them once.
     fn register_slots(&self, ptr: *mut u8, len: usize);
@@ -246,9 +246,9 @@ impl dyn Backend + '_ {
         self.memory_servers().and_then(|m| m.health())
     }
 
-    pub fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
+    pub fn prepare(&self, first: u64, n: u64) -> Result<(), BackendError> {
         self.memory_servers()
-            .map_or(Ok(()), |m| m.reserve(first, n))
+            .map_or(Ok(()), |m| m.prepare(first, n))
     }
 
     pub fn register_slots(&self, ptr: *mut u8, len: usize) {

@@ -156,7 +156,7 @@ impl PagePath {
 trait OneSidedDyn {
     fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
     fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
-    fn reserve(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError>;
+    fn prepare(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError>;
 }
 
 impl<P: Grant> OneSidedDyn for P {
@@ -166,7 +166,7 @@ impl<P: Grant> OneSidedDyn for P {
     fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
         b.one_sided_write(self, pages, data)
     }
-    fn reserve(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError> {
+    fn prepare(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError> {
         b.grant_range(self, first, n)
     }
 }
@@ -754,9 +754,9 @@ impl MemoryServers for RemoteBackend {
         ))
     }
 
-    fn reserve(&self, first: u64, n: u64) -> Result<(), BackendError> {
+    fn prepare(&self, first: u64, n: u64) -> Result<(), BackendError> {
         match self.path.one_sided() {
-            Some(p) => p.reserve(self, first, n),
+            Some(p) => p.prepare(self, first, n),
             None => Ok(()),
         }
     }

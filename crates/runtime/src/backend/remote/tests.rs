@@ -435,7 +435,7 @@ fn a_descriptor_of_another_file_is_refused_and_never_written() {
         Some(&victim),
     );
     let b = b.unwrap();
-    let e = error_text(b.reserve(0, 4));
+    let e = error_text(b.prepare(0, 4));
     assert!(
         e.contains("fake0") && e.contains("not a sealed memory file"),
         "{e}"
@@ -454,14 +454,14 @@ fn a_descriptor_of_another_file_is_refused_and_never_written() {
 #[test]
 fn a_memory_file_of_the_wrong_size_is_refused() {
     let (b, _) = fake_servers(1, "transport=memfd", Some(Hostile::ShortMemfd), None);
-    let e = error_text(b.unwrap().reserve(0, 1));
+    let e = error_text(b.unwrap().prepare(0, 1));
     assert!(e.contains("bytes long") && e.contains("fake0"), "{e}");
 }
 
 #[test]
 fn a_grant_without_a_descriptor_is_refused() {
     let (b, _) = fake_servers(1, "transport=memfd", Some(Hostile::NoFd), None);
-    let e = error_text(b.unwrap().reserve(0, 1));
+    let e = error_text(b.unwrap().prepare(0, 1));
     assert!(e.contains("passed no descriptor"), "{e}");
 }
 
@@ -502,7 +502,7 @@ fn a_truncated_ucx_key_a_base_outside_its_memory_or_a_foreign_address_is_refused
         ),
     ] {
         let (b, _) = fake_servers(1, "transport=ucx", Some(hostile), None);
-        let e = error_text(b.unwrap().reserve(0, 1));
+        let e = error_text(b.unwrap().prepare(0, 1));
         assert!(e.contains("fake0") && e.contains(says), "{hostile:?}: {e}");
     }
     let (b, _) = fake_servers(1, "transport=ucx", Some(Hostile::UcxAddressVersion), None);
