@@ -80,7 +80,7 @@ impl<T> Drop for SpinGuard<'_, T> {
 
 /// A lock its holder may retire for good: for a resource that can be left
 /// in a state nobody may touch again (a UCX lane whose request memory
-/// operations may still write: `backend/ucx.rs`). A retired lock stays held
+/// operations may still write: `backend/remote/ucx/`). A retired lock stays held
 /// forever, and a taker finds it retired instead of waiting on it.
 ///
 /// `busy` is set by a taker and cleared by the guard's drop; `retired` is
