@@ -15,11 +15,11 @@ command -v hackbench >/dev/null || need_apt+=(rt-tests)
 command -v memcached >/dev/null || need_apt+=(memcached)
 command -v memcslap >/dev/null || need_apt+=(libmemcached-tools)
 # Real programs nobody here wrote, run under `farmem run` by the tests of
-# every kernel access to far memory (crates/cli/tests/{real_programs,kernel_access}.rs).
+# every kernel access to far memory (crates/cli/tests/system/{real_programs,kernel_access}.rs).
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-benchmark >/dev/null || need_apt+=(redis-tools)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
-# Headless Chromium renders `farmem report` pages in their test (crates/cli/tests/report.rs).
+# Headless Chromium renders `farmem report` pages in their test (crates/cli/tests/system/report.rs).
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 # Emulated hosts for the scale-out test and benchmarks: network namespaces,
@@ -27,19 +27,19 @@ command -v mpicc >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 # `systemd-analyze verify` checks the service unit (contrib/systemd).
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)
-# Managed runtimes on far memory (crates/cli/tests/managed.rs): a JDK (javac
+# Managed runtimes on far memory (crates/cli/tests/system/managed.rs): a JDK (javac
 # builds the test's program) and Node.js.
 command -v javac >/dev/null || need_apt+=(default-jdk-headless)
 command -v node >/dev/null || need_apt+=(nodejs)
 [ -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] || need_apt+=(libtcmalloc-minimal4)
-# A real Slurm for its test (crates/cli/tests/slurm.rs, contrib/slurm/one-node.sh):
+# A real Slurm for its test (crates/cli/tests/system/slurm.rs, contrib/slurm/one-node.sh):
 # munge, the controller, the node daemon and sbatch/srun. The packages'
 # own services are not used: the test starts a private cluster.
 command -v slurmctld >/dev/null || need_apt+=(slurmctld)
 command -v slurmd >/dev/null || need_apt+=(slurmd)
 command -v sbatch >/dev/null || need_apt+=(slurm-client)
 command -v munged >/dev/null || need_apt+=(munge)
-# Containers for their test (crates/cli/tests/containers.rs): rootless
+# Containers for their test (crates/cli/tests/system/containers.rs): rootless
 # Podman (uidmap gives it newuidmap) and bubblewrap, which plays Apptainer's
 # model of a user namespace without a seccomp filter.
 command -v podman >/dev/null || need_apt+=(podman)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A private one-node Slurm cluster on this machine, for trying farmem's batch
-# recipe and for its test (crates/cli/tests/slurm.rs): munge with a fresh
+# recipe and for its test (crates/cli/tests/system/slurm.rs): munge with a fresh
 # key, slurmctld and slurmd on free loopback ports, cgroup v1 memory limits
 # per job and step, everything under DIR. Needs root (slurmd starts jobs as
 # their users) and Debian 12's slurmd, slurmctld, slurm-client and munge.

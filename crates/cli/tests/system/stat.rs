@@ -1,8 +1,8 @@
 //! `farmem stat`: the live counters of a real program paging under
 //! `farmem run`, read from another process while it runs.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -86,6 +86,7 @@ fn wait_for_program(xdg: &Path) -> u64 {
 
 #[test]
 fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
+    let _g = serial();
     let xdg = private_runtime_dir("follow");
     let child = start_paging(&xdg, "4");
     let pid = wait_for_program(&xdg);
@@ -158,6 +159,7 @@ fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
 
 #[test]
 fn the_table_shows_a_running_program_and_forgets_a_killed_one() {
+    let _g = serial();
     let xdg = private_runtime_dir("table");
     let mut child = start_paging(&xdg, "60");
     let pid = wait_for_program(&xdg);

@@ -1,8 +1,8 @@
 //! `farmem run -- CMD`: unmodified C, C++, Fortran and Python programs with
 //! their large allocations in far memory, through the preloaded shim.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Output;
 
@@ -25,6 +25,7 @@ fn ok(o: &Output) -> String {
 
 #[test]
 fn done_means_program_is_right_to_the_byte() {
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/run_done.c",
@@ -52,6 +53,7 @@ fn done_means_program_is_right_to_the_byte() {
 
 #[test]
 fn every_allocation_entry_point() {
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/alloc_family.c",
@@ -64,6 +66,7 @@ fn every_allocation_entry_point() {
 
 #[test]
 fn system_calls_into_far_malloc_buffers() {
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/syscalls.c",
@@ -82,6 +85,7 @@ fn system_calls_into_far_malloc_buffers() {
 
 #[test]
 fn cxx_new_and_vector() {
+    let _g = serial();
     let exe = build_plain("g++", "tests/programs/cxx_new.cc", "cxx_new", &["-Wextra"]);
     let out = ok(&run(&["--local", "32M"], &[exe.to_str().unwrap()]));
     assert!(out.contains("sums ok"), "{out}");
@@ -89,6 +93,7 @@ fn cxx_new_and_vector() {
 
 #[test]
 fn fortran_allocate() {
+    let _g = serial();
     let exe = build_plain(
         "gfortran",
         "tests/programs/fortran_alloc.f90",
@@ -101,6 +106,7 @@ fn fortran_allocate() {
 
 #[test]
 fn python_numpy_2g_on_256m() {
+    let _g = serial();
     let script = "import ctypes, numpy as np\n\
                   a = np.arange(2**28, dtype=np.float64)\n\
                   far = ctypes.CDLL(None).fm_is_far(ctypes.c_void_p(a.ctypes.data))\n\
@@ -112,6 +118,7 @@ fn python_numpy_2g_on_256m() {
 
 #[test]
 fn threads_system_spawn_dlopen_atexit_exec() {
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/run_misc.c",
@@ -136,6 +143,7 @@ fn threads_system_spawn_dlopen_atexit_exec() {
 
 #[test]
 fn exit_status_and_signals_pass_through() {
+    let _g = serial();
     assert_eq!(run(&[], &["sh", "-c", "exit 7"]).status.code(), Some(7));
     assert_eq!(
         run(&[], &["sh", "-c", "kill -TERM $$"]).status.signal(),
@@ -213,6 +221,7 @@ fn config_shows_values_and_refuses_bad_ones() {
 /// line comes out sorted, as the same sort gives all-local.
 #[test]
 fn gnu_sort_with_a_far_buffer_gives_the_same_output() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-sort-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("in.txt");

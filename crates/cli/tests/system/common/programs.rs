@@ -1,7 +1,7 @@
-//! What the tests of real programs share (`real_programs.rs`): process
-//! groups killed on drop, deadlines, free ports, clients, and reading
-//! `--stats`. A test skips (or, under CI, fails) only when its Debian program
-//! is not installed; the tests take one lock so two never run at once.
+//! What the tests of real programs share (`real_programs.rs` and others):
+//! the suite's lock, process groups killed on drop, deadlines, free ports,
+//! clients, and reading `--stats`. A test skips (or, under CI, fails) only
+//! when its Debian program is not installed.
 
 use super::*;
 use std::io::Read;
@@ -14,7 +14,12 @@ use std::time::{Duration, Instant};
 
 pub const PYTHON: &str = "/usr/bin/python3";
 
-/// One heavy test at a time (the machine has 2 CPUs).
+/// One heavy test at a time, in the whole system-test binary (the machine
+/// has 2 CPUs, and the harness runs tests of every area side by side).
+/// Every test that starts `farmem run`, a memory server or a real program,
+/// measures time, or touches what the machine shares (swap, zram, cgroups,
+/// network namespaces, packages, Slurm, Podman) holds it while it runs.
+/// Not reentrant: take it once per test, at its top.
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {

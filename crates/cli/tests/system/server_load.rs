@@ -3,8 +3,8 @@
 //! client sees an error, and the server's memory stays within its capacity
 //! plus the documented overhead.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use farmem_wire::{Frame, Header, Op, HEADER_LEN, PAGE_SIZE, TOKEN_LEN};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -104,6 +104,7 @@ fn rss_bytes(pid: u32) -> u64 {
 
 #[test]
 fn sixty_four_clients_and_two_misbehaving_ones() {
+    let _g = serial();
     let (mut server, addr) = serve(
         &[
             "--capacity",
@@ -163,6 +164,7 @@ fn sixty_four_clients_and_two_misbehaving_ones() {
 
 #[test]
 fn running_out_of_descriptors_delays_new_clients_and_spares_the_others() {
+    let _g = serial();
     let (mut server, addr) = serve(&["--capacity", "64M", "--hello-timeout", "2"], Some(48));
     let until = Instant::now() + Duration::from_secs(4);
     let a = addr.clone();

@@ -8,8 +8,8 @@
 //! agent enters a host's namespace instead of ssh-ing to it. Traffic goes
 //! only to those namespaces' addresses.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -85,6 +85,7 @@ fn run_at(dir: &Path, timeout_s: &str) -> Output {
 
 #[test]
 fn a_rank_that_never_publishes_times_out_naming_it() {
+    let _g = serial();
     let dir = tmp("missing");
     let _r0 = Rank::start(&dir, "j1", 0, 2);
     let t = Instant::now();
@@ -102,6 +103,7 @@ fn a_rank_that_never_publishes_times_out_naming_it() {
 
 #[test]
 fn a_stale_entry_from_an_earlier_job_is_detected_and_not_used() {
+    let _g = serial();
     let dir = tmp("stale");
     // An earlier job of two ranks, killed: both entries stay behind.
     drop((
@@ -364,6 +366,7 @@ fn mpirun_starts_servers_on_three_hosts_and_openmp_runs_across_them_at_8x() {
         );
         return;
     }
+    let _g = serial();
     let mut hosts = Hosts::up(3);
     let dir = tmp("mpi");
     let secret = tmp("secret");

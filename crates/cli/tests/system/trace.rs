@@ -2,8 +2,8 @@
 //! faults, prefetches and evictions, and `farmem trace` explains them against
 //! Belady's MIN computed from the program's reference string.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::path::Path;
 
 fn num_after(text: &str, label: &str) -> u64 {
@@ -38,6 +38,7 @@ fn traced_run(exe: &Path, local: &str, prefetch: &str, trace: &Path) -> String {
 
 #[test]
 fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/trace_pattern.c",

@@ -1,7 +1,7 @@
 //! The C API from C programs (gcc -fopenmp), against real memory servers.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
@@ -20,6 +20,7 @@ fn run_ok(cmd: &mut Command) -> String {
 
 #[test]
 fn openmp_integrity_8x_budget_embedded_server() {
+    let _g = serial();
     let exe = build_c("integrity_omp");
     let out = run_ok(
         Command::new(exe)
@@ -32,6 +33,7 @@ fn openmp_integrity_8x_budget_embedded_server() {
 
 #[test]
 fn openmp_integrity_striped_over_two_servers() {
+    let _g = serial();
     let (a, b) = (Serve::start("256M"), Serve::start("256M"));
     let exe = build_c("integrity_omp");
     let out = run_ok(
@@ -47,6 +49,7 @@ fn openmp_integrity_striped_over_two_servers() {
 
 #[test]
 fn openmp_integrity_on_a_file_backend() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let exe = build_c("integrity_omp");
@@ -63,6 +66,7 @@ fn openmp_integrity_on_a_file_backend() {
 
 #[test]
 fn system_calls_on_non_resident_far_buffers() {
+    let _g = serial();
     let exe = build_c("syscalls");
     let dir = std::env::temp_dir();
     let out = run_ok(Command::new(exe).arg(&dir).env("FARMEM_LOCAL", "8M"));
@@ -71,6 +75,7 @@ fn system_calls_on_non_resident_far_buffers() {
 
 #[test]
 fn fork_child_never_reads_wrong_data() {
+    let _g = serial();
     let exe = build_c("fork_child");
     let out = Command::new(exe)
         .env("FARMEM_LOCAL", "4M")
@@ -92,6 +97,7 @@ fn fork_child_never_reads_wrong_data() {
 
 #[test]
 fn killed_server_stops_the_client_with_a_message() {
+    let _g = serial();
     let mut server = Serve::start("256M");
     let exe = build_c("server_gone");
     let mut child = Command::new(exe)
@@ -163,6 +169,7 @@ fn bad_configuration_is_reported_not_crashed() {
 
 #[test]
 fn demo_checks_its_result() {
+    let _g = serial();
     let out = run_ok(farmem().args(["demo", "--random", "--size", "64M", "--updates", "20000"]));
     assert!(out.contains("result check: OK"), "{out}");
     assert!(out.contains("farmem stats"), "{out}");
@@ -170,6 +177,7 @@ fn demo_checks_its_result() {
 
 #[test]
 fn workloads_check_their_results() {
+    let _g = serial();
     let mw = build_c_at("workloads/memwrite.c", "memwrite");
     let out = run_ok(
         Command::new(&mw)
@@ -198,6 +206,7 @@ fn workloads_check_their_results() {
 /// stops with a message saying what to do; never a silent failure.
 #[test]
 fn embedded_server_is_the_farmem_program_found_beside_or_on_path() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-lonely-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(target_dir().join("libfarmem.so"), dir.join("libfarmem.so")).unwrap();
@@ -278,6 +287,7 @@ fn serve_checks_an_inherited_socket_and_its_parent() {
 /// far below its 14 arrays.
 #[test]
 fn himeno_checks_out_with_both_coefficient_sets() {
+    let _g = serial();
     let exe = build_c_at("workloads/himeno.c", "himeno");
     for (extra, want) in [
         (None, "coefficients=perturbed"),

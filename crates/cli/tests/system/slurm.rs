@@ -12,9 +12,8 @@
 //! slurmctld, slurm-client and munge (scripts/setup.sh installs them);
 //! without them the test skips, and under CI fails.
 
-mod common;
-use common::programs::{serial, TempDir};
-use common::*;
+use crate::common::programs::{serial, TempDir};
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;

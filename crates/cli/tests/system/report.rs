@@ -5,8 +5,8 @@
 // Pixel arithmetic on small test images: the casts below stay in range.
 #![allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -247,6 +247,7 @@ impl Shot {
 
 #[test]
 fn chromium_shows_every_point_where_the_svg_puts_it() {
+    let _g = serial();
     let dir = scratch("browser");
     let h = report(&dir);
     on_screen(&dir, &h);
@@ -341,6 +342,7 @@ fn on_screen(dir: &Path, h: &str) {
 /// point. From the committed run of `farmem probe loaded`.
 #[test]
 fn the_loaded_latency_figure_reads_at_a_glance() {
+    let _g = serial();
     let dir = scratch("loaded");
     let html = dir.join("r.html");
     let o = farmem()
@@ -386,6 +388,7 @@ fn the_loaded_latency_figure_reads_at_a_glance() {
 
 #[test]
 fn plots_are_written_as_png_too() {
+    let _g = serial();
     let dir = scratch("png");
     let png = dir.join("lat.png");
     let o = farmem()

@@ -17,7 +17,7 @@ pub fn repo() -> PathBuf {
         .unwrap()
 }
 
-#[path = "../../../../tests/support/skip.rs"]
+#[path = "../../../../../tests/support/skip.rs"]
 mod skip_support;
 pub use skip_support::skip;
 

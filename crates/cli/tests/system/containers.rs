@@ -13,10 +13,9 @@
 //! `/usr` and `/etc`, read-only, and the kit of farmem's files at the same
 //! path as outside, so that no image has to be pulled.
 
-mod common;
-use common::kit::{open_to_all, run, user, Kit};
-use common::programs::{installed, serial, TempDir};
-use common::*;
+use crate::common::kit::{open_to_all, run, user, Kit};
+use crate::common::programs::{installed, serial, TempDir};
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -5,9 +5,8 @@
 //! appears that another user could attach, and the program's resident
 //! memory stays within its budget.
 
-mod common;
-use common::programs::*;
-use common::*;
+use crate::common::programs::*;
+use crate::common::*;
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

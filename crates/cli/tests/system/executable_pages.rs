@@ -7,9 +7,8 @@
 //! while it pages through four times its budget, and that a piece made
 //! executable in the middle of a buffer leaves its neighbours far.
 
-mod common;
-use common::programs::*;
-use common::*;
+use crate::common::programs::*;
+use crate::common::*;
 use std::time::Duration;
 
 #[test]

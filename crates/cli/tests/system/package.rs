@@ -7,9 +7,8 @@
 //! Needs root (dpkg), and skips where farmem is installed already (it
 //! would replace someone's install); under CI it fails instead.
 
-mod common;
-use common::programs::{serial, TempDir};
-use common::*;
+use crate::common::programs::{serial, TempDir};
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -18,8 +18,8 @@
 //! rejects FARMEM_* variables it does not know); KA_STRICT=1 makes the
 //! `extra-*` checks (calls beyond the required list) fatal.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -235,6 +235,7 @@ const PTHREAD_CHECKS: [&str; 3] = [
 
 #[test]
 fn every_listed_call_on_evicted_far_buffers() {
+    let _g = serial();
     let exe = kernel_access_exe();
     let names: Vec<String> = checks(&exe)
         .into_iter()
@@ -248,6 +249,7 @@ fn every_listed_call_on_evicted_far_buffers() {
 
 #[test]
 fn pthread_objects_in_far_memory_under_eviction() {
+    let _g = serial();
     let exe = kernel_access_exe();
     let names: Vec<String> = PTHREAD_CHECKS.iter().map(|s| s.to_string()).collect();
     let failed = run_checks("pthread", &exe, &names, &["-n", "25000"]);
@@ -256,6 +258,7 @@ fn pthread_objects_in_far_memory_under_eviction() {
 
 #[test]
 fn all_required_checks_in_one_process() {
+    let _g = serial();
     // The same checks one after another in one process, as a real program
     // would make them: pins, evictions and faults of one call must not
     // disturb the next.
@@ -285,6 +288,7 @@ fn all_required_checks_in_one_process() {
 
 #[test]
 fn raw_syscall_instruction_on_far_buffers() {
+    let _g = serial();
     let exe = kernel_access_exe();
     let dir = Scratch::new("raw");
     let expect = env_is_1("FARMEM_EXPECT_RAW");
@@ -341,6 +345,7 @@ fn raw_syscall_instruction_on_far_buffers() {
 
 #[test]
 fn extra_calls_are_reported() {
+    let _g = serial();
     // Calls beyond the list (struct and path arguments the table may not
     // know). Reported; fatal only with KA_STRICT=1. The program must finish.
     let exe = kernel_access_exe();
@@ -403,6 +408,7 @@ fn tcmalloc_program_big_blocks_go_far() {
         );
         return;
     };
+    let _g = serial();
     let exe = build_plain(
         "gcc",
         "tests/programs/tc_alloc.c",
@@ -475,6 +481,7 @@ fn mpi_ranks_exchange_far_buffers_through_cma() {
         );
         return;
     };
+    let _g = serial();
     // -rdynamic: the program's own process_vm_readv/writev (which count the
     // CMA calls) must be in its dynamic symbol table.
     let exe = build_plain(

@@ -1,8 +1,8 @@
 //! `farmem numa`: plans on fixture topologies (seed 000's 2 x 8 and 4 x 8
 //! core machines), and real runs on this machine (one node: 1 x 1).
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use serde_json::Value;
 
 fn numa(args: &[&str]) -> (bool, String, String) {
@@ -64,6 +64,7 @@ fn plans_for_two_and_four_nodes() {
 
 #[test]
 fn memwrite_matrix_for_real_with_placement_checked() {
+    let _g = serial();
     let (ok, out, err) = numa(&["xy", "--runs", "1", "--passes", "3", "--json"]);
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -81,6 +82,7 @@ fn memwrite_matrix_for_real_with_placement_checked() {
 
 #[test]
 fn hackbench_and_memslap_run_for_real() {
+    let _g = serial();
     let (ok, out, err) = numa(&["xy", "--workload", "hackbench", "--runs", "1", "--csv"]);
     assert!(ok, "{err}");
     assert!(out.lines().nth(1).unwrap().starts_with("0,0,"), "{out}");
@@ -91,6 +93,7 @@ fn hackbench_and_memslap_run_for_real() {
 
 #[test]
 fn policies_parse_rates_and_stop_at_the_duration() {
+    let _g = serial();
     let (ok, out, err) = numa(&[
         "policies",
         "--rate-regex",
@@ -167,6 +170,7 @@ fn bad_input_is_refused_clearly() {
 /// maps drawn, and the result read back by `farmem report`.
 #[test]
 fn matrix_plans_the_fixture_machines_and_runs_here() {
+    let _g = serial();
     let (ok, out, err) = numa(&["matrix", "--sysfs", &fixture("sysfs-2node"), "--dry-run"]);
     assert!(ok, "{err}");
     for cell in [

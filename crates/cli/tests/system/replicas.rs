@@ -3,8 +3,8 @@
 //! one server killed at a random moment. Every run must end with every byte
 //! right. With one copy, a lost server stops the program naming it.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,7 @@ fn some_moment(span_ms: u64) -> Duration {
 
 #[test]
 fn a_server_killed_mid_run_loses_no_byte_with_two_replicas() {
+    let _g = serial();
     for round in 0..3 {
         let servers = [
             Serve::start("512M"),
@@ -101,6 +102,7 @@ fn a_server_killed_mid_run_loses_no_byte_with_two_replicas() {
 /// FARMEM_TIMEOUT_MS marks it down, and its pages come from their copies.
 #[test]
 fn a_hung_server_times_out_and_its_copies_serve() {
+    let _g = serial();
     let servers = [
         Serve::start("512M"),
         Serve::start("512M"),
@@ -125,6 +127,7 @@ fn a_hung_server_times_out_and_its_copies_serve() {
 
 #[test]
 fn with_one_copy_a_lost_server_stops_the_program_naming_it() {
+    let _g = serial();
     let servers = [Serve::start("512M"), Serve::start("512M")];
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let out = integrity(
@@ -149,6 +152,7 @@ fn with_one_copy_a_lost_server_stops_the_program_naming_it() {
 
 #[test]
 fn more_replicas_than_servers_is_refused_with_the_fix() {
+    let _g = serial();
     let s = Serve::start("64M");
     let exe = build_c("integrity_omp");
     let o = Command::new(exe)

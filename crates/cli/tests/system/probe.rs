@@ -1,7 +1,7 @@
 //! `farmem probe`: output schemas and argument checks (quick runs).
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use serde_json::Value;
 
 fn probe(args: &[&str]) -> (bool, String, String) {
@@ -21,6 +21,7 @@ fn json(args: &[&str]) -> Value {
 
 #[test]
 fn latency_json_has_curve_levels_machine_and_params() {
+    let _g = serial();
     let v = json(&["latency", "--max", "64M", "--quick", "--json"]);
     let curve = v["curve"].as_array().unwrap();
     assert!(curve.len() >= 20);
@@ -46,6 +47,7 @@ fn latency_json_has_curve_levels_machine_and_params() {
 
 #[test]
 fn csv_and_svg_plot() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-probe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let svg = dir.join("lat.svg");
@@ -71,6 +73,7 @@ fn csv_and_svg_plot() {
 
 #[test]
 fn far_json_has_rtt_and_the_transfer_curve() {
+    let _g = serial();
     let v = json(&["far", "--quick", "--json"]);
     let tiers = v["far"].as_array().unwrap();
     assert_eq!(
@@ -93,6 +96,7 @@ fn far_json_has_rtt_and_the_transfer_curve() {
 
 #[test]
 fn faults_and_bandwidth() {
+    let _g = serial();
     let v = json(&["faults", "--quick", "--json"]);
     let kinds: Vec<&str> = v["faults"]
         .as_array()
@@ -129,6 +133,7 @@ fn bad_arguments_are_refused_clearly() {
 /// side, and a transfer striped over two servers reads back.
 #[test]
 fn far_with_two_server_sets_gives_a_tier_each() {
+    let _g = serial();
     let a = Serve::start("128M");
     let b = Serve::start("128M");
     let c = Serve::start("128M");
@@ -160,6 +165,7 @@ fn far_with_two_server_sets_gives_a_tier_each() {
 /// load; a PNG and an SVG plot; and the same in an HTML report.
 #[test]
 fn loaded_gives_a_curve_per_mix_the_far_tier_plots_and_a_report() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-loaded-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let png = dir.join("l.png");

@@ -11,10 +11,9 @@
 //! test programs are copied into a directory of their own, readable by all,
 //! and linked against the libfarmem there.
 
-mod common;
-use common::kit::{open_to_all, run, user, Kit};
-use common::programs::serial;
-use common::*;
+use crate::common::kit::{open_to_all, run, user, Kit};
+use crate::common::programs::serial;
+use crate::common::*;
 use std::process::Command;
 
 /// This is the situation the tests are about: the user may not open a

@@ -1,8 +1,8 @@
 //! `farmem serve`'s logs: levels, one line per event naming the server,
 //! the peer and the session, as text or JSON.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -62,6 +62,7 @@ fn server_log(args: &[&str], env: &[(&str, &str)]) -> String {
 
 #[test]
 fn text_lines_name_the_server_peer_and_session() {
+    let _g = serial();
     let log = server_log(&[], &[]);
     let opened = log
         .lines()
@@ -97,6 +98,7 @@ fn text_lines_name_the_server_peer_and_session() {
 
 #[test]
 fn json_lines_are_objects_with_their_spans() {
+    let _g = serial();
     let log = server_log(&["--log-format", "json"], &[]);
     let events: Vec<serde_json::Value> = log
         .lines()

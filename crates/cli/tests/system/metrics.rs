@@ -1,8 +1,8 @@
 //! `farmem serve --metrics`: a real server scraped while a real program
 //! pages through it; the address rules and the errors.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -54,6 +54,7 @@ fn scrape(at: &str) -> HashMap<String, f64> {
 
 #[test]
 fn a_server_is_scraped_while_a_program_pages_through_it() {
+    let _g = serial();
     let (mut server, addr, metrics) = serve(&["--metrics", "127.0.0.1:0"]);
     let exe = build_plain(
         "gcc",
@@ -88,6 +89,7 @@ fn a_server_is_scraped_while_a_program_pages_through_it() {
 
 #[test]
 fn a_client_without_the_secret_is_counted_as_refused() {
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-metrics-secret-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");
@@ -161,6 +163,7 @@ fn a_reachable_metrics_address_answers_only_the_printed_token() {
         );
         return;
     };
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("farmem-metrics-token-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let secret = dir.join("secret");

@@ -21,9 +21,8 @@
 //!   the budget are named in one warning; a program within its budget gets
 //!   none; a static binary is refused before it starts.
 
-mod common;
-use common::programs::*;
-use common::*;
+use crate::common::programs::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -186,6 +185,7 @@ fn zgc_is_refused_with_one_line_also_behind_a_script() {
     if !have(test, "java", "default-jdk-headless") {
         return;
     }
+    let _g = serial();
     let dir = TempDir::new("zgc");
     let f = Proc::spawn(
         "zgc",

@@ -4,8 +4,8 @@
 //! it, with the right secret, none, and a wrong one (one clear line on each
 //! side).
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -117,6 +117,7 @@ fn serve_with(home: &Path, secret: &Path, log: &Path) -> (Child, String) {
 
 #[test]
 fn a_program_runs_with_the_right_secret_and_stops_clearly_without_it() {
+    let _g = serial();
     let home = scratch("e2e");
     let (good, bad) = (home.join("good"), home.join("bad"));
     for p in [&good, &bad] {
@@ -226,6 +227,7 @@ fn tamper_proxy(server: &str, flip: Option<usize>) -> String {
 /// the program with one line, and one who changes nothing is invisible.
 #[test]
 fn a_reply_changed_on_the_way_after_the_handshake_stops_the_program() {
+    let _g = serial();
     let home = scratch("mitm");
     let secret = home.join("secret");
     assert!(farmem_at(&home)

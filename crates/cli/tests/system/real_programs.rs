@@ -19,9 +19,8 @@
 //! Debian program is not installed. The tests take a lock so that two never
 //! run at once, whatever `--test-threads` says.
 
-mod common;
-use common::programs::*;
-use common::*;
+use crate::common::programs::*;
+use crate::common::*;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};

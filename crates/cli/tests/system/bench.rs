@@ -2,17 +2,12 @@
 //! every system set up for real (cgroup, swap file, zram, file mapping) and
 //! removed afterwards, even on Ctrl-C.
 
-mod common;
-use common::*;
+// These tests share machine-wide resources (zram0, swap, cgroups): each
+// takes the suite's lock, so one at a time, and none beside another heavy test.
+use crate::common::programs::serial;
+use crate::common::*;
 use serde_json::Value;
 use std::process::Command;
-
-/// These tests share machine-wide resources (zram0, swap, cgroups): one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn bench(args: &[&str]) -> (bool, String, String) {
     let o = farmem().arg("bench").args(args).output().unwrap();

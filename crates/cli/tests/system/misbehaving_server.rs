@@ -3,12 +3,12 @@
 //! disconnect (see common/proxy.rs). The client never installs wrong data:
 //! with one copy it stops with a message naming the server; with two it
 //! fails over and the program finishes with every byte right. (Socket
-//! transport: UCX's failures are covered by crates/cli/tests/replicas.rs
+//! transport: UCX's failures are covered by replicas.rs
 //! and the backend's unit tests.)
 
-mod common;
-use common::proxy::{Proxy, ALL};
-use common::*;
+use crate::common::programs::serial;
+use crate::common::proxy::{Proxy, ALL};
+use crate::common::*;
 use std::process::{Command, Output};
 use std::sync::atomic::Ordering;
 
@@ -31,6 +31,7 @@ fn integrity(servers: &[&str], replicas: &str, mb: u64) -> Output {
 
 #[test]
 fn with_one_copy_every_misbehaviour_stops_the_program_naming_the_server() {
+    let _g = serial();
     for how in ALL {
         let server = Serve::start("256M");
         let proxy = Proxy::start(&server.addr, how, 40);
@@ -52,6 +53,7 @@ fn with_one_copy_every_misbehaviour_stops_the_program_naming_the_server() {
 
 #[test]
 fn with_two_copies_every_misbehaviour_fails_over_and_no_byte_is_wrong() {
+    let _g = serial();
     for how in ALL {
         let (a, b, c) = (
             Serve::start("256M"),

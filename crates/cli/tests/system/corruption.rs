@@ -3,9 +3,9 @@
 //! The program must stop with a message naming the server and the page, and
 //! never compute with the wrong page.
 
-mod common;
-use common::proxy::{Misbehave, Proxy};
-use common::*;
+use crate::common::programs::serial;
+use crate::common::proxy::{Misbehave, Proxy};
+use crate::common::*;
 use std::sync::atomic::Ordering;
 
 /// integrity_omp at 8x expansion, its pages through a proxy that flips one
@@ -44,6 +44,7 @@ fn run_through_proxy(how: Misbehave, env: &[(&str, &str)]) -> (std::process::Out
 
 #[test]
 fn a_flipped_bit_in_a_fetched_page_stops_the_program_naming_server_and_page() {
+    let _g = serial();
     let (o, proxy) = run_through_corrupting_proxy("1");
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -70,6 +71,7 @@ fn a_flipped_bit_in_a_fetched_page_stops_the_program_naming_server_and_page() {
 /// whose key never leaves the program, stops the program instead.
 #[test]
 fn a_forged_page_passes_crc32c_and_is_stopped_by_the_mac() {
+    let _g = serial();
     let (o, _) = run_through_proxy(
         Misbehave::ForgeKeepingCrc,
         &[("FARMEM_INTEGRITY", "crc32c")],

@@ -1,8 +1,7 @@
 //! The systemd unit in contrib/: systemd accepts it, and every option it
 //! gives `farmem serve` exists.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 #[test]

@@ -7,8 +7,8 @@
 //! choice that cannot be had is one clear line; `auto` falls back to
 //! sockets.
 
-mod common;
-use common::*;
+use crate::common::programs::serial;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -57,6 +57,7 @@ fn with_secret(path: &Path) -> [(&'static str, &str); 1] {
 
 #[test]
 fn each_choice_is_what_runs() {
+    let _g = serial();
     // The embedded server, on a Unix socket.
     for (choice, want) in [("memfd", MEMFD), ("socket", "socket"), ("auto", MEMFD)] {
         let o = run(&["--transport", choice], &[]);
@@ -91,6 +92,7 @@ fn each_choice_is_what_runs() {
 
 #[test]
 fn a_choice_that_cannot_be_had_is_one_line() {
+    let _g = serial();
     // UCX on the embedded server (a Unix socket, no handshake).
     let o = run(&["--transport", "ucx"], &[]);
     assert!(!o.status.success());
@@ -162,6 +164,7 @@ fn a_bad_transport_is_named() {
 
 #[test]
 fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
+    let _g = serial();
     let (dir, path) = secret("no-ucx");
     let env = with_secret(&path);
     // A server whose UCX cannot start (no usable UCX transport there).
@@ -182,6 +185,7 @@ fn a_server_without_ucx_is_one_line_under_ucx_and_sockets_under_auto() {
 
 #[test]
 fn a_client_without_libucp_is_one_line_under_ucx() {
+    let _g = serial();
     // A libucp.so.0 that is not a library, found first on the search path.
     let dir = std::env::temp_dir().join(format!("farmem-no-ucx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -206,6 +210,7 @@ fn a_client_without_libucp_is_one_line_under_ucx() {
 /// every page path.
 #[test]
 fn faults_never_call_the_programs_allocator() {
+    let _g = serial();
     let exe = build_c("malloc_in_handler");
     let (dir, path) = secret("alloc");
     let s = Serve::start_with_secret("256M", &path, &[]);
