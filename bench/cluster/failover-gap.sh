@@ -7,6 +7,11 @@
 # usage: bench/cluster/failover-gap.sh [RUNS=3]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+BENCH_COMMAND="bench/cluster/failover-gap.sh $*"
+. bench/lib/results-dir.sh
+results_dir failover-gap
+# Everything printed is kept in the run folder as well.
+exec > >(tee -a "$R/output.txt") 2>&1
 RUNS=${1:-3}
 cargo build --release --quiet
 F=$PWD/target/release/farmem

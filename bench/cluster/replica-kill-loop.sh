@@ -7,6 +7,11 @@
 # usage: bench/cluster/replica-kill-loop.sh [ROUNDS=10] [SIZE_MB=128] [LOCAL=16M]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+BENCH_COMMAND="bench/cluster/replica-kill-loop.sh $*"
+. bench/lib/results-dir.sh
+results_dir replica-kill-loop
+# Everything printed is kept in the run folder as well.
+exec > >(tee -a "$R/output.txt") 2>&1
 ROUNDS=${1:-10}
 SIZE=${2:-128}
 LOCAL=${3:-16M}
