@@ -31,6 +31,8 @@ for r in $(seq "$RUNS"); do
         echo "run $r, signal $sig: $out"
         kill -CONT "${pids[@]}" 2>/dev/null || true
         kill "${pids[@]}" 2>/dev/null || true
-        wait 2>/dev/null || true
+        # Only this round's jobs: a bare `wait` would also wait for the tee
+        # that keeps the output, which ends only when this script does.
+        j=$(jobs -p); [ -z "$j" ] || wait $j 2>/dev/null || true
     done
 done

@@ -37,7 +37,9 @@ for r in $(seq "$ROUNDS"); do
     down=$(echo "$out" | grep -c 'is down' || true)
     echo "round $r: killed ${addrs[$victim]} after ${delay}s; $line; warnings=$down; ${secs}s"
     kill "${pids[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
+    # Only this round's jobs: a bare `wait` would also wait for the tee
+    # that keeps the output, which ends only when this script does.
+    j=$(jobs -p); [ -z "$j" ] || wait $j 2>/dev/null || true
     [ "$line" = "mismatches=0" ] || { echo "FAILED"; echo "$out" | tail -20; exit 1; }
     ok=$((ok + 1))
 done
