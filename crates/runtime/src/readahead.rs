@@ -1,6 +1,6 @@
 //! What to prefetch with a demand fault: the decision, as pure bookkeeping
 //! over page numbers, so that the same code runs in the fault path (under a
-//! spin lock) and in the policy simulator ([`crate::sim`]).
+//! spin lock) and in the policy simulator (the `farmem-sim` crate).
 //!
 //! Two rules keep prefetch paying for itself:
 //!

@@ -1,7 +1,7 @@
 //! The policy trace (`FARMEM_TRACE=FILE`): every fault, prefetch, use of a
 //! prefetched page and eviction, in the order the runtime saw them, for
 //! `farmem trace` to replay under Belady's MIN and under farmem's policy
-//! (see [`crate::sim`]).
+//! (see the `farmem-sim` crate).
 //!
 //! Records are appended from the fault path (inside the SIGBUS handler), so
 //! the buffer is preallocated and flushed with raw `write` calls under a spin
