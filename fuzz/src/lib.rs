@@ -411,8 +411,8 @@ pub fn client_replies(data: &[u8]) {
     ) else {
         return;
     };
-    use farmem_runtime::backend::Backend;
-    let granted = b.reserve(0, 64);
+    use farmem_runtime::backend::{Backend, MemoryServers};
+    let granted = b.prepare(0, 64);
     let memfd = transport == "memfd";
     // Only a sealed memory file of the chunk's size (choice 1) is ever
     // taken: anything else fails the grant.
