@@ -5,6 +5,9 @@
 # SIGSTOP to make it hang) 3 s in. The longest gap between two reads is the
 # stall. A run with no kill gives the gap a healthy run has anyway.
 # usage: bench/cluster/failover-gap.sh [RUNS=3]
+# Pages go over sockets unless FARMEM_TRANSPORT says otherwise: on one host
+# the default, memory files, keeps a killed server's chunks readable through
+# the client's descriptors, so nothing would fail over to be measured.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/cluster/failover-gap.sh $*"
@@ -13,6 +16,7 @@ results_dir failover-gap
 # Everything printed is kept in the run folder as well.
 exec > >(tee -a "$R/output.txt") 2>&1
 RUNS=${1:-3}
+export FARMEM_TRANSPORT=${FARMEM_TRANSPORT:-socket}
 cargo build --release --quiet
 F=$PWD/target/release/farmem
 T=$(mktemp -d)
