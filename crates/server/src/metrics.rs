@@ -284,7 +284,7 @@ fn encode_server(e: &mut DescriptorEncoder, sh: &Shared) -> std::fmt::Result {
     gauge(
         e,
         "farmem_stored_pages",
-        "Pages stored, all sessions together (with UCX chunks granted)",
+        "Pages stored, all sessions together (with one-sided chunks granted)",
         signed(used),
     )?;
     gauge(
@@ -303,10 +303,10 @@ impl Scrape {
         // never on the page path).
         let sessions: Vec<(u64, String, u64)> = lock(&sh.sessions)
             .values()
-            .map(|s| {
-                let pooled = s.store.pool.get().map_or(0, |p| p.charged());
-                (s.id, s.peer.clone(), s.store.len() + pooled)
-            })
+            // What the session is charged for: pages stored, and the chunks
+            // of its one-sided pages (UCX or memory files), as the total
+            // below counts them.
+            .map(|s| (s.id, s.peer.clone(), s.store.charged()))
             .collect();
         gauge(
             e,

@@ -317,3 +317,42 @@ fn a_tcp_server_hands_out_memory_files_at_its_side_door_to_open_sessions_only() 
     let r = e.send(Frame::MemfdWhere, &[]);
     assert_eq!(error_code(&r), Some(ErrorCode::Unsupported));
 }
+
+/// The metrics count a session's memory-file chunks in its own pages, as
+/// they count them in the server's total.
+#[test]
+fn a_sessions_chunks_show_in_its_metrics() {
+    use std::io::{Read, Write};
+    let _one = one();
+    let mut cfg = farmem_server::ServerConfig::new(
+        format!("unix:@farmem-test-metrics-{}", std::process::id())
+            .parse::<farmem_server::ServerAddr>()
+            .unwrap(),
+        2 * CHUNK_PAGES * PAGE_SIZE as u64,
+    );
+    cfg.spin_ns = 10_000;
+    let server = farmem_server::Server::bind(cfg).unwrap();
+    let m = farmem_server::MetricsEndpoint::bind("127.0.0.1:0").unwrap();
+    let at = m.local_addr().unwrap().to_string();
+    m.serve(&server).unwrap();
+    let h = server.spawn().unwrap();
+    let mut a = unix_session(&h, 1, CHUNK_PAGES);
+    open(&mut a);
+    let (_fd, pages) = chunk(&mut a, 0).unwrap();
+    let mut s = std::net::TcpStream::connect(&at).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {at}\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let sample = |name: &str| -> Option<u64> {
+        body.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit_once(' '))
+            .and_then(|(_, v)| v.parse().ok())
+    };
+    assert_eq!(sample("farmem_stored_pages "), Some(pages), "{body}");
+    assert_eq!(
+        sample("farmem_session_stored_pages{session=\"1\"}"),
+        Some(pages),
+        "{body}"
+    );
+}
