@@ -18,8 +18,7 @@ cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/baselines/jvm.sh $*"
 . bench/lib/results-dir.sh
 results_dir jvm
-# Everything printed is kept in the run folder as well.
-exec > >(tee -a "$R/output.txt") 2>&1
+keep_output
 RUNS=${1:-3}
 GC=${2:-ParallelGC}
 LIVE=${3:-400}

@@ -13,8 +13,7 @@ cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/cluster/failover-gap.sh $*"
 . bench/lib/results-dir.sh
 results_dir failover-gap
-# Everything printed is kept in the run folder as well.
-exec > >(tee -a "$R/output.txt") 2>&1
+keep_output
 RUNS=${1:-3}
 export FARMEM_TRANSPORT=${FARMEM_TRANSPORT:-socket}
 cargo build --release --quiet

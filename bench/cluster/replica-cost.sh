@@ -13,8 +13,7 @@ cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/cluster/replica-cost.sh $*"
 . bench/lib/results-dir.sh
 results_dir replica-cost
-# Everything printed is kept in the run folder as well.
-exec > >(tee -a "$R/output.txt") 2>&1
+keep_output
 RUNS=${1:-2}
 cargo build --release --quiet
 make -C workloads >/dev/null

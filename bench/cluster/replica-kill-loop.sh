@@ -10,8 +10,7 @@ cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/cluster/replica-kill-loop.sh $*"
 . bench/lib/results-dir.sh
 results_dir replica-kill-loop
-# Everything printed is kept in the run folder as well.
-exec > >(tee -a "$R/output.txt") 2>&1
+keep_output
 ROUNDS=${1:-10}
 SIZE=${2:-128}
 LOCAL=${3:-16M}

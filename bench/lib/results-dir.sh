@@ -26,3 +26,11 @@ results_dir() {
             "Linux $(uname -r), virtual machine: $(systemd-detect-virt --vm 2>/dev/null || echo none)"
     } >> "$out"
 }
+
+# `keep_output` (after results_dir): everything the script prints from here
+# on goes to R/output.txt as well. Through a process substitution, so a bare
+# `wait` in the script would wait for it too, and it ends only with the
+# script: wait for named jobs (`wait $(jobs -p)`, never empty) instead.
+keep_output() {
+    exec > >(tee -a "$R/output.txt") 2>&1
+}
