@@ -53,9 +53,14 @@ struct Row {
     backend: String,
     replicas: u32,
     servers: Vec<Server>,
-    /// Of every `servers` stripe units, how many hold fewer live copies
-    /// than `replicas` (a lost server's units).
-    stripe_units_short: usize,
+    /// Stored pages holding fewer live copies than `replicas` (a lost
+    /// server's, until repair gives them back their copies).
+    pages_short: u64,
+    /// Whether a repair pass is running now.
+    repairing: bool,
+    /// Pages copied by repair so far, and the last pass's length.
+    pages_repaired: u64,
+    last_repair_ms: Option<u64>,
     /// Page writes that reached fewer than `replicas` servers.
     short_writes: u64,
     /// The counters since the program started, as `--stats` prints them.
@@ -116,9 +121,6 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
         let v = quantile_of(&latency, q);
         (latency.iter().any(|&c| c > 0)).then(|| v as f64 / 1000.0)
     };
-    let lost: Vec<bool> = now.servers.iter().map(|s| s.1).collect();
-    let short =
-        farmem_runtime::backend::placement::stripe_units_short(&lost, now.replicas as usize);
     Row {
         pid: now.pid,
         command: now.command.clone(),
@@ -144,7 +146,10 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
                 up: !down,
             })
             .collect(),
-        stripe_units_short: short,
+        pages_short: now.repair.pages_short,
+        repairing: now.repair.running,
+        pages_repaired: now.repair.pages_repaired,
+        last_repair_ms: (now.repair.passes > 0).then_some(now.repair.last_ms),
         short_writes: now.short_writes,
         totals: Totals {
             faults: s.faults,
@@ -169,8 +174,12 @@ fn text(r: &Row) -> String {
     } else {
         let up = r.servers.iter().filter(|s| s.up).count();
         let mut s = format!("{up}/{} up", r.servers.len());
-        if r.stripe_units_short > 0 {
-            s += &format!(", {}/{} short", r.stripe_units_short, r.servers.len());
+        if r.repairing {
+            s += &format!(", repairing ({} pages short)", r.pages_short);
+        } else if r.pages_short > 0 {
+            s += &format!(", {} pages short", r.pages_short);
+        } else if r.last_repair_ms.is_some() {
+            s += ", repaired";
         }
         s
     };

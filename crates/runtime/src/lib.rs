@@ -49,6 +49,7 @@ pub mod publish;
 pub mod readahead;
 pub mod regions;
 pub mod remap;
+mod repair;
 pub mod replacement;
 pub mod signals;
 mod slots;
@@ -189,6 +190,15 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
             format!(
                 "farmem: warning: cannot start the peer pin service ({e}); another process's \
                  process_vm_readv of this process's far memory may fail\n"
+            )
+            .as_bytes(),
+        );
+    }
+    if let Err(e) = repair::start(rt) {
+        farmem_sys::write_stderr(
+            format!(
+                "farmem: warning: cannot start the repair thread ({e}); a lost server's copies \
+                 will not be made again\n"
             )
             .as_bytes(),
         );

@@ -25,7 +25,7 @@ use thiserror::Error;
 const MAGIC: [u8; 8] = *b"FARMSTAT";
 /// Bumped whenever [`Published`] or [`Stats`] change shape: a reader of
 /// another build refuses a file it cannot read rather than misread it.
-const LAYOUT: u32 = 3;
+const LAYOUT: u32 = 4;
 /// Servers whose health is published (more are counted, not named).
 pub const MAX_SERVERS: usize = 64;
 const NAME: usize = 64;
@@ -57,6 +57,14 @@ pub struct Health {
     down: [AtomicU32; MAX_SERVERS],
     /// Page writes that reached fewer than `replicas` servers.
     short: AtomicU64,
+    /// Repair (see `backend/remote/repair.rs`): stored pages with fewer
+    /// live copies than asked for, 1 while a pass runs, pages copied and
+    /// passes done so far, and the last pass's length.
+    pages_short: AtomicU64,
+    repairing: AtomicU32,
+    repair_passes: AtomicU32,
+    pages_repaired: AtomicU64,
+    last_repair_ms: AtomicU64,
 }
 
 impl Health {
@@ -77,6 +85,27 @@ impl Health {
 
     pub(crate) fn add_short(&self, n: u64) {
         self.short.fetch_add(n, Relaxed);
+    }
+
+    pub(crate) fn repair_begins(&self, pages_short: u64) {
+        self.pages_short.store(pages_short, Relaxed);
+        self.repairing.store(1, Relaxed);
+    }
+
+    /// A unit holding `held` pages has every copy again, `copied` of them
+    /// copied now.
+    pub(crate) fn unit_repaired(&self, copied: u64, held: u64) {
+        self.pages_repaired.fetch_add(copied, Relaxed);
+        let _ = self
+            .pages_short
+            .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(held)));
+    }
+
+    pub(crate) fn repair_ends(&self, pages_short: u64, millis: u64) {
+        self.pages_short.store(pages_short, Relaxed);
+        self.last_repair_ms.store(millis, Relaxed);
+        self.repair_passes.fetch_add(1, Relaxed);
+        self.repairing.store(0, Relaxed);
     }
 }
 
@@ -299,6 +328,19 @@ pub struct Sample {
     /// Each server's name and whether it is lost.
     pub servers: Vec<(String, bool)>,
     pub short_writes: u64,
+    pub repair: RepairSample,
+}
+
+/// Where repair stands, as published.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairSample {
+    /// Stored pages with fewer live copies than asked for (as of the
+    /// running pass, or the last one).
+    pub pages_short: u64,
+    pub running: bool,
+    pub passes: u32,
+    pub pages_repaired: u64,
+    pub last_ms: u64,
 }
 
 /// A program's board, mapped read-only by `farmem stat`.
@@ -378,6 +420,13 @@ impl Reader {
                 .map(|s| (get(&h.names[s]), h.down[s].load(Relaxed) != 0))
                 .collect(),
             short_writes: h.short.load(Relaxed),
+            repair: RepairSample {
+                pages_short: h.pages_short.load(Relaxed),
+                running: h.repairing.load(Relaxed) != 0,
+                passes: h.repair_passes.load(Relaxed),
+                pages_repaired: h.pages_repaired.load(Relaxed),
+                last_ms: h.last_repair_ms.load(Relaxed),
+            },
         }
     }
 }

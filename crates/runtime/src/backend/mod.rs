@@ -11,7 +11,7 @@ mod sealed;
 pub mod transport;
 
 pub use file::FileBackend;
-pub use remote::RemoteBackend;
+pub use remote::{RemoteBackend, RepairPass};
 
 use crate::{spawn_embedded_server, Config, RuntimeError};
 use farmem_wire::{ErrorCode, ServerAddr};
@@ -198,6 +198,18 @@ pub trait MemoryServers: Send + Sync {
     /// From now on, mirror the servers' health into `h` (which `farmem
     /// stat` reads from another process).
     fn publish(&self, h: &'static crate::publish::Health);
+    /// Whether lost copies can be repaired (more than one copy); if so,
+    /// `waker` is unparked whenever a server is lost.
+    fn repairs(&self, waker: std::thread::Thread) -> bool;
+    /// Servers lost so far, and page writes that reached fewer copies than
+    /// asked for: a repair pass is due when either grows.
+    fn losses(&self) -> (u64, u64);
+    /// One repair pass (see `remote/repair.rs`) over pages below `bound`:
+    /// every stripe unit with a copy on a lost server gets it back on a
+    /// live one. `stored(page)` says whether a page holds content on the
+    /// servers.
+    fn repair(&self, stored: &dyn Fn(u64) -> bool, bound: u64)
+        -> Result<RepairPass, BackendError>;
 }
 
 /// The optional parts, called as the runtime needs them: each does nothing

@@ -1,28 +1,214 @@
 //! Where a page's copies live: the one placement rule that routing, the
-//! replicas' health and `farmem stat` all read, so that they cannot drift
-//! apart. Pages are grouped in stripe units of `FARMEM_STRIPE` pages; copy
-//! k of unit u is on server (u + k) mod N, so the copies of one unit are on
-//! k consecutive servers and every server holds the same share.
+//! replicas' health and repair all read, so that they cannot drift apart.
+//! Pages are grouped in stripe units of `FARMEM_STRIPE` pages. At the start,
+//! copy k of unit u is on server (u + k) mod N, so the copies of one unit
+//! are on k consecutive servers and every server holds the same share.
+//!
+//! A unit whose copies were repaired after a loss has its own entry in a
+//! table (one word per unit, untouched and so never resident until used):
+//! its surviving copies in their old order, then the servers that took the
+//! lost copies. The replacement for a lost copy is the live server with the
+//! highest rendezvous score for the unit (highest random weight), so a lost
+//! server's units spread evenly over every server left, as RAMCloud spreads
+//! its recovery, rather than onto its neighbours.
 
-/// The server holding copy `copy` of stripe unit `unit`, of `servers`.
+use crate::config::MAX_REPLICAS;
+use farmem_sys::mem::Mapping;
+use farmem_sys::PAGE_SIZE;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The server holding copy `copy` of stripe unit `unit`, of `servers`, at
+/// the start (before any repair).
 pub fn replica_server(unit: u64, copy: usize, servers: usize) -> usize {
     debug_assert!(servers > 0);
     farmem_sys::usize_from((unit + copy as u64) % servers as u64)
 }
 
-/// Of the `down.len()` servers' stripe units (one per server is enough: the
-/// rule repeats every N units), how many have fewer live copies than
-/// `replicas`: those with a copy on a lost server.
-pub fn stripe_units_short(down: &[bool], replicas: usize) -> usize {
-    let ns = down.len();
-    (0..ns as u64)
-        .filter(|&u| (0..replicas.max(1)).any(|k| down[replica_server(u, k, ns)]))
-        .count()
+/// The servers of one unit's copies, in reading order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copies {
+    servers: [u16; MAX_REPLICAS],
+    len: u8,
+}
+
+impl Copies {
+    pub fn new(list: &[usize]) -> Copies {
+        assert!(list.len() <= MAX_REPLICAS);
+        let mut servers = [0u16; MAX_REPLICAS];
+        for (d, &s) in servers.iter_mut().zip(list) {
+            *d = u16::try_from(s).expect("server index fits 16 bits (checked at connect)");
+        }
+        Copies {
+            servers,
+            len: list.len() as u8,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, k: usize) -> Option<usize> {
+        (k < self.len()).then(|| usize::from(self.servers[k]))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.servers[..self.len()].iter().map(|&s| usize::from(s))
+    }
+
+    pub fn contains(&self, s: usize) -> bool {
+        self.iter().any(|x| x == s)
+    }
+
+    /// These copies with `more` appended.
+    pub fn with(&self, more: &[usize]) -> Copies {
+        let mut all: Vec<usize> = self.iter().collect();
+        all.extend_from_slice(more);
+        Copies::new(&all)
+    }
+
+    /// Packed in a table word: bit 63 set, the count in bits 48-55, the
+    /// servers 16 bits each from bit 0. Zero means "the starting rule".
+    fn pack(&self) -> u64 {
+        let mut w = 1u64 << 63 | u64::from(self.len) << 48;
+        for (k, &s) in self.servers[..self.len()].iter().enumerate() {
+            w |= u64::from(s) << (16 * k);
+        }
+        w
+    }
+
+    fn unpack(w: u64) -> Copies {
+        let len = ((w >> 48) & 0xFF) as u8;
+        let mut servers = [0u16; MAX_REPLICAS];
+        for (k, s) in servers.iter_mut().enumerate().take(usize::from(len)) {
+            *s = (w >> (16 * k)) as u16;
+        }
+        Copies { servers, len }
+    }
+}
+
+/// Most servers a session may stripe over (a server index fits a table
+/// word's 16 bits).
+pub const MAX_SERVERS: usize = 1 << 16;
+
+/// Every unit's copies: the starting rule, or the unit's own table entry.
+pub struct Placement {
+    servers: usize,
+    replicas: usize,
+    units: u64,
+    /// One word per unit (`Copies::pack`), zero until the unit is repaired.
+    /// Mapped without reserve: only the words of repaired units are ever
+    /// touched, so a large arena costs nothing here until a server is lost.
+    moved: Option<Mapping>,
+}
+
+impl Placement {
+    /// `units` stripe units over `servers` servers, `replicas` copies each.
+    /// The table is mapped only where a unit can be moved (more than one
+    /// copy).
+    pub fn new(servers: usize, replicas: usize, units: u64) -> io::Result<Placement> {
+        let moved = if replicas > 1 && units > 0 {
+            let bytes = farmem_sys::usize_from(units)
+                .checked_mul(8)
+                .ok_or_else(|| io::Error::other("placement table size overflows"))?
+                .next_multiple_of(PAGE_SIZE);
+            Some(Mapping::anonymous(bytes, true)?)
+        } else {
+            None
+        };
+        Ok(Placement {
+            servers,
+            replicas,
+            units,
+            moved,
+        })
+    }
+
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+
+    fn word(&self, unit: u64) -> Option<&AtomicU64> {
+        let m = self.moved.as_ref()?;
+        (unit < self.units).then(|| {
+            // SAFETY: unit < units and the mapping holds `units` aligned u64
+            // words for the placement's life; AtomicU64 has u64's layout.
+            unsafe { &*m.as_ptr().cast::<AtomicU64>().add(farmem_sys::usize_from(unit)) }
+        })
+    }
+
+    /// The server of copy `k` of `unit` (k < the unit's copies).
+    #[inline]
+    pub fn server(&self, unit: u64, k: usize) -> usize {
+        match self.word(unit).map(|w| w.load(Ordering::Acquire)) {
+            Some(w) if w != 0 => Copies::unpack(w)
+                .get(k)
+                .unwrap_or_else(|| replica_server(unit, k, self.servers)),
+            _ => replica_server(unit, k, self.servers),
+        }
+    }
+
+    /// Every copy of `unit`, lost ones included.
+    pub fn copies(&self, unit: u64) -> Copies {
+        match self.word(unit).map(|w| w.load(Ordering::Acquire)) {
+            Some(w) if w != 0 => Copies::unpack(w),
+            _ => {
+                let mut list = [0usize; MAX_REPLICAS];
+                for (k, s) in list.iter_mut().enumerate().take(self.replicas) {
+                    *s = replica_server(unit, k, self.servers);
+                }
+                Copies::new(&list[..self.replicas])
+            }
+        }
+    }
+
+    /// From now on `unit`'s copies are `c` (its first `replicas`, in reading
+    /// order). Only repair calls this, with every write to the unit held
+    /// off (see `remote/repair.rs`).
+    pub fn set(&self, unit: u64, c: Copies) {
+        if let Some(w) = self.word(unit) {
+            w.store(c.pack(), Ordering::Release);
+        }
+    }
+
+    /// Up to `need` servers to take `unit`'s lost copies: live ones (per
+    /// `down`) that hold none of its copies, by highest rendezvous score.
+    pub fn replacements(
+        &self,
+        unit: u64,
+        current: &Copies,
+        down: impl Fn(usize) -> bool,
+        need: usize,
+    ) -> Vec<usize> {
+        let mut candidates: Vec<(u64, usize)> = (0..self.servers)
+            .filter(|&s| !down(s) && !current.contains(s))
+            .map(|s| (score(unit, s), s))
+            .collect();
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        candidates.into_iter().take(need).map(|(_, s)| s).collect()
+    }
+}
+
+/// The rendezvous weight of server `s` for `unit` (SplitMix64's finaliser
+/// over both: cheap, and well spread for consecutive inputs).
+fn score(unit: u64, s: usize) -> u64 {
+    let mut z = unit
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add((s as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn copies_are_on_consecutive_servers_and_shares_are_even() {
@@ -35,8 +221,55 @@ mod tests {
             }
         }
         assert_eq!(held, [200; 4]);
-        // One server of three down, two copies: two units in three short.
-        assert_eq!(stripe_units_short(&[false, true, false], 2), 2);
-        assert_eq!(stripe_units_short(&[false, false, false], 2), 0);
+    }
+
+    #[test]
+    fn a_lost_servers_units_spread_over_every_server_left() {
+        let p = Placement::new(6, 2, 6000).unwrap();
+        let down = |s: usize| s == 2;
+        let mut took = [0usize; 6];
+        for u in 0..6000 {
+            let c = p.copies(u);
+            if c.contains(2) {
+                let r = p.replacements(u, &c, down, 1);
+                assert_eq!(r.len(), 1);
+                assert!(!c.contains(r[0]) && r[0] != 2);
+                took[r[0]] += 1;
+            }
+        }
+        // 2000 units had a copy on server 2; each of the 5 left takes a
+        // share (none of them is its unit's other copy), never server 2.
+        assert_eq!(took[2], 0);
+        assert_eq!(took.iter().sum::<usize>(), 2000);
+        for (s, &t) in took.iter().enumerate() {
+            if s != 2 {
+                assert!((250..=550).contains(&t), "server {s} took {t}: {took:?}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_set_entry_reads_back_and_others_keep_the_rule(
+            servers in 2usize..40, unit in 0u64..1000, keep in 0usize..2, extra in 0usize..40,
+        ) {
+            let p = Placement::new(servers, 3.min(servers), 1000).unwrap();
+            let before = p.copies(unit);
+            let survivors: Vec<usize> = before.iter().take(keep + 1).collect();
+            let down = |s: usize| !survivors.contains(&s) && before.contains(s);
+            let need = before.len() - survivors.len();
+            let new = p.replacements(unit, &before, down, need);
+            prop_assert!(new.iter().all(|s| !before.contains(*s)));
+            let after = Copies::new(&survivors).with(&new);
+            p.set(unit, after);
+            prop_assert_eq!(p.copies(unit), after);
+            for (k, s) in after.iter().enumerate() {
+                prop_assert_eq!(p.server(unit, k), s);
+            }
+            let other = (unit + 1 + extra as u64) % 1000;
+            if other != unit {
+                prop_assert_eq!(p.server(other, 0), replica_server(other, 0, servers));
+            }
+        }
     }
 }

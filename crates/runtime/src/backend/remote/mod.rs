@@ -40,6 +40,7 @@ mod conn;
 mod handshake;
 mod memfd;
 mod one_sided;
+mod repair;
 mod replicas;
 mod reply;
 #[cfg(test)]
@@ -48,6 +49,7 @@ mod ucx;
 
 use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
+use super::placement::{Placement, MAX_SERVERS};
 use super::{Backend, BackendError, MemoryServers, Pipelined, MAX_BATCH};
 use crate::config::Config;
 use crate::config::Transport as Choice;
@@ -59,9 +61,11 @@ use memfd::MemfdPages;
 use one_sided::Grant;
 use reply::frame_u32;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, RwLock};
 use ucx::UcxPages;
+
+pub use repair::RepairPass;
 
 struct Server {
     name: String,
@@ -129,6 +133,17 @@ pub struct RemoteBackend {
     path: PagePath,
     /// Where `farmem stat` reads the servers' health (see `publish`).
     published: OnceLock<&'static crate::publish::Health>,
+    /// Every unit's copies: the starting rule, or where repair put them.
+    placement: Placement,
+    /// Writes and frees hold it shared; repair holds it alone while it
+    /// copies one unit (see the hazard in `repair.rs`). Taken only with
+    /// more than one copy.
+    write_gate: RwLock<()>,
+    /// Servers lost so far (the repair thread's cue).
+    losses: AtomicU64,
+    /// Woken when a server is lost: the repair thread.
+    waker: OnceLock<std::thread::Thread>,
+    last_repair: Mutex<Option<RepairPass>>,
 }
 
 /// How a session's pages move; one way for every server of a session.
@@ -157,6 +172,22 @@ trait OneSidedDyn {
     fn read(&self, b: &RemoteBackend, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError>;
     fn write(&self, b: &RemoteBackend, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError>;
     fn prepare(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError>;
+    /// Read `pages` from server `s` alone (repair's source copy).
+    fn read_on(
+        &self,
+        b: &RemoteBackend,
+        s: usize,
+        pages: &[u64],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError>;
+    /// Write `pages` to server `s` alone (repair's new copy).
+    fn write_on(
+        &self,
+        b: &RemoteBackend,
+        s: usize,
+        pages: &[u64],
+        data: &[&[u8]],
+    ) -> Result<(), BackendError>;
 }
 
 impl<P: Grant> OneSidedDyn for P {
@@ -168,6 +199,24 @@ impl<P: Grant> OneSidedDyn for P {
     }
     fn prepare(&self, b: &RemoteBackend, first: u64, n: u64) -> Result<(), BackendError> {
         b.grant_range(self, first, n)
+    }
+    fn read_on(
+        &self,
+        b: &RemoteBackend,
+        s: usize,
+        pages: &[u64],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
+        b.one_sided_read_on(self, s, pages, buf)
+    }
+    fn write_on(
+        &self,
+        b: &RemoteBackend,
+        s: usize,
+        pages: &[u64],
+        data: &[&[u8]],
+    ) -> Result<(), BackendError> {
+        b.one_sided_write_on(self, s, pages, data)
     }
 }
 
@@ -281,7 +330,22 @@ impl RemoteBackend {
             out.push(server);
         }
         let path = choose_path(cfg, &mut out, max_pages, &token, wait)?;
+        let placement = Placement::new(
+            out.len(),
+            cfg.replicas,
+            max_pages.div_ceil(cfg.stripe_pages),
+        )
+        .map_err(|e| {
+            BackendError::Config(format!(
+                "cannot map the placement table for {max_pages} pages: {e}"
+            ))
+        })?;
         Ok(RemoteBackend {
+            placement,
+            write_gate: RwLock::new(()),
+            losses: AtomicU64::new(0),
+            waker: OnceLock::new(),
+            last_repair: Mutex::new(None),
             servers: out,
             stripe: cfg.stripe_pages,
             wait,
@@ -298,7 +362,7 @@ impl RemoteBackend {
     pub(super) fn route(&self, page: u64, k: usize) -> (usize, usize) {
         let stripe = page / self.stripe;
         let ns = self.servers.len();
-        let s = crate::backend::placement::replica_server(stripe, k, ns);
+        let s = self.placement.server(stripe, k);
         let c = farmem_sys::usize_from((stripe / ns as u64) % self.servers[s].conns.len() as u64);
         (s, c)
     }
@@ -312,6 +376,14 @@ impl RemoteBackend {
         let first = !self.servers[s].down.swap(true, Ordering::AcqRel);
         if let Some(h) = self.published.get() {
             h.set_down(s);
+        }
+        if first {
+            self.losses.fetch_add(1, Ordering::AcqRel);
+            // A futex wake: no lock, no allocation (this may run in the
+            // fault handler).
+            if let Some(t) = self.waker.get() {
+                t.unpark();
+            }
         }
         first
     }
@@ -363,6 +435,11 @@ impl RemoteBackend {
 
 /// Each page's copies go to different servers: `replicas` needs as many.
 fn enough_servers(replicas: usize, servers: usize) -> Result<(), BackendError> {
+    if servers > MAX_SERVERS {
+        return Err(BackendError::Config(format!(
+            "{servers} memory servers are given, and a session stripes over at most {MAX_SERVERS}; name fewer (FARMEM_SERVERS or --servers)"
+        )));
+    }
     if replicas > servers {
         return Err(BackendError::Config(format!(
             "FARMEM_REPLICAS={replicas} needs at least {replicas} memory servers, and {servers} {} given (FARMEM_SERVERS or --servers)",
@@ -507,6 +584,9 @@ impl Backend for RemoteBackend {
     }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        // With copies, repair may be copying these pages' unit: see the
+        // hazard in `repair.rs`.
+        let _gate = (self.replicas > 1).then(|| self.write_gate.read());
         if let Some(p) = self.path.one_sided() {
             return p.write(self, pages, data);
         }
@@ -557,6 +637,7 @@ impl Backend for RemoteBackend {
         // Every server may hold part of the range. Write-backs of these pages
         // were all sent before the pages were released; draining every
         // connection makes sure the server stored them before it frees.
+        let _gate = (self.replicas > 1).then(|| self.write_gate.read());
         for (s, server) in self.servers.iter().enumerate() {
             if self.is_down(s) {
                 continue;
@@ -736,21 +817,26 @@ impl MemoryServers for RemoteBackend {
         if self.replicas == 1 {
             return None;
         }
-        let ns = self.servers.len();
-        let down: Vec<usize> = (0..ns).filter(|&s| self.is_down(s)).collect();
+        let down: Vec<usize> = (0..self.servers.len())
+            .filter(|&s| self.is_down(s))
+            .collect();
         let names: Vec<&str> = down
             .iter()
             .map(|&s| self.servers[s].name.as_str())
             .collect();
-        let lost: Vec<bool> = (0..ns).map(|s| self.is_down(s)).collect();
-        let short = crate::backend::placement::stripe_units_short(&lost, self.replicas);
         let under = self.under_replicated.load(Ordering::Relaxed);
+        let repair = match self.last_repair() {
+            None if down.is_empty() => String::new(),
+            None => "; repair has not run".to_string(),
+            Some(r) => format!(
+                "; last repair: {} of {} pages short copied again in {} ms, {} still short, {} with no copy",
+                r.pages_copied, r.pages_short, r.millis, r.pages_left_short, r.pages_lost
+            ),
+        };
         Some(format!(
-            "  replicas                       {:>12} (servers down: {}; fewer copies now: the pages of {short} in every {ns} stripe units of {} pages, stripe unit u having copies on servers u..u+{} mod {ns}; page writes that reached fewer copies: {under})\n",
+            "  replicas                       {:>12} (servers down: {}{repair}; page writes that reached fewer copies: {under})\n",
             self.replicas,
             if names.is_empty() { "none".into() } else { names.join(", ") },
-            self.stripe,
-            self.replicas - 1,
         ))
     }
 
@@ -765,5 +851,25 @@ impl MemoryServers for RemoteBackend {
         if let PagePath::Ucx(ucx) = &self.path {
             ucx.register_slots(ptr, len);
         }
+    }
+
+    fn repairs(&self, waker: std::thread::Thread) -> bool {
+        if self.replicas == 1 {
+            return false;
+        }
+        let _ = self.waker.set(waker);
+        true
+    }
+
+    fn losses(&self) -> (u64, u64) {
+        (RemoteBackend::losses(self), self.short_writes())
+    }
+
+    fn repair(
+        &self,
+        stored: &dyn Fn(u64) -> bool,
+        bound: u64,
+    ) -> Result<RepairPass, BackendError> {
+        self.repair_pass(stored, bound)
     }
 }

@@ -255,3 +255,49 @@ impl RemoteBackend {
         }
     }
 }
+
+impl RemoteBackend {
+    /// Read `pages` from server `s` alone (repair's source copy), granting
+    /// their chunks there first.
+    pub(super) fn one_sided_read_on(
+        &self,
+        ucx: &impl Grant,
+        s: usize,
+        pages: &[u64],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
+        self.grant_on(ucx, s, pages)?;
+        let from = [s; MAX_BATCH];
+        ucx.read(pages, &from[..pages.len()], buf)
+            .map_err(|f| self.servers[f.server].io(io::Error::other(f.why)))
+    }
+
+    /// Write `pages` to server `s` alone (repair's new copy), granting their
+    /// chunks there first; complete at the server on return.
+    pub(super) fn one_sided_write_on(
+        &self,
+        ucx: &impl Grant,
+        s: usize,
+        pages: &[u64],
+        data: &[&[u8]],
+    ) -> Result<(), BackendError> {
+        self.grant_on(ucx, s, pages)?;
+        let mut to = [[None; crate::config::MAX_REPLICAS]; MAX_BATCH];
+        for t in &mut to[..pages.len()] {
+            t[0] = Some(s);
+        }
+        ucx.write(pages, data, &to[..pages.len()])
+            .map_err(|f| self.servers[f.server].io(io::Error::other(f.why)))
+    }
+
+    /// Grant the chunks of `pages` on server `s` (a server that did not hold
+    /// them before: repair's new copy).
+    fn grant_on(&self, ucx: &impl Grant, s: usize, pages: &[u64]) -> Result<(), BackendError> {
+        for &p in pages {
+            if !ucx.granted(s, p) {
+                ucx.grant(self, s, p / wire::CHUNK_PAGES)?;
+            }
+        }
+        Ok(())
+    }
+}
