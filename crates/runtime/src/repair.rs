@@ -94,7 +94,7 @@ fn report(m: &mut MsgBuf, pass: &crate::backend::RepairPass) {
         m,
         "farmem: repair: {} pages ({} MiB) copied to new servers in {} ms",
         pass.pages_copied,
-        pass.pages_copied * PAGE_SIZE as u64 >> 20,
+        (pass.pages_copied * PAGE_SIZE as u64) >> 20,
         pass.millis
     );
     if pass.pages_left_short == 0 && pass.pages_lost == 0 {

@@ -5,18 +5,14 @@
 
 use crate::common::programs::serial;
 use crate::common::*;
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// integrity_omp over `servers` with `replicas`, sending `signal` to
-/// process `victim` `after` the start.
-fn integrity(
-    servers: &[String],
-    replicas: &str,
-    victim: u32,
-    signal: i32,
-    after: Duration,
-) -> Output {
+/// integrity_omp (64 MiB at 8M) over `servers` with `replicas`, started;
+/// returns once it has a session on every server, with the path of its
+/// published counters.
+fn start_integrity(servers: &[String], replicas: &str) -> (Child, PathBuf) {
     let exe = build_c("integrity_omp");
     let mut child = Command::new(exe)
         .arg("64")
@@ -30,7 +26,7 @@ fn integrity(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // `after` counts from a running program, not a starting one: a server
+    // Moments count from a running program, not a starting one: a server
     // killed before the program has reached it is a server that was never
     // there (CI once killed one 107 ms after the spawn, before fm_init
     // connected). The program publishes its counters for `farmem stat`
@@ -45,15 +41,33 @@ fn integrity(
     {
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(after);
-    // SAFETY: kill(2) on a child process of this test.
-    unsafe { libc::kill(victim as i32, signal) };
+    (child, board)
+}
+
+/// Wait (at most 240 s) for `child` to end, and take its output.
+fn finish(mut child: Child) -> Output {
     let deadline = Instant::now() + Duration::from_secs(240);
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = child.kill();
     child.wait_with_output().unwrap()
+}
+
+/// integrity_omp over `servers` with `replicas`, sending `signal` to
+/// process `victim` `after` the start.
+fn integrity(
+    servers: &[String],
+    replicas: &str,
+    victim: u32,
+    signal: i32,
+    after: Duration,
+) -> Output {
+    let (child, _) = start_integrity(servers, replicas);
+    std::thread::sleep(after);
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(victim as i32, signal) };
+    finish(child)
 }
 
 /// A different moment in [100, 100 + span) ms each call, from the clock.
@@ -174,4 +188,55 @@ fn more_replicas_than_servers_is_refused_with_the_fix() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("FARMEM_REPLICAS"));
+}
+
+/// Repair: one server of three killed, every page's lost copy made again
+/// on the two left while the program runs, then a second one killed. With
+/// two copies and no repair the second loss would stop the program; with
+/// repair every byte is right.
+#[test]
+fn after_repair_a_second_server_killed_loses_no_byte() {
+    let _g = serial();
+    let mut servers = [
+        Serve::start("512M"),
+        Serve::start("512M"),
+        Serve::start("512M"),
+    ];
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let (mut child, board) = start_integrity(&addrs, "2");
+    std::thread::sleep(some_moment(600));
+    servers[0].kill();
+    // The published counters say when the repair pass is done.
+    let reader = farmem_runtime::publish::Reader::open(&board).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let repaired = loop {
+        let r = reader.sample().repair;
+        if r.passes > 0 && !r.running {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no repair within 60 s: {r:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "integrity_omp ended before the repair was done, so the second loss tests nothing"
+    );
+    assert_eq!(repaired.pages_short, 0, "{repaired:?}");
+    servers[1].kill();
+    let out = finish(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mismatches=0"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("every page has all its copies again")
+            && stderr.contains(&format!("memory server {} is down", addrs[0]))
+            && stderr.contains(&format!("memory server {} is down", addrs[1])),
+        "{stderr}"
+    );
+    // Left with one server, the statistics say the pages keep one copy.
+    assert!(stderr.contains("pages keep fewer copies"), "{stderr}");
+    assert!(repaired.pages_repaired > 0, "{repaired:?}");
 }

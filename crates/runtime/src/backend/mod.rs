@@ -208,8 +208,7 @@ pub trait MemoryServers: Send + Sync {
     /// every stripe unit with a copy on a lost server gets it back on a
     /// live one. `stored(page)` says whether a page holds content on the
     /// servers.
-    fn repair(&self, stored: &dyn Fn(u64) -> bool, bound: u64)
-        -> Result<RepairPass, BackendError>;
+    fn repair(&self, stored: &dyn Fn(u64) -> bool, bound: u64) -> Result<RepairPass, BackendError>;
 }
 
 /// The optional parts, called as the runtime needs them: each does nothing

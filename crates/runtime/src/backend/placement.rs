@@ -8,9 +8,10 @@
 //! table (one word per unit, untouched and so never resident until used):
 //! its surviving copies in their old order, then the servers that took the
 //! lost copies. The replacement for a lost copy is the live server with the
-//! highest rendezvous score for the unit (highest random weight), so a lost
-//! server's units spread evenly over every server left, as RAMCloud spreads
-//! its recovery, rather than onto its neighbours.
+//! highest rendezvous score for the unit (highest random weight) among
+//! those holding none of its copies, so a lost server's units spread over
+//! every server left, as RAMCloud spreads its recovery, rather than onto
+//! its neighbours.
 
 use crate::config::MAX_REPLICAS;
 use farmem_sys::mem::Mapping;
@@ -41,7 +42,7 @@ impl Copies {
         }
         Copies {
             servers,
-            len: list.len() as u8,
+            len: u8::try_from(list.len()).expect("at most MAX_REPLICAS copies"),
         }
     }
 
@@ -86,7 +87,7 @@ impl Copies {
         let len = ((w >> 48) & 0xFF) as u8;
         let mut servers = [0u16; MAX_REPLICAS];
         for (k, s) in servers.iter_mut().enumerate().take(usize::from(len)) {
-            *s = (w >> (16 * k)) as u16;
+            *s = ((w >> (16 * k)) & 0xFFFF) as u16;
         }
         Copies { servers, len }
     }
@@ -138,7 +139,11 @@ impl Placement {
         (unit < self.units).then(|| {
             // SAFETY: unit < units and the mapping holds `units` aligned u64
             // words for the placement's life; AtomicU64 has u64's layout.
-            unsafe { &*m.as_ptr().cast::<AtomicU64>().add(farmem_sys::usize_from(unit)) }
+            unsafe {
+                &*m.as_ptr()
+                    .cast::<AtomicU64>()
+                    .add(farmem_sys::usize_from(unit))
+            }
         })
     }
 
@@ -237,14 +242,15 @@ mod tests {
                 took[r[0]] += 1;
             }
         }
-        // 2000 units had a copy on server 2; each of the 5 left takes a
-        // share (none of them is its unit's other copy), never server 2.
+        // 2000 units had a copy on server 2, their other copy on 1 or 3.
+        // Each of the 5 left takes a share of the units whose other copy
+        // it does not hold: 0, 4 and 5 a quarter of all (500), 1 and 3 a
+        // quarter of half (250). Never server 2.
         assert_eq!(took[2], 0);
         assert_eq!(took.iter().sum::<usize>(), 2000);
-        for (s, &t) in took.iter().enumerate() {
-            if s != 2 {
-                assert!((250..=550).contains(&t), "server {s} took {t}: {took:?}");
-            }
+        for (s, want) in [(0, 500), (1, 250), (3, 250), (4, 500), (5, 500)] {
+            let t = took[s];
+            assert!(t.abs_diff(want) < want / 4, "server {s} took {t}: {took:?}");
         }
     }
 

@@ -47,9 +47,9 @@ mod reply;
 mod tests;
 mod ucx;
 
+use super::placement::{Placement, MAX_SERVERS};
 use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
-use super::placement::{Placement, MAX_SERVERS};
 use super::{Backend, BackendError, MemoryServers, Pipelined, MAX_BATCH};
 use crate::config::Config;
 use crate::config::Transport as Choice;
@@ -865,11 +865,7 @@ impl MemoryServers for RemoteBackend {
         (RemoteBackend::losses(self), self.short_writes())
     }
 
-    fn repair(
-        &self,
-        stored: &dyn Fn(u64) -> bool,
-        bound: u64,
-    ) -> Result<RepairPass, BackendError> {
+    fn repair(&self, stored: &dyn Fn(u64) -> bool, bound: u64) -> Result<RepairPass, BackendError> {
         self.repair_pass(stored, bound)
     }
 }

@@ -47,9 +47,13 @@ pub struct RepairPass {
 /// How one unit's repair ended.
 enum Unit {
     /// Every copy was live (already, or after the copy): `pages` copied.
-    Whole { pages: u64 },
+    Whole {
+        pages: u64,
+    },
     /// Fewer copies than asked for, with no live server left to take one.
-    Short { pages: u64 },
+    Short {
+        pages: u64,
+    },
     Lost,
 }
 
