@@ -94,3 +94,46 @@ fn a_forged_page_passes_crc32c_and_is_stopped_by_the_mac() {
     );
     assert!(!out.contains("mismatches="), "{out}");
 }
+
+/// With two copies, a server that returns a page with the wrong contents is
+/// no longer used, the page is read from its other copy, and the copies it
+/// held are made again on the servers left: the corrupted page is repaired,
+/// never installed.
+#[test]
+fn a_corrupting_server_with_two_copies_is_repaired_around() {
+    let _g = serial();
+    let servers = [
+        Serve::start("256M"),
+        Serve::start("256M"),
+        Serve::start("256M"),
+    ];
+    let Proxy {
+        addr: proxy,
+        fired: flipped,
+    } = Proxy::start(&servers[2].addr, Misbehave::FlipBit, 40);
+    let list = format!("{},{},{proxy}", servers[0].addr, servers[1].addr);
+    let o = std::process::Command::new(build_c("integrity_omp"))
+        .arg("32")
+        .env("FARMEM_LOCAL", "4M")
+        .env("FARMEM_SERVERS", &list)
+        .env("FARMEM_REPLICAS", "2")
+        .env("FARMEM_STATS", "1")
+        // The proxy corrupts pages on the socket (see above).
+        .env("FARMEM_TRANSPORT", "socket")
+        .env("OMP_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    assert_eq!(flipped.load(Ordering::SeqCst), 1, "the proxy flipped a bit");
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && out.contains("mismatches=0"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "memory server {proxy} returned a page with the wrong contents"
+        )) && err.contains("every page has all its copies again"),
+        "{err}"
+    );
+}
