@@ -100,6 +100,18 @@ pub struct Args {
     /// must send (derived from the shared secret), and exit.
     #[arg(long)]
     print_metrics_token: bool,
+    /// On SIGTERM or SIGINT, leave rather than stop: take no new session,
+    /// tell the clients (in their Stats polls, every 250 ms), and exit once
+    /// they have moved their pages to their other servers and closed their
+    /// sessions, or after --drain-timeout. Clients with one copy of their
+    /// pages cannot move them, and see a lost server at the timeout.
+    #[arg(long)]
+    drain: bool,
+    /// With --drain: the longest wait for clients to move their pages off,
+    /// in seconds, before the server stops anyway.
+    #[arg(long, value_name = "SECS", default_value_t = 120, requires = "drain",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    drain_timeout: u64,
     /// Serve an address other machines can reach without a shared secret:
     /// anyone who can connect can then read and overwrite every page here.
     #[arg(long)]
@@ -177,6 +189,9 @@ pub fn run(a: Args) -> Result<()> {
         rendezvous,
         metrics: a.metrics,
         metrics_peers: a.metrics_peers,
+        drain: a
+            .drain
+            .then(|| std::time::Duration::from_secs(a.drain_timeout)),
         default_secret,
     };
     Ok(options::serve(s, &say)?)

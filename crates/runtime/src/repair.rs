@@ -2,7 +2,9 @@
 //! than one copy, it gives every stripe unit that had a copy there that
 //! copy back on a live server, while the program runs (the copying itself
 //! is the backend's, in `backend/remote/repair.rs`). It sleeps until a
-//! server is lost; a loss during a pass makes another pass follow.
+//! server is lost or leaving (it asks every server whether it is leaving
+//! four times a second, `farmem serve --drain`); a loss during a pass
+//! makes another pass follow.
 //!
 //! It alone can tell which pages hold content on the servers: the page
 //! table's ON_SERVER bit, or a page still Evicting (its write-back may have
@@ -54,15 +56,27 @@ fn run(rt: &'static Runtime) {
     // only then can short writes since (to pages allocated during it, see
     // `repair_pass`) be repaired by another.
     let mut placed_all = true;
+    // One line for a failing look at the servers, not one every 250 ms.
+    let mut warned = false;
     loop {
         if crate::fork::is_forked_child() {
             return;
         }
+        if let (Err(e), false) = (servers.watch(), warned) {
+            warned = true;
+            let mut m = MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: warning: cannot ask the memory servers whether one is leaving ({e})"
+            );
+            farmem_sys::write_stderr(m.as_bytes());
+        }
         let (losses, short) = servers.losses();
         if losses == seen && (short == seen_short || !placed_all || seen == 0) {
-            // Woken by a loss; the timeout covers a wake-up that came before
-            // this thread was known to the backend, and short writes.
-            std::thread::park_timeout(Duration::from_secs(1));
+            // Woken by a loss, or the next look at the servers; the
+            // timeout also covers a wake-up that came before this thread
+            // was known to the backend, and short writes.
+            std::thread::park_timeout(Duration::from_millis(250));
             continue;
         }
         let repeat = losses == seen;

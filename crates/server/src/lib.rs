@@ -124,6 +124,9 @@ struct Shared {
     conns: Mutex<HashMap<u64, OwnedFd>>,
     next_conn: AtomicU64,
     shutdown: AtomicBool,
+    /// Leaving (`--drain`, stopped): no new session; clients see it in
+    /// Stats and move their pages off.
+    draining: AtomicBool,
     /// When the last "cannot accept" line was printed (ns).
     last_accept_warning: AtomicU64,
     /// UCX, started at the first UcxOpen (or why it cannot be).
@@ -211,6 +214,7 @@ impl Server {
                 conns: Mutex::new(HashMap::new()),
                 next_conn: AtomicU64::new(1),
                 shutdown: AtomicBool::new(false),
+                draining: AtomicBool::new(false),
                 last_accept_warning: AtomicU64::new(0),
                 ucx: std::sync::OnceLock::new(),
             }),
@@ -449,6 +453,17 @@ pub struct ServerStop(Arc<Shared>);
 impl ServerStop {
     pub fn stop(&self) {
         self.0.shutdown.store(true, Ordering::Release);
+    }
+
+    /// Begin leaving: no new session from now on, and Stats tells the
+    /// clients, which move their pages off and close their sessions.
+    pub fn drain(&self) {
+        self.0.draining.store(true, Ordering::Release);
+    }
+
+    /// Sessions open, and the pages they hold.
+    pub fn held(&self) -> (usize, u64) {
+        (lock(&self.0.sessions).len(), self.0.capacity.used())
     }
 }
 

@@ -159,14 +159,42 @@ pub fn check_parent(parent: i32) -> Result<(), ServerError> {
 
 /// Stop the server on SIGINT or SIGTERM, or when `parent` (its parent at
 /// start) has gone: reparenting changes `getppid`. A thread polls every
-/// 50 ms.
-pub fn stop_on_signal_or_orphan(stop: ServerStop, parent: Option<i32>) {
+/// 50 ms. With `drain`, a signal makes the server leave first: it takes no
+/// new session and tells its clients, then stops once no session is open
+/// (each client closes its own once its pages are on its other servers),
+/// or when `drain` has passed.
+pub fn stop_on_signal_or_orphan(
+    stop: ServerStop,
+    parent: Option<i32>,
+    drain: Option<std::time::Duration>,
+) {
     let signalled = farmem_sys::signal::interrupt_flag();
     std::thread::spawn(move || {
-        while !signalled.load(Ordering::Acquire)
-            && parent.is_none_or(|p| farmem_sys::process::getppid() == p)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let tick = std::time::Duration::from_millis(50);
+        let orphan = || parent.is_some_and(|p| farmem_sys::process::getppid() != p);
+        while !signalled.load(Ordering::Acquire) && !orphan() {
+            std::thread::sleep(tick);
+        }
+        if let (Some(limit), false) = (drain, orphan()) {
+            stop.drain();
+            let (sessions, pages) = stop.held();
+            tracing::info!(
+                "draining: {sessions} sessions hold {pages} pages; waiting up to {} s for their clients to move them to other servers",
+                limit.as_secs()
+            );
+            let start = std::time::Instant::now();
+            while stop.held().0 > 0 && start.elapsed() < limit && !orphan() {
+                std::thread::sleep(tick);
+            }
+            match stop.held() {
+                (0, _) => tracing::info!(
+                    "drained in {:.1} s: every client moved its pages off",
+                    start.elapsed().as_secs_f64()
+                ),
+                (n, p) => tracing::warn!(
+                    "stopping with {n} sessions still open ({p} pages) after the drain timeout; their clients see a lost server"
+                ),
+            }
         }
         stop.stop();
     });
@@ -195,6 +223,9 @@ pub struct Serve {
     /// `--metrics-peers`: label the per-session metrics with the client's
     /// IP and port.
     pub metrics_peers: bool,
+    /// `--drain`: on a stop signal, leave (see [`stop_on_signal_or_orphan`]),
+    /// waiting at most this long.
+    pub drain: Option<std::time::Duration>,
 }
 
 /// `--metrics`'s address: `PORT` (on loopback) or `HOST:PORT`.
@@ -361,7 +392,7 @@ pub fn serve(s: Serve, say: &dyn Fn(std::fmt::Arguments)) -> Result<(), ServerEr
         }
         None => None,
     };
-    stop_on_signal_or_orphan(server.shutdown_flag(), s.parent);
+    stop_on_signal_or_orphan(server.shutdown_flag(), s.parent, s.drain);
     say(format_args!(
         "farmem serve: listening on {addr} (capacity {}, protocol v{}, {})",
         format_size(capacity),

@@ -81,6 +81,12 @@ pub(crate) fn join(
                     .into(),
             ));
         }
+        std::collections::hash_map::Entry::Vacant(_) if sh.draining.load(Ordering::Acquire) => {
+            return Err((
+                ErrorCode::Capacity,
+                "server is leaving (stopped with --drain) and takes no new session; use another server".into(),
+            ));
+        }
         std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {
             sh.metrics.refused(crate::metrics::Refusal::Limit);
             let msg = format!(

@@ -171,6 +171,9 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
             "payload length differs from the header's",
         ));
     }
+    if h.op == Op::StatsOk && u64_at(payload, 32) & !1 != 0 {
+        return Err(WireError::Malformed("a StatsOk with unknown flags"));
+    }
     Ok(match h.op {
         Op::HelloOk => Reply::HelloOk {
             capacity_pages: u64_at(payload, 0),
@@ -185,6 +188,7 @@ pub fn decode_reply<'a>(h: &Header, payload: &'a [u8]) -> Result<Reply<'a>, Wire
             used_pages: u64_at(payload, 8),
             sessions: u64_at(payload, 16),
             connections: u64_at(payload, 24),
+            draining: u64_at(payload, 32) & 1 != 0,
         }),
         Op::AuthChallenge => Reply::AuthChallenge {
             nonce: array_at(payload, 0),

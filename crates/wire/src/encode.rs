@@ -12,6 +12,9 @@ pub struct ServerStats {
     pub used_pages: u64,
     pub sessions: u64,
     pub connections: u64,
+    /// The server is leaving (`farmem serve --drain`, stopped): it takes no
+    /// new session, and its clients should move their pages off it.
+    pub draining: bool,
 }
 
 /// Room for the head of any frame: the header and everything but bulk page
@@ -143,7 +146,7 @@ impl Frame<'_> {
             Frame::ReadOk { count } => (Op::ReadOk, *count, *count as usize * PAGE_SIZE),
             Frame::WriteOk { count } => (Op::WriteOk, *count, 0),
             Frame::FreeOk { released } => (Op::FreeOk, *released, 0),
-            Frame::StatsOk(_) => (Op::StatsOk, 0, 32),
+            Frame::StatsOk(_) => (Op::StatsOk, 0, 40),
             Frame::Error { message, .. } => (Op::Error, 0, message.len().min(MAX_ERROR_MSG)),
             Frame::UcxOpen => (Op::UcxOpen, 0, 0),
             Frame::UcxChunk { .. } => (Op::UcxChunk, 0, 8),
@@ -214,7 +217,14 @@ impl Frame<'_> {
                 out.put(&(PAGE_SIZE as u64).to_le_bytes());
             }
             Frame::StatsOk(s) => {
-                for v in [s.capacity_pages, s.used_pages, s.sessions, s.connections] {
+                let flags = u64::from(s.draining);
+                for v in [
+                    s.capacity_pages,
+                    s.used_pages,
+                    s.sessions,
+                    s.connections,
+                    flags,
+                ] {
                     out.put(&v.to_le_bytes());
                 }
             }

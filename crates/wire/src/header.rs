@@ -370,7 +370,7 @@ pub fn payload_len_ok(op: Op, count: u32, len: u32) -> bool {
         Op::Free => l == 16,
         Op::FreeOk => l == 0,
         Op::Stats => l == 0,
-        Op::StatsOk => l == 32,
+        Op::StatsOk => l == 40,
         Op::Auth | Op::AuthProof => l == crate::NONCE_LEN,
         Op::AuthChallenge => l == crate::NONCE_LEN + crate::MAC_LEN,
         Op::AuthOk => l == 0,

@@ -23,7 +23,7 @@
 //! | Read    | count × page u64 | ReadOk: count × 4096 bytes, in request order |
 //! | Write   | count × page u64, then count × 4096 bytes | WriteOk (no payload) |
 //! | Free    | start u64, pages u64 | FreeOk, count = pages released |
-//! | Stats   | — | StatsOk: capacity, used, sessions, connections (u64 each) |
+//! | Stats   | — | StatsOk: capacity, used, sessions, connections, flags (u64 each; flag 1: draining) |
 //! | Auth    | client `nonce[32]` | AuthChallenge: server `nonce[32]`, server `proof[32]` |
 //! | AuthProof | client `proof[32]` | AuthOk (no payload) |
 //! | UcxOpen | — | UcxOpenOk: chunk_pages u64, the server's UCX worker address |

@@ -236,10 +236,15 @@ fn replies_roundtrip_through_the_codec() {
         used_pages: 2,
         sessions: 3,
         connections: 4,
+        draining: true,
     };
     let head = Frame::StatsOk(st).encode(2);
     let (h, p) = split(&head);
     assert_eq!(decode_reply(&h, p).unwrap(), Reply::StatsOk(st));
+    // A flag this build does not know is refused, not ignored.
+    let mut bad = p.to_vec();
+    bad[32] |= 2;
+    assert!(decode_reply(&h, &bad).is_err());
     let head = Frame::ReadOk { count: 3 }.encode(3);
     let (h, p) = split(&head);
     assert_eq!((h.len as usize, p.len()), (3 * PAGE_SIZE, 0));

@@ -240,3 +240,83 @@ fn after_repair_a_second_server_killed_loses_no_byte() {
     assert!(stderr.contains("pages keep fewer copies"), "{stderr}");
     assert!(repaired.pages_repaired > 0, "{repaired:?}");
 }
+
+/// Leave: a server started with `--drain` and stopped (SIGTERM) while a
+/// program pages through it tells the program, which moves its pages to the
+/// other servers; the server then exits by itself, and the program never
+/// stops and loses no byte.
+#[test]
+fn a_draining_server_leaves_and_the_program_loses_nothing() {
+    let _g = serial();
+    let mut servers = [
+        Serve::start_with_args("512M", &["--drain", "--drain-timeout", "60"]),
+        Serve::start("512M"),
+        Serve::start("512M"),
+    ];
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let (child, _) = start_integrity(&addrs, "2");
+    std::thread::sleep(some_moment(600));
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(servers[0].child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let left = loop {
+        if let Some(st) = servers[0].child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the draining server did not exit within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(left.success(), "the drained server's exit: {left:?}");
+    let out = finish(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mismatches=0"),
+        "{stdout}\n{stderr}"
+    );
+    // Unless the program had finished first, it saw the server leave, not
+    // a loss.
+    if stderr.contains("is leaving") {
+        assert!(
+            stderr.contains(&format!("memory server {} has left", addrs[0]))
+                && !stderr.contains("is down"),
+            "{stderr}"
+        );
+    }
+}
+
+/// A draining server takes no new session, and says so.
+#[test]
+fn a_draining_server_refuses_a_new_session() {
+    let _g = serial();
+    let s = Serve::start_with_args("1G", &["--drain", "--drain-timeout", "5"]);
+    // A session that stays open keeps the server draining for the timeout.
+    let mut first = Command::new(build_c("integrity_omp"))
+        .arg("512")
+        .env("FARMEM_LOCAL", "8M")
+        .env("FARMEM_SERVERS", &s.addr)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on a child process of this test.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(300));
+    let o = Command::new(build_c("integrity_omp"))
+        .arg("8")
+        .env("FARMEM_SERVERS", &s.addr)
+        .output()
+        .unwrap();
+    let _ = first.kill();
+    let _ = first.wait();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains("server is leaving (stopped with --drain)"),
+        "{e}"
+    );
+}

@@ -201,7 +201,10 @@ pub trait MemoryServers: Send + Sync {
     /// Whether lost copies can be repaired (more than one copy); if so,
     /// `waker` is unparked whenever a server is lost.
     fn repairs(&self, waker: std::thread::Thread) -> bool;
-    /// Servers lost so far, and page writes that reached fewer copies than
+    /// Ask the servers whether one is leaving (`farmem serve --drain`);
+    /// true when one began (a repair pass then moves its pages off).
+    fn watch(&self) -> Result<bool, BackendError>;
+    /// Servers lost (or leaving) so far, and page writes that reached fewer copies than
     /// asked for: a repair pass is due when either grows.
     fn losses(&self) -> (u64, u64);
     /// One repair pass (see `remote/repair.rs`) over pages below `bound`:

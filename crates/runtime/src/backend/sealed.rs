@@ -298,6 +298,9 @@ impl Transport for Sealed {
     fn closed(&self) -> bool {
         self.inner.closed()
     }
+    fn shutdown(&self) {
+        self.inner.shutdown();
+    }
     fn peer_uid(&self) -> Option<io::Result<u32>> {
         self.inner.peer_uid()
     }

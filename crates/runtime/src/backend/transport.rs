@@ -34,6 +34,9 @@ pub trait Transport: Send + Sync {
     fn same_host(&self) -> bool;
     /// Whether the server closed the connection (or it failed); never waits.
     fn closed(&self) -> bool;
+    /// End the connection both ways (the server sees the session's
+    /// connection close); a thread using it meanwhile gets an error.
+    fn shutdown(&self) {}
     /// The uid of the process at the other end of a Unix socket
     /// (`SO_PEERCRED`); None where the transport cannot tell (TCP).
     fn peer_uid(&self) -> Option<io::Result<u32>> {
@@ -111,6 +114,9 @@ impl Transport for StreamSocket {
     }
     fn closed(&self) -> bool {
         net::peer_closed(self.fd.as_raw_fd())
+    }
+    fn shutdown(&self) {
+        net::shutdown(self.fd.as_raw_fd());
     }
     fn peer_uid(&self) -> Option<io::Result<u32>> {
         self.local.then(|| net::peer_uid(self.fd.as_raw_fd()))

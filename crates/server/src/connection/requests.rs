@@ -154,6 +154,7 @@ fn stats(sh: &Shared, h: &Header, out: &mut Vec<u8>) -> io::Result<bool> {
         used_pages: sh.capacity.used(),
         sessions,
         connections: conns,
+        draining: sh.draining.load(std::sync::atomic::Ordering::Acquire),
     });
     out.extend_from_slice(&reply.encode(h.tag));
     Ok(true)

@@ -156,6 +156,11 @@ impl Serve {
         Serve::spawn(capacity, &[], env)
     }
 
+    /// As [`Serve::start`], with `args` added to `farmem serve`'s.
+    pub fn start_with_args(capacity: &str, args: &[&str]) -> Serve {
+        Serve::spawn(capacity, args, &[])
+    }
+
     /// A server on loopback TCP that requires the shared secret in
     /// `secret` (made by [`new_secret`]): the only kind that offers UCX.
     pub fn start_with_secret(capacity: &str, secret: &Path, env: &[(&str, &str)]) -> Serve {

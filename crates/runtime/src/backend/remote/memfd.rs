@@ -57,6 +57,16 @@ impl MemfdPages {
         CHUNK_PAGES.min(self.max_pages - c * CHUNK_PAGES)
     }
 
+    /// Server `s` has left: give its chunks' memory back to the host now.
+    /// The descriptors stay open (a page of a left server is never read),
+    /// and without this they would keep that memory for the program's
+    /// whole life after the server has exited.
+    pub(crate) fn release(&self, s: usize) {
+        for f in self.servers[s].iter().filter_map(OnceLock::get) {
+            let _ = farmem_sys::fs::punch_hole(f.as_raw_fd(), 0, CHUNK_PAGES * PAGE_SIZE as u64);
+        }
+    }
+
     fn file(&self, s: usize, page: u64) -> Option<&OwnedFd> {
         let c = farmem_sys::usize_from(page / CHUNK_PAGES);
         self.servers[s].get(c)?.get()

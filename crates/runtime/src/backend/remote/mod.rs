@@ -38,6 +38,7 @@
 
 mod conn;
 mod handshake;
+mod leave;
 mod memfd;
 mod one_sided;
 mod repair;
@@ -75,6 +76,9 @@ struct Server {
     side: Option<Conn>,
     /// Lost for good: nothing is routed to it any more.
     down: AtomicBool,
+    /// Leaving on purpose: read from, but its copies move elsewhere (see
+    /// `leave.rs`).
+    leaving: AtomicBool,
 }
 
 impl Server {
@@ -144,6 +148,9 @@ pub struct RemoteBackend {
     /// Woken when a server is lost: the repair thread.
     waker: OnceLock<std::thread::Thread>,
     last_repair: Mutex<Option<RepairPass>>,
+    /// Servers released after leaving, in order (their memory files'
+    /// pages are given back a pass later).
+    released: Mutex<Vec<usize>>,
 }
 
 /// How a session's pages move; one way for every server of a session.
@@ -316,6 +323,7 @@ impl RemoteBackend {
                 conns: Vec::with_capacity(links.len()),
                 side: None,
                 down: AtomicBool::new(false),
+                leaving: AtomicBool::new(false),
             };
             for mut link in links {
                 check_peer(&server, &*link)?;
@@ -346,6 +354,7 @@ impl RemoteBackend {
             losses: AtomicU64::new(0),
             waker: OnceLock::new(),
             last_repair: Mutex::new(None),
+            released: Mutex::new(Vec::new()),
             servers: out,
             stripe: cfg.stripe_pages,
             wait,
@@ -859,6 +868,10 @@ impl MemoryServers for RemoteBackend {
         }
         let _ = self.waker.set(waker);
         true
+    }
+
+    fn watch(&self) -> Result<bool, BackendError> {
+        RemoteBackend::watch(self)
     }
 
     fn losses(&self) -> (u64, u64) {

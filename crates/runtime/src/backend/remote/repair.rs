@@ -72,8 +72,14 @@ impl RemoteBackend {
         self.under_replicated.load(Ordering::Relaxed)
     }
 
+    /// Whether `unit` has a copy on a lost or leaving server.
     pub(super) fn unit_short(&self, unit: u64) -> bool {
-        self.placement.copies(unit).iter().any(|s| self.is_down(s))
+        self.placement.copies(unit).iter().any(|s| self.gone(s))
+    }
+
+    /// Lost, or leaving: no place for a copy.
+    fn gone(&self, s: usize) -> bool {
+        self.is_down(s) || self.is_leaving(s)
     }
 
     fn unit_pages(&self, unit: u64, stored: &dyn Fn(u64) -> bool) -> u64 {
@@ -106,6 +112,8 @@ impl RemoteBackend {
         bound: u64,
     ) -> Result<RepairPass, BackendError> {
         let start = Instant::now();
+        let short_at_start = self.short_writes();
+        let released_before = self.released_count();
         let units = bound.div_ceil(self.stripe).min(self.placement.units());
         let mut pass = RepairPass {
             pages_short: self.pages_short(units, stored),
@@ -157,7 +165,16 @@ impl RemoteBackend {
         if let Some(h) = health {
             h.repair_ends(self.pages_short(units, stored), pass.millis);
         }
-        *self.last_repair.lock().unwrap_or_else(|p| p.into_inner()) = Some(pass);
+        // The statistics keep the last pass that found something to do.
+        let mut last = self.last_repair.lock().unwrap_or_else(|p| p.into_inner());
+        if pass.pages_short > 0 || last.is_none() {
+            *last = Some(pass);
+        }
+        drop(last);
+        self.punch_released(released_before);
+        if pass.pages_left_short == 0 && pass.pages_lost == 0 {
+            self.release_leaving(short_at_start);
+        }
         Ok(pass)
     }
 
@@ -168,28 +185,36 @@ impl RemoteBackend {
         // again; each round loses a server for good, so this ends.
         loop {
             let current = self.placement.copies(unit);
-            let live: Vec<usize> = current.iter().filter(|&s| !self.is_down(s)).collect();
-            if live.is_empty() {
+            // Copies that stay, and where to read: those first, then a
+            // leaving server's (still read from until it is released).
+            let keep: Vec<usize> = current.iter().filter(|&s| !self.gone(s)).collect();
+            let mut sources = keep.clone();
+            sources.extend(
+                current
+                    .iter()
+                    .filter(|&s| self.is_leaving(s) && !self.is_down(s)),
+            );
+            if sources.is_empty() {
                 return Ok(Unit::Lost);
             }
-            let need = self.replicas - live.len();
+            let need = self.replicas - keep.len();
             if need == 0 {
                 return Ok(Unit::Whole { pages: 0 });
             }
             let new = self
                 .placement
-                .replacements(unit, &current, |s| self.is_down(s), need);
+                .replacements(unit, &current, |s| self.gone(s), need);
             if new.is_empty() {
                 return Ok(Unit::Short { pages: 0 });
             }
-            let Some(pages) = self.copy_unit(unit, &live, &new, stored)? else {
+            let Some(pages) = self.copy_unit(unit, &sources, &new, stored)? else {
                 continue;
             };
             // Survivors first (reads keep going to them), then the new
-            // copies, then any lost copy still unplaced, which stays
-            // skipped as down: a unit keeps one entry per copy.
-            let lost: Vec<usize> = current.iter().filter(|&s| self.is_down(s)).collect();
-            let mut after = Copies::new(&live).with(&new);
+            // copies, then any lost or leaving copy still unplaced, which
+            // stays (skipped once down): a unit keeps one entry per copy.
+            let lost: Vec<usize> = current.iter().filter(|&s| self.gone(s)).collect();
+            let mut after = Copies::new(&keep).with(&new);
             if after.len() < self.replicas {
                 after = after.with(&lost[..self.replicas - after.len()]);
             }
