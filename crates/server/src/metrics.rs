@@ -314,6 +314,12 @@ impl Scrape {
             "Sessions open (client processes)",
             signed(sessions.len() as u64),
         )?;
+        gauge(
+            e,
+            "farmem_draining",
+            "1 while the server leaves (--drain, stopped): no new session, clients move their pages off",
+            i64::from(sh.draining.load(std::sync::atomic::Ordering::Acquire)),
+        )?;
         counter(
             e,
             "farmem_sessions_opened",

@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 struct Store {
     pages: HashMap<u64, Vec<u8>>,
     dead: bool,
+    /// Says it is leaving (`--drain`) in its Stats replies.
+    draining: bool,
     ucx: Option<UcxSide>,
 }
 
@@ -128,6 +130,14 @@ impl FakeLink {
                 let released = u32::try_from(before - store.pages.len()).unwrap();
                 put(&Frame::FreeOk { released }.encode(h.tag));
             }
+            Request::Stats => put(&Frame::StatsOk(wire::ServerStats {
+                capacity_pages: 1 << 20,
+                used_pages: store.pages.len() as u64,
+                sessions: 1,
+                connections: 1,
+                draining: store.draining,
+            })
+            .encode(h.tag)),
             Request::MemfdOpen => {
                 let chunk_pages = match self.hostile {
                     Some(Hostile::MemfdChunkPages1) => 1,
@@ -511,4 +521,92 @@ fn a_truncated_ucx_key_a_base_outside_its_memory_or_a_foreign_address_is_refused
         Err(e) => e.to_string(),
     };
     assert!(e.contains("address version"), "{e}");
+}
+
+/// Every page of `pages` is on exactly `copies` of the live servers.
+fn on_live_servers(stores: &[Arc<Mutex<Store>>], pages: &[u64], copies: usize) {
+    for &p in pages {
+        let n = stores
+            .iter()
+            .filter(|s| {
+                let s = s.lock().unwrap();
+                !s.dead && s.pages.contains_key(&p)
+            })
+            .count();
+        assert_eq!(n, copies, "page {p} is on {n} live servers");
+    }
+}
+
+#[test]
+fn repair_gives_every_page_its_copies_back_and_a_second_loss_loses_nothing() {
+    let (b, stores) = backend(4, "stripe=2 conns=2 replicas=2");
+    // Pages 0..40 written; 40..64 allocated but never written.
+    let pages: Vec<u64> = (0..40).collect();
+    write(&b, &pages, 1).unwrap();
+    stores[1].lock().unwrap().dead = true;
+    check(&b, &pages, 1);
+    assert_eq!(b.losses(), 1);
+    let pass = b.repair_pass(&|p| p < 40, 64).unwrap();
+    // Server 1 held the copies of half the units (copy 0 or 1 of units
+    // u with u % 4 in {0, 1}): 20 pages.
+    assert_eq!((pass.pages_short, pass.pages_copied), (20, 20), "{pass:?}");
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    on_live_servers(&stores, &pages, 2);
+    // Repaired units are routed to their new copies: a write after the
+    // repair reaches two live servers, and survives a second loss.
+    write(&b, &pages, 2).unwrap();
+    on_live_servers(&stores, &pages, 2);
+    stores[3].lock().unwrap().dead = true;
+    check(&b, &pages, 2);
+    // Two servers left, two copies: the next pass places everything again.
+    let pass = b.repair_pass(&|p| p < 40, 64).unwrap();
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    on_live_servers(&stores, &pages, 2);
+    // One server left: nowhere to put a second copy, and the pass says so.
+    stores[0].lock().unwrap().dead = true;
+    check(&b, &pages, 2);
+    let pass = b.repair_pass(&|p| p < 40, 64).unwrap();
+    assert_eq!(pass.pages_left_short, 40, "{pass:?}");
+    check(&b, &pages, 2);
+    let h = b.health().unwrap();
+    assert!(h.contains("40 still short"), "{h}");
+}
+
+#[test]
+fn repair_copies_only_stored_pages_and_skips_ones_freed_meanwhile() {
+    let (b, stores) = backend(3, "stripe=4 conns=1 replicas=2");
+    let pages: Vec<u64> = (0..24).collect();
+    write(&b, &pages, 1).unwrap();
+    stores[0].lock().unwrap().dead = true;
+    check(&b, &pages, 1);
+    // The runtime says 0..24 hold content, but 8..12 were freed on the
+    // servers meanwhile: the survivor says NotFound and they are left out.
+    b.free(8, 4).unwrap();
+    let pass = b.repair_pass(&|p| p < 24, 24).unwrap();
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    let kept: Vec<u64> = (0..8).chain(12..24).collect();
+    on_live_servers(&stores, &kept, 2);
+    on_live_servers(&stores, &[8, 9, 10, 11], 0);
+}
+
+#[test]
+fn a_leaving_server_is_moved_off_then_released() {
+    let (b, stores) = backend(4, "stripe=2 conns=2 replicas=2");
+    let pages: Vec<u64> = (0..48).collect();
+    write(&b, &pages, 1).unwrap();
+    assert!(!b.watch().unwrap(), "nobody is leaving yet");
+    stores[2].lock().unwrap().draining = true;
+    assert!(b.watch().unwrap());
+    assert!(b.is_leaving(2) && !b.is_down(2));
+    let pass = b.repair_pass(&|p| p < 48, 48).unwrap();
+    assert_eq!((pass.pages_short, pass.pages_copied), (24, 24), "{pass:?}");
+    // Released: down for the backend, and its pages are all elsewhere.
+    assert!(b.is_down(2));
+    stores[2].lock().unwrap().dead = true;
+    on_live_servers(&stores, &pages, 2);
+    check(&b, &pages, 1);
+    write(&b, &pages, 2).unwrap();
+    check(&b, &pages, 2);
+    // Nothing was lost on the way, and no write reached fewer copies.
+    assert_eq!(b.short_writes(), 0);
 }
