@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod doctor;
 mod installed;
+mod join;
 mod logging;
 mod numa;
 mod output;
@@ -45,6 +46,9 @@ enum Cmd {
     /// Live counters of running farmem programs (this user's): faults/s,
     /// MB/s in and out, resident, prefetch, fault latency, servers.
     Stat(stat::Args),
+    /// Add memory servers to a running program's session (one keeping two
+    /// or three copies): each takes its share of the copies.
+    Join(join::Args),
     /// Measure every memory tier: latency ladder, bandwidth, faults, far tiers.
     Probe(probe::Args),
     /// The seeds' workloads at every expansion ratio: farmem against Linux
@@ -83,6 +87,7 @@ fn main() {
         Cmd::Demo(a) => demo::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Stat(a) => stat::run(a),
+        Cmd::Join(a) => join::run(a),
         Cmd::Probe(a) => probe::run(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Report(a) => report::run(a),

@@ -19,7 +19,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use thiserror::Error;
 
 const MAGIC: [u8; 8] = *b"FARMSTAT";
@@ -53,7 +53,9 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> PublishError + '_ {
 pub struct Health {
     replicas: AtomicU32,
     servers: AtomicU32,
-    names: [[u8; NAME]; MAX_SERVERS],
+    /// NUL-padded; atomics, since a server that joins is named while
+    /// `farmem stat` may read.
+    names: [[AtomicU8; NAME]; MAX_SERVERS],
     down: [AtomicU32; MAX_SERVERS],
     /// Page writes that reached fewer than `replicas` servers.
     short: AtomicU64,
@@ -72,9 +74,38 @@ impl Health {
     fn describe(&mut self, replicas: usize, names: &[String]) {
         *self.replicas.get_mut() = u32::try_from(replicas).unwrap_or(u32::MAX);
         *self.servers.get_mut() = u32::try_from(names.len()).unwrap_or(u32::MAX);
-        for (slot, name) in self.names.iter_mut().zip(names) {
-            put(slot, name);
+        for (s, name) in names.iter().enumerate() {
+            self.name(s, name);
         }
+    }
+
+    /// Name server `s` (cut at a character boundary; NUL-padded).
+    fn name(&self, s: usize, name: &str) {
+        let Some(slot) = self.names.get(s) else {
+            return;
+        };
+        let mut n = name.len().min(NAME - 1);
+        while !name.is_char_boundary(n) {
+            n -= 1;
+        }
+        for (i, b) in slot.iter().enumerate() {
+            b.store(
+                name.as_bytes()
+                    .get(i)
+                    .copied()
+                    .filter(|_| i < n)
+                    .unwrap_or(0),
+                Relaxed,
+            );
+        }
+    }
+
+    /// Server `s` joined the session: name it, then count it.
+    pub(crate) fn add_server(&self, s: usize, name: &str) {
+        self.name(s, name);
+        let n = u32::try_from(s + 1).unwrap_or(u32::MAX);
+        self.servers
+            .fetch_max(n, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn set_down(&self, server: usize) {
@@ -182,6 +213,17 @@ pub fn dir(create: bool) -> Result<PathBuf, PublishError> {
 /// The file of process `pid` in `dir`.
 pub fn path_of(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}.stats"))
+}
+
+/// Where `farmem join` asks process `pid` to add servers (one address a
+/// line), and where the program answers (a line each: `ok ADDR` or
+/// `error ADDR: why`). Both in this user's private directory, so only
+/// this user can ask.
+pub fn join_paths(dir: &Path, pid: u32) -> (PathBuf, PathBuf) {
+    (
+        dir.join(format!("{pid}.join")),
+        dir.join(format!("{pid}.joined")),
+    )
 }
 
 /// A process's start time in clock ticks since boot (`/proc/PID/stat`
@@ -417,7 +459,10 @@ impl Reader {
             latency: p.stats.fault_ns.counts().to_vec(),
             replicas: h.replicas.load(Relaxed),
             servers: (0..n)
-                .map(|s| (get(&h.names[s]), h.down[s].load(Relaxed) != 0))
+                .map(|s| {
+                    let name: Vec<u8> = h.names[s].iter().map(|b| b.load(Relaxed)).collect();
+                    (get(&name), h.down[s].load(Relaxed) != 0)
+                })
                 .collect(),
             short_writes: h.short.load(Relaxed),
             repair: RepairSample {

@@ -62,6 +62,7 @@ fn run(rt: &'static Runtime) {
         if crate::fork::is_forked_child() {
             return;
         }
+        answer_join_requests(servers);
         if let (Err(e), false) = (servers.watch(), warned) {
             warned = true;
             let mut m = MsgBuf::new();
@@ -86,7 +87,8 @@ fn run(rt: &'static Runtime) {
         match servers.repair(&|p| stored(rt, p), bound) {
             Ok(pass) => {
                 placed_all = pass.pages_left_short == 0 && pass.pages_lost == 0;
-                if pass.pages_short == 0 || (repeat && pass.pages_copied == 0) {
+                let moved = pass.pages_moved > 0;
+                if !moved && (pass.pages_short == 0 || (repeat && pass.pages_copied == 0)) {
                     continue;
                 }
                 report(&mut m, &pass);
@@ -102,8 +104,18 @@ fn run(rt: &'static Runtime) {
     }
 }
 
-/// One line on a pass that found pages short.
+/// One line on a pass that found pages short or moved some.
 fn report(m: &mut MsgBuf, pass: &crate::backend::RepairPass) {
+    if pass.pages_short == 0 {
+        let _ = writeln!(
+            m,
+            "farmem: rebalance: {} pages ({} MiB) moved to the servers that joined, in {} ms",
+            pass.pages_moved,
+            (pass.pages_moved * PAGE_SIZE as u64) >> 20,
+            pass.millis
+        );
+        return;
+    }
     let _ = write!(
         m,
         "farmem: repair: {} pages ({} MiB) copied to new servers in {} ms",
@@ -124,5 +136,45 @@ fn report(m: &mut MsgBuf, pass: &crate::backend::RepairPass) {
     if pass.pages_lost > 0 {
         let _ = write!(m, "; {} pages have no copy left", pass.pages_lost);
     }
+    if pass.pages_moved > 0 {
+        let _ = write!(
+            m,
+            "; {} pages moved to the servers that joined",
+            pass.pages_moved
+        );
+    }
     let _ = writeln!(m);
+}
+
+/// Serve a `farmem join` request, if one is waiting: add each server it
+/// names, and answer line by line.
+fn answer_join_requests(servers: &dyn crate::backend::MemoryServers) {
+    let Ok(dir) = crate::publish::dir(false) else {
+        return;
+    };
+    let (ask, answer) = crate::publish::join_paths(&dir, std::process::id());
+    let Ok(text) = std::fs::read_to_string(&ask) else {
+        return;
+    };
+    let _ = std::fs::remove_file(&ask);
+    let mut out = String::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let r = line
+            .parse::<farmem_wire::ServerAddr>()
+            .map_err(|e| e.to_string())
+            .and_then(|a| servers.join(&a).map_err(|e| e.to_string()));
+        match r {
+            Ok(()) => out.push_str(&format!("ok {line}\n")),
+            Err(e) => {
+                farmem_sys::write_stderr(
+                    format!("farmem: cannot add memory server {line}: {e}\n").as_bytes(),
+                );
+                out.push_str(&format!("error {line}: {e}\n"));
+            }
+        }
+    }
+    let tmp = answer.with_extension("joined.new");
+    if std::fs::write(&tmp, out).is_ok() {
+        let _ = std::fs::rename(&tmp, &answer);
+    }
 }

@@ -201,9 +201,13 @@ pub trait MemoryServers: Send + Sync {
     /// Whether lost copies can be repaired (more than one copy); if so,
     /// `waker` is unparked whenever a server is lost.
     fn repairs(&self, waker: std::thread::Thread) -> bool;
-    /// Ask the servers whether one is leaving (`farmem serve --drain`);
-    /// true when one began (a repair pass then moves its pages off).
+    /// Ask the servers whether one is leaving (`farmem serve --drain`), and
+    /// look for lost ones back at their address; true when one began
+    /// leaving or joined (a repair pass then moves pages).
     fn watch(&self) -> Result<bool, BackendError>;
+    /// Add the server at `addr` to the session (`farmem join`); the next
+    /// repair pass gives it its share of the copies.
+    fn join(&self, addr: &ServerAddr) -> Result<(), BackendError>;
     /// Servers lost (or leaving) so far, and page writes that reached fewer copies than
     /// asked for: a repair pass is due when either grows.
     fn losses(&self) -> (u64, u64);

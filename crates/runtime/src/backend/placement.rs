@@ -181,7 +181,8 @@ impl Placement {
         }
     }
 
-    /// Up to `need` servers to take `unit`'s lost copies: live ones (per
+    /// Up to `need` of servers `0..servers_now` (those given at start and
+    /// any that joined) to take `unit`'s lost copies: live ones (per
     /// `down`) that hold none of its copies, by highest rendezvous score.
     pub fn replacements(
         &self,
@@ -189,8 +190,9 @@ impl Placement {
         current: &Copies,
         down: impl Fn(usize) -> bool,
         need: usize,
+        servers_now: usize,
     ) -> Vec<usize> {
-        let mut candidates: Vec<(u64, usize)> = (0..self.servers)
+        let mut candidates: Vec<(u64, usize)> = (0..servers_now)
             .filter(|&s| !down(s) && !current.contains(s))
             .map(|s| (score(unit, s), s))
             .collect();
@@ -208,6 +210,21 @@ fn score(unit: u64, s: usize) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// Whether a server that joined (`joiner`, one of `servers_now`) takes a
+/// copy of `unit` when the session rebalances: about `copies` in
+/// `servers_now` units do, chosen by the unit's rendezvous score for it, so
+/// the joiner ends with its share and no other copy moves.
+pub fn joiner_takes(unit: u64, joiner: usize, copies: usize, servers_now: usize) -> bool {
+    let share = u64::MAX / servers_now as u64 * copies.min(servers_now) as u64;
+    score(unit, joiner) < share
+}
+
+/// Of `current` (live copies), the one a joiner replaces: the lowest
+/// rendezvous score, so every old server gives up about the same share.
+pub fn joiner_replaces(unit: u64, current: &[usize]) -> Option<usize> {
+    current.iter().copied().min_by_key(|&s| score(unit, s))
 }
 
 #[cfg(test)]
@@ -236,7 +253,7 @@ mod tests {
         for u in 0..6000 {
             let c = p.copies(u);
             if c.contains(2) {
-                let r = p.replacements(u, &c, down, 1);
+                let r = p.replacements(u, &c, down, 1, 6);
                 assert_eq!(r.len(), 1);
                 assert!(!c.contains(r[0]) && r[0] != 2);
                 took[r[0]] += 1;
@@ -254,6 +271,17 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_joiner_takes_its_share_and_replaces_the_lowest_score() {
+        // A fifth server, two copies: about 2 units in 5 give it a copy.
+        let took = (0..10_000u64).filter(|&u| joiner_takes(u, 4, 2, 5)).count();
+        assert!((3_700..=4_300).contains(&took), "{took}");
+        let c = [1, 3];
+        let r = joiner_replaces(7, &c).unwrap();
+        assert!(c.contains(&r) && score(7, r) <= score(7, 1).min(score(7, 3)));
+        assert_eq!(joiner_replaces(7, &[]), None);
+    }
+
     proptest! {
         #[test]
         fn a_set_entry_reads_back_and_others_keep_the_rule(
@@ -264,7 +292,7 @@ mod tests {
             let survivors: Vec<usize> = before.iter().take(keep + 1).collect();
             let down = |s: usize| !survivors.contains(&s) && before.contains(s);
             let need = before.len() - survivors.len();
-            let new = p.replacements(unit, &before, down, need);
+            let new = p.replacements(unit, &before, down, need, servers);
             prop_assert!(new.iter().all(|s| !before.contains(*s)));
             let after = Copies::new(&survivors).with(&new);
             p.set(unit, after);

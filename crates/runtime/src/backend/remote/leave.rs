@@ -27,8 +27,10 @@ impl RemoteBackend {
         self.servers[s].leaving.load(Ordering::Acquire)
     }
 
-    /// Ask every live server whether it is leaving; true when one began.
-    /// A server that does not answer is failed over, as on any request.
+    /// Ask every live server whether it is leaving, and look for lost ones
+    /// back at their address (see `join.rs`); true when one began leaving
+    /// or joined. A server that does not answer is failed over, as on any
+    /// request.
     pub(super) fn watch(&self) -> Result<bool, BackendError> {
         let mut began = false;
         for s in 0..self.servers.len() {
@@ -56,7 +58,9 @@ impl RemoteBackend {
             // A change of membership, like a loss: the repair thread's cue.
             self.losses.fetch_add(1, Ordering::AcqRel);
         }
-        Ok(began)
+        // A server lost or gone may be back (restarted at its address).
+        let joined = (0..self.servers.len()).any(|s| self.is_down(s)) && self.try_rejoin()?;
+        Ok(began || joined)
     }
 
     /// Server `s`'s figures, asked on its control connection.

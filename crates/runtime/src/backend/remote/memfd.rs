@@ -32,21 +32,25 @@ use std::sync::{Mutex, OnceLock};
 /// Most pages in one read or write.
 const MAX_BATCH: usize = super::MAX_BATCH;
 
+/// One server's chunk files, by chunk.
+type Chunks = Box<[OnceLock<OwnedFd>]>;
+
 /// The memory-file side of the remote backend.
 pub(crate) struct MemfdPages {
-    /// Per server, per chunk: the chunk's file once granted.
-    servers: Box<[Box<[OnceLock<OwnedFd>]>]>,
+    /// Per server (room for those that may join), per chunk: the chunk's
+    /// file once granted. A server's table is made at its first grant.
+    servers: Box<[OnceLock<Chunks>]>,
+    nchunks: usize,
     grants: Mutex<()>,
     max_pages: u64,
 }
 
 impl MemfdPages {
+    /// Files of up to `nservers` servers, for `max_pages` pages.
     pub(crate) fn new(nservers: usize, max_pages: u64) -> MemfdPages {
-        let nchunks = farmem_sys::usize_from(max_pages.div_ceil(CHUNK_PAGES));
         MemfdPages {
-            servers: (0..nservers)
-                .map(|_| (0..nchunks).map(|_| OnceLock::new()).collect())
-                .collect(),
+            servers: (0..nservers).map(|_| OnceLock::new()).collect(),
+            nchunks: farmem_sys::usize_from(max_pages.div_ceil(CHUNK_PAGES)),
             grants: Mutex::new(()),
             max_pages,
         }
@@ -62,14 +66,15 @@ impl MemfdPages {
     /// and without this they would keep that memory for the program's
     /// whole life after the server has exited.
     pub(crate) fn release(&self, s: usize) {
-        for f in self.servers[s].iter().filter_map(OnceLock::get) {
+        let files = self.servers.get(s).and_then(OnceLock::get);
+        for f in files.into_iter().flatten().filter_map(OnceLock::get) {
             let _ = farmem_sys::fs::punch_hole(f.as_raw_fd(), 0, CHUNK_PAGES * PAGE_SIZE as u64);
         }
     }
 
     fn file(&self, s: usize, page: u64) -> Option<&OwnedFd> {
         let c = farmem_sys::usize_from(page / CHUNK_PAGES);
-        self.servers[s].get(c)?.get()
+        self.servers.get(s)?.get()?.get(c)?.get()
     }
 
     /// Make sure chunk `c` of server `s` is granted: `grant` asks the server
@@ -82,12 +87,18 @@ impl MemfdPages {
         server: &str,
         grant: impl FnOnce() -> Result<(OwnedFd, u64), BackendError>,
     ) -> Result<(), BackendError> {
-        let slot = self.servers[s]
+        let beyond = |what: String| BackendError::Protocol {
+            server: server.into(),
+            why: format!("{what} is beyond the session (a farmem bug)"),
+        };
+        let table = self
+            .servers
+            .get(s)
+            .ok_or_else(|| beyond(format!("server {s}")))?
+            .get_or_init(|| (0..self.nchunks).map(|_| OnceLock::new()).collect());
+        let slot = table
             .get(farmem_sys::usize_from(c))
-            .ok_or_else(|| BackendError::Protocol {
-                server: server.into(),
-                why: format!("chunk {c} is beyond the session (a farmem bug)"),
-            })?;
+            .ok_or_else(|| beyond(format!("chunk {c}")))?;
         if slot.get().is_some() {
             return Ok(());
         }

@@ -38,12 +38,14 @@
 
 mod conn;
 mod handshake;
+mod join;
 mod leave;
 mod memfd;
 mod one_sided;
 mod repair;
 mod replicas;
 mod reply;
+mod set;
 #[cfg(test)]
 mod tests;
 mod ucx;
@@ -122,7 +124,10 @@ impl Server {
 
 /// Pages striped over `farmem serve` memory servers.
 pub struct RemoteBackend {
-    servers: Vec<Server>,
+    servers: set::ServerSet,
+    /// Servers given at start: what the connection of a unit on a server
+    /// is chosen by, so that joins never move a unit's connection.
+    initial: usize,
     stripe: u64,
     wait: Wait,
     /// Copies of every page, on as many different servers.
@@ -151,6 +156,9 @@ pub struct RemoteBackend {
     /// Servers released after leaving, in order (their memory files'
     /// pages are given back a pass later).
     released: Mutex<Vec<usize>>,
+    /// What a server joining later needs, and the joiners not yet given
+    /// their share of the copies.
+    joining: join::Joining,
 }
 
 /// How a session's pages move; one way for every server of a session.
@@ -318,24 +326,14 @@ impl RemoteBackend {
         // one for all its servers.
         let mut out = Vec::with_capacity(servers.len());
         for Links { name, links } in servers {
-            let mut server = Server {
+            out.push(greet(
                 name,
-                conns: Vec::with_capacity(links.len()),
-                side: None,
-                down: AtomicBool::new(false),
-                leaving: AtomicBool::new(false),
-            };
-            for mut link in links {
-                check_peer(&server, &*link)?;
-                if let (Some(secret), false) = (&secret, link.is_local()) {
-                    // From here on, every frame both ways carries its tag.
-                    let key = authenticate(&server, &*link, secret, wait)?;
-                    link = Box::new(Sealed::new(link, key));
-                }
-                hello(&server, &*link, &token, max_pages, wait)?;
-                server.conns.push(Conn::new(link));
-            }
-            out.push(server);
+                links,
+                secret.as_ref(),
+                &token,
+                max_pages,
+                wait,
+            )?);
         }
         let path = choose_path(cfg, &mut out, max_pages, &token, wait)?;
         let placement = Placement::new(
@@ -349,13 +347,15 @@ impl RemoteBackend {
             ))
         })?;
         Ok(RemoteBackend {
+            initial: out.len(),
             placement,
             write_gate: RwLock::new(()),
             losses: AtomicU64::new(0),
             waker: OnceLock::new(),
             last_repair: Mutex::new(None),
             released: Mutex::new(Vec::new()),
-            servers: out,
+            joining: join::Joining::new(cfg, token, max_pages, secret),
+            servers: set::ServerSet::new(out),
             stripe: cfg.stripe_pages,
             wait,
             replicas: cfg.replicas,
@@ -370,7 +370,7 @@ impl RemoteBackend {
     /// of `page` (see the hazards in the module comment).
     pub(super) fn route(&self, page: u64, k: usize) -> (usize, usize) {
         let stripe = page / self.stripe;
-        let ns = self.servers.len();
+        let ns = self.initial;
         let s = self.placement.server(stripe, k);
         let c = farmem_sys::usize_from((stripe / ns as u64) % self.servers[s].conns.len() as u64);
         (s, c)
@@ -440,6 +440,37 @@ impl RemoteBackend {
         }
         Ok(())
     }
+}
+
+/// A server's connections greeted: each checked (a Unix socket's peer),
+/// authenticated and sealed where it needs the secret, and joined to the
+/// session `token` with Hello.
+fn greet(
+    name: String,
+    links: Vec<Box<dyn Transport>>,
+    secret: Option<&farmem_wire::auth::Secret>,
+    token: &[u8; TOKEN_LEN],
+    max_pages: u64,
+    wait: Wait,
+) -> Result<Server, BackendError> {
+    let mut server = Server {
+        name,
+        conns: Vec::with_capacity(links.len()),
+        side: None,
+        down: AtomicBool::new(false),
+        leaving: AtomicBool::new(false),
+    };
+    for mut link in links {
+        check_peer(&server, &*link)?;
+        if let (Some(secret), false) = (secret, link.is_local()) {
+            // From here on, every frame both ways carries its tag.
+            let key = authenticate(&server, &*link, secret, wait)?;
+            link = Box::new(Sealed::new(link, key));
+        }
+        hello(&server, &*link, token, max_pages, wait)?;
+        server.conns.push(Conn::new(link));
+    }
+    Ok(server)
 }
 
 /// Each page's copies go to different servers: `replicas` needs as many.
@@ -513,7 +544,10 @@ fn choose_path(
             }
         }
         if all {
-            return Ok(PagePath::Memfd(MemfdPages::new(servers.len(), max_pages)));
+            return Ok(PagePath::Memfd(MemfdPages::new(
+                servers.len() + set::MAX_JOINS,
+                max_pages,
+            )));
         }
         // Sockets after all: a side door already opened goes unused.
         for server in servers.iter_mut() {
@@ -826,8 +860,14 @@ impl MemoryServers for RemoteBackend {
         if self.replicas == 1 {
             return None;
         }
+        // A server lost and back (it joined again at its address) is not
+        // named down.
+        let back = |s: usize| {
+            (0..self.servers.len())
+                .any(|t| !self.is_down(t) && self.servers[t].name == self.servers[s].name)
+        };
         let down: Vec<usize> = (0..self.servers.len())
-            .filter(|&s| self.is_down(s))
+            .filter(|&s| self.is_down(s) && !back(s))
             .collect();
         let names: Vec<&str> = down
             .iter()
@@ -838,8 +878,8 @@ impl MemoryServers for RemoteBackend {
             None if down.is_empty() => String::new(),
             None => "; repair has not run".to_string(),
             Some(r) => format!(
-                "; last repair: {} of {} pages short copied again in {} ms, {} still short, {} with no copy",
-                r.pages_copied, r.pages_short, r.millis, r.pages_left_short, r.pages_lost
+                "; last repair: {} of {} pages short copied again in {} ms, {} still short, {} with no copy, {} moved to servers that joined",
+                r.pages_copied, r.pages_short, r.millis, r.pages_left_short, r.pages_lost, r.pages_moved
             ),
         };
         Some(format!(
@@ -872,6 +912,18 @@ impl MemoryServers for RemoteBackend {
 
     fn watch(&self) -> Result<bool, BackendError> {
         RemoteBackend::watch(self)
+    }
+
+    fn join(&self, addr: &ServerAddr) -> Result<(), BackendError> {
+        if let Some(s) = (0..self.servers.len())
+            .find(|&s| !self.is_down(s) && self.servers[s].name == addr.to_string())
+        {
+            return Err(BackendError::Config(format!(
+                "{} is already one of this session's servers (server {s})",
+                addr
+            )));
+        }
+        RemoteBackend::join(self, addr).map(|_| ())
     }
 
     fn losses(&self) -> (u64, u64) {

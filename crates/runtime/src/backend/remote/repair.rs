@@ -41,6 +41,8 @@ pub struct RepairPass {
     /// Stored pages with no live copy (a fault on one stops the program
     /// naming its servers).
     pub pages_lost: u64,
+    /// Pages copied to servers that joined, for their share.
+    pub pages_moved: u64,
     pub millis: u64,
 }
 
@@ -78,7 +80,7 @@ impl RemoteBackend {
     }
 
     /// Lost, or leaving: no place for a copy.
-    fn gone(&self, s: usize) -> bool {
+    pub(super) fn gone(&self, s: usize) -> bool {
         self.is_down(s) || self.is_leaving(s)
     }
 
@@ -161,13 +163,14 @@ impl RemoteBackend {
             }
             group = end;
         }
+        pass.pages_moved = self.rebalance(units, stored)?;
         pass.millis = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(h) = health {
             h.repair_ends(self.pages_short(units, stored), pass.millis);
         }
         // The statistics keep the last pass that found something to do.
         let mut last = self.last_repair.lock().unwrap_or_else(|p| p.into_inner());
-        if pass.pages_short > 0 || last.is_none() {
+        if pass.pages_short > 0 || pass.pages_moved > 0 || last.is_none() {
             *last = Some(pass);
         }
         drop(last);
@@ -201,9 +204,13 @@ impl RemoteBackend {
             if need == 0 {
                 return Ok(Unit::Whole { pages: 0 });
             }
-            let new = self
-                .placement
-                .replacements(unit, &current, |s| self.gone(s), need);
+            let new = self.placement.replacements(
+                unit,
+                &current,
+                |s| self.gone(s),
+                need,
+                self.servers.len(),
+            );
             if new.is_empty() {
                 return Ok(Unit::Short { pages: 0 });
             }
@@ -230,7 +237,7 @@ impl RemoteBackend {
     /// Copy the stored pages of `unit` from the first of `live` that
     /// answers to every server of `new`. None when a server was lost
     /// meanwhile (failed over here; the caller starts the unit again).
-    fn copy_unit(
+    pub(super) fn copy_unit(
         &self,
         unit: u64,
         live: &[usize],
@@ -327,9 +334,7 @@ impl RemoteBackend {
     /// The connection of server `s` that carries `page`'s unit.
     fn conn_on(&self, s: usize, page: u64) -> usize {
         let unit = page / self.stripe;
-        farmem_sys::usize_from(
-            (unit / self.servers.len() as u64) % self.servers[s].conns.len() as u64,
-        )
+        farmem_sys::usize_from((unit / self.initial as u64) % self.servers[s].conns.len() as u64)
     }
 
     /// Read `pages` (one unit's) from server `s` into `buf`.
