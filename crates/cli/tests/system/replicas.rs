@@ -320,3 +320,123 @@ fn a_draining_server_refuses_a_new_session() {
         "{e}"
     );
 }
+
+/// A rolling restart: each of four servers stopped with `--drain` and
+/// started again at its address, one at a time, while the program runs.
+/// Each leaves (its copies moved to the others), comes back, rejoins and
+/// takes its share again; the program never stops and loses no byte.
+#[test]
+fn a_rolling_restart_of_every_server_loses_no_byte() {
+    let _g = serial();
+    let drain = ["--drain", "--drain-timeout", "60"];
+    let mut servers: Vec<Serve> = (0..4)
+        .map(|_| Serve::start_with_args("512M", &drain))
+        .collect();
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let (child, board) = start_integrity(&addrs, "2");
+    let reader = farmem_runtime::publish::Reader::open(&board).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    for i in 0..4 {
+        // SAFETY: kill(2) on a child process of this test.
+        unsafe { libc::kill(servers[i].child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while servers[i].child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "server {i} did not drain within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let listen = ["--listen", addrs[i].as_str()];
+        let args: Vec<&str> = listen.iter().chain(&drain).copied().collect();
+        servers[i] = Serve::start_bare_with_args("512M", &args);
+        // Back in the session: one more server published, and up.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = reader.sample();
+            if s.servers.len() == 5 + i && s.servers.last().is_some_and(|l| !l.1) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server {i} did not rejoin: {:?}",
+                s.servers
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let out = finish(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mismatches=0"),
+        "{stdout}\n{stderr}"
+    );
+    for a in &addrs {
+        assert!(
+            stderr.contains(&format!("memory server {a} has left"))
+                && stderr.contains(&format!("memory server {a} joined")),
+            "{a}: {stderr}"
+        );
+    }
+    assert!(!stderr.contains("is down"), "{stderr}");
+}
+
+/// `farmem join`: a fifth server added to a running program's session
+/// takes about a fifth of the copies (at most 1.3 times that), and every
+/// byte stays right.
+#[test]
+fn a_fifth_server_joins_and_takes_a_fifth_of_the_copies() {
+    let _g = serial();
+    let servers: Vec<Serve> = (0..5).map(|_| Serve::start("512M")).collect();
+    let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
+    let (child, _) = start_integrity(&addrs[..4], "2");
+    // integrity_omp's first pass writes all 64 MiB in well under a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = farmem()
+        .args(["join", &child.id().to_string(), &addrs[4]])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("joined"));
+    let out = finish(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("mismatches=0"),
+        "{stdout}\n{stderr}"
+    );
+    // 64 MiB, two copies: 32,768 page copies; a fifth is 6,554.
+    let moved: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("farmem: rebalance: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rebalance line: {stderr}"));
+    let fifth = 32_768.0 / 5.0;
+    assert!(
+        (moved as f64) <= 1.3 * fifth && (moved as f64) >= 0.7 * fifth,
+        "{moved} pages moved, against a fifth of 32,768 page copies: {stderr}"
+    );
+}
+
+#[test]
+fn farmem_join_names_what_is_wrong() {
+    let _g = serial();
+    let o = farmem()
+        .args(["join", "1", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a running farmem program of this user"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = farmem()
+        .args(["join", "1", "not-an-address"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not-an-address"));
+}

@@ -161,6 +161,20 @@ impl Serve {
         Serve::spawn(capacity, args, &[])
     }
 
+    /// `farmem serve --capacity CAPACITY ARGS` alone (ARGS give the
+    /// address: a server started again where another was).
+    pub fn start_bare_with_args(capacity: &str, args: &[&str]) -> Serve {
+        let mut child = farmem()
+            .args(["serve", "--capacity", capacity])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let addr = banner_addr(&first_line(&mut child));
+        Serve { child, addr }
+    }
+
     /// A server on loopback TCP that requires the shared secret in
     /// `secret` (made by [`new_secret`]): the only kind that offers UCX.
     pub fn start_with_secret(capacity: &str, secret: &Path, env: &[(&str, &str)]) -> Serve {
