@@ -70,6 +70,16 @@ pub(crate) fn join(
     peer: &str,
     may_open: bool,
 ) -> Result<Arc<Store>, (ErrorCode, String)> {
+    // A leaving server takes no new session, and no new connection to an
+    // open one either: a client that released it, looking for a server back
+    // at its address, must not find the one still draining.
+    if sh.draining.load(Ordering::Acquire) {
+        return Err((
+            ErrorCode::Capacity,
+            "server is leaving (stopped with --drain) and takes no new session; use another server"
+                .into(),
+        ));
+    }
     let mut sessions = lock(&sh.sessions);
     let open = sessions.len();
     let entry = match sessions.entry(token) {
@@ -79,12 +89,6 @@ pub(crate) fn join(
                 ErrorCode::NoSession,
                 "the side door joins only a session already open on this server's TCP address"
                     .into(),
-            ));
-        }
-        std::collections::hash_map::Entry::Vacant(_) if sh.draining.load(Ordering::Acquire) => {
-            return Err((
-                ErrorCode::Capacity,
-                "server is leaving (stopped with --drain) and takes no new session; use another server".into(),
             ));
         }
         std::collections::hash_map::Entry::Vacant(_) if open >= sh.cfg.max_sessions => {

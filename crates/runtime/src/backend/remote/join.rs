@@ -32,6 +32,8 @@ pub(super) struct Joining {
     /// Joined, and not yet given their share of the copies.
     pending: Mutex<Vec<usize>>,
     last_try: Mutex<Option<Instant>>,
+    /// Addresses whose failure to rejoin was said already.
+    told: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Joining {
@@ -49,6 +51,7 @@ impl Joining {
             secret,
             pending: Mutex::new(Vec::new()),
             last_try: Mutex::new(None),
+            told: Mutex::new(std::collections::HashSet::new()),
         }
     }
 }
@@ -87,10 +90,26 @@ impl RemoteBackend {
             };
             match self.join(&addr) {
                 Ok(_) => joined = true,
-                // Not back yet (or the old process still leaving, which
-                // refuses new sessions): try again in a second.
-                Err(BackendError::Connect { .. } | BackendError::Refused { .. }) => {}
-                Err(e) => return Err(e),
+                // Not back yet, the old process still leaving (it refuses
+                // new sessions), or not answering (a frozen server's kernel
+                // still accepts): try again in a second.
+                Err(
+                    BackendError::Connect { .. }
+                    | BackendError::Refused { .. }
+                    | BackendError::Io { .. },
+                ) => {}
+                Err(BackendError::Config(why)) => return Err(BackendError::Config(why)),
+                // Back, but it cannot rejoin: said once for each address.
+                Err(e) => {
+                    if lock(&self.joining.told).insert(name.clone()) {
+                        let mut m = farmem_sys::msg::MsgBuf::new();
+                        let _ = writeln!(
+                            m,
+                            "farmem: warning: memory server {name} answers at its address again but cannot rejoin ({e}); trying again each second"
+                        );
+                        farmem_sys::write_stderr(m.as_bytes());
+                    }
+                }
             }
         }
         Ok(joined)
