@@ -588,10 +588,22 @@ impl Pipelined for RemoteBackend {
     }
 
     fn progress(&self, page: u64) -> Result<(), BackendError> {
-        // Every copy's connection: a read owed by a server that is now down
-        // is salvaged here, or its page would wait for ever.
-        for k in 0..self.replicas {
-            let (s, c) = self.route(page, k);
+        // The page's unit's connection on every server, not only those of
+        // its copies now: a read owed by a server that is now down is
+        // salvaged here, and one sent to a server just before repair or a
+        // join moved the unit's copy off it is received, or its page would
+        // wait for ever. A connection that owes nothing costs one lock.
+        let conns = if self.replicas > 1 {
+            self.servers.len()
+        } else {
+            1
+        };
+        for k in 0..conns {
+            let (s, c) = if self.replicas > 1 {
+                (k, self.conn_on(k, page))
+            } else {
+                self.route(page, 0)
+            };
             if let Err(e) = self.drain_conn(s, c) {
                 if !self.lost(&e) {
                     return Err(e);

@@ -332,7 +332,7 @@ impl RemoteBackend {
     }
 
     /// The connection of server `s` that carries `page`'s unit.
-    fn conn_on(&self, s: usize, page: u64) -> usize {
+    pub(super) fn conn_on(&self, s: usize, page: u64) -> usize {
         let unit = page / self.stripe;
         farmem_sys::usize_from((unit / self.initial as u64) % self.servers[s].conns.len() as u64)
     }
