@@ -82,7 +82,7 @@ fn run(rt: &'static Runtime) {
         }
         let repeat = losses == seen;
         (seen, seen_short) = (losses, short);
-        let bound = rt.regions.lock().unwrap_or_else(|p| p.into_inner()).top() as u64;
+        let bound = crate::sync::lock(&rt.regions).top() as u64;
         let mut m = MsgBuf::new();
         match servers.repair(&|p| stored(rt, p), bound) {
             Ok(pass) => {

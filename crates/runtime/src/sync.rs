@@ -8,6 +8,12 @@
 /// oversubscribed node). Async-signal-safe: no allocation, and
 /// `sched_yield` at most.
 pub(crate) use crossbeam_utils::Backoff;
+
+/// Lock `m`, taking it over from a thread that panicked while holding it
+/// (the data it guards stays consistent between statements).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -164,15 +164,7 @@ impl Serve {
     /// `farmem serve --capacity CAPACITY ARGS` alone (ARGS give the
     /// address: a server started again where another was).
     pub fn start_bare_with_args(capacity: &str, args: &[&str]) -> Serve {
-        let mut child = farmem()
-            .args(["serve", "--capacity", capacity])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let addr = banner_addr(&first_line(&mut child));
-        Serve { child, addr }
+        Serve::spawn_with(&["--capacity", capacity], args, &[])
     }
 
     /// A server on loopback TCP that requires the shared secret in
@@ -185,8 +177,18 @@ impl Serve {
     /// `farmem serve` on loopback TCP with `args` and `env`, once it has
     /// printed its address.
     fn spawn(capacity: &str, args: &[&str], env: &[(&str, &str)]) -> Serve {
+        Serve::spawn_with(
+            &["--listen", "127.0.0.1:0", "--capacity", capacity],
+            args,
+            env,
+        )
+    }
+
+    /// `farmem serve FIRST ARGS` with `env`, once it has printed its address.
+    fn spawn_with(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut child = farmem()
-            .args(["serve", "--listen", "127.0.0.1:0", "--capacity", capacity])
+            .arg("serve")
+            .args(first)
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())

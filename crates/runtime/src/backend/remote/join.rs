@@ -16,6 +16,7 @@ use crate::backend::placement;
 use crate::backend::transport::{StreamSocket, Transport};
 use crate::backend::BackendError;
 use crate::config::Config;
+use crate::sync::lock;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -54,10 +55,6 @@ impl Joining {
             told: Mutex::new(std::collections::HashSet::new()),
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl RemoteBackend {
@@ -202,7 +199,7 @@ impl RemoteBackend {
                 {
                     continue;
                 }
-                let _alone = self.write_gate.write().unwrap_or_else(|p| p.into_inner());
+                let _alone = self.writes_held_off();
                 moved += self.move_to_joiner(unit, j, stored)?;
             }
         }

@@ -18,6 +18,7 @@
 use super::reply::{check_reply, read_header};
 use super::{PagePath, RemoteBackend};
 use crate::backend::BackendError;
+use crate::sync::lock;
 use farmem_wire::{self as wire, Frame, Op, Reply, ServerStats};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -95,7 +96,7 @@ impl RemoteBackend {
         if leaving.is_empty() {
             return;
         }
-        let _alone = self.write_gate.write().unwrap_or_else(|p| p.into_inner());
+        let _alone = self.writes_held_off();
         if self.short_writes() != short_at_start {
             return;
         }
@@ -134,8 +135,4 @@ impl RemoteBackend {
     pub(super) fn released_count(&self) -> usize {
         lock(&self.released).len()
     }
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

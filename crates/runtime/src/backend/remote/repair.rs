@@ -22,6 +22,7 @@
 use super::RemoteBackend;
 use crate::backend::placement::Copies;
 use crate::backend::{BackendError, MAX_BATCH};
+use crate::sync::lock;
 use farmem_sys::PAGE_SIZE;
 use farmem_wire::ErrorCode;
 use std::sync::atomic::Ordering;
@@ -64,6 +65,12 @@ enum Unit {
 const EMPTY_GROUP: u64 = 4096;
 
 impl RemoteBackend {
+    /// Hold every write and free off (the write gate alone): see the
+    /// module comment.
+    pub(super) fn writes_held_off(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.write_gate.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Losses so far: the repair thread runs a pass whenever it changes.
     pub(super) fn losses(&self) -> u64 {
         self.losses.load(Ordering::Acquire)
@@ -132,7 +139,7 @@ impl RemoteBackend {
             // one hold of the gate; the others one at a time, with a copy.
             let mut full = Vec::new();
             {
-                let _alone = self.write_gate.write().unwrap_or_else(|p| p.into_inner());
+                let _alone = self.writes_held_off();
                 for unit in group..end {
                     if !self.unit_short(unit) {
                         continue;
@@ -146,7 +153,7 @@ impl RemoteBackend {
             }
             for unit in full {
                 let held = self.unit_pages(unit, stored);
-                let _alone = self.write_gate.write().unwrap_or_else(|p| p.into_inner());
+                let _alone = self.writes_held_off();
                 match self.place_unit(unit, stored)? {
                     Unit::Whole { pages } => {
                         pass.pages_copied += pages;
@@ -169,7 +176,7 @@ impl RemoteBackend {
             h.repair_ends(self.pages_short(units, stored), pass.millis);
         }
         // The statistics keep the last pass that found something to do.
-        let mut last = self.last_repair.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = lock(&self.last_repair);
         if pass.pages_short > 0 || pass.pages_moved > 0 || last.is_none() {
             *last = Some(pass);
         }
@@ -359,6 +366,6 @@ impl RemoteBackend {
 
     /// The last pass's figures, for the statistics table.
     pub(super) fn last_repair(&self) -> Option<RepairPass> {
-        *self.last_repair.lock().unwrap_or_else(|p| p.into_inner())
+        *lock(&self.last_repair)
     }
 }

@@ -44,7 +44,7 @@ impl ServerSet {
 
     /// Append `s`; its index, or None when the session has no room left.
     pub(super) fn push(&self, s: Server) -> Option<usize> {
-        let _one = self.push.lock().unwrap_or_else(|p| p.into_inner());
+        let _one = crate::sync::lock(&self.push);
         let i = self.len();
         let slot = self.slots.get(i)?;
         let _ = slot.set(s);
