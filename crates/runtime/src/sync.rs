@@ -61,6 +61,15 @@ impl<T> SpinLock<T> {
             backoff.snooze();
         }
     }
+
+    /// The lock if it is free now; never waits.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // The guard made only on success: dropping one releases the lock.
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| SpinGuard { lock: self })
+    }
 }
 
 impl<T> Deref for SpinGuard<'_, T> {
@@ -254,6 +263,16 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_failed_try_lock_leaves_the_holder_its_lock() {
+        let l = super::SpinLock::new(0);
+        let held = l.lock();
+        assert!(l.try_lock().is_none());
+        assert!(l.try_lock().is_none(), "the first try released the lock");
+        drop(held);
+        assert!(l.try_lock().is_some());
+    }
+
     fn taken<T>(t: Take<'_, T>) -> RetirableGuard<'_, T> {
         match t {
             Take::Taken(g) => g,

@@ -22,6 +22,7 @@ mod bench;
 mod c_programs;
 mod containers;
 mod corruption;
+mod erasure;
 mod executable_pages;
 mod kernel_access;
 mod logs;

@@ -9,16 +9,16 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// integrity_omp (64 MiB at 8M) over `servers` with `replicas`, started;
-/// returns once it has a session on every server, with the path of its
-/// published counters.
-fn start_integrity(servers: &[String], replicas: &str) -> (Child, PathBuf) {
+/// integrity_omp (64 MiB at 8M) over `servers` with `redundancy`
+/// (`FARMEM_REDUNDANCY`), started; returns once it has a session on every
+/// server, with the path of its published counters.
+pub(crate) fn start_integrity(servers: &[String], redundancy: &str) -> (Child, PathBuf) {
     let exe = build_c("integrity_omp");
     let mut child = Command::new(exe)
         .arg("64")
         .env("FARMEM_LOCAL", "8M")
         .env("FARMEM_SERVERS", servers.join(","))
-        .env("FARMEM_REPLICAS", replicas)
+        .env("FARMEM_REDUNDANCY", redundancy)
         .env("FARMEM_STATS", "1")
         .env("FARMEM_TIMEOUT_MS", "1000")
         .env("OMP_NUM_THREADS", "2")
@@ -45,7 +45,7 @@ fn start_integrity(servers: &[String], replicas: &str) -> (Child, PathBuf) {
 }
 
 /// Wait (at most 240 s) for `child` to end, and take its output.
-fn finish(mut child: Child) -> Output {
+pub(crate) fn finish(mut child: Child) -> Output {
     let deadline = Instant::now() + Duration::from_secs(240);
     while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -54,16 +54,16 @@ fn finish(mut child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// integrity_omp over `servers` with `replicas`, sending `signal` to
+/// integrity_omp over `servers` with `redundancy`, sending `signal` to
 /// process `victim` `after` the start.
 fn integrity(
     servers: &[String],
-    replicas: &str,
+    redundancy: &str,
     victim: u32,
     signal: i32,
     after: Duration,
 ) -> Output {
-    let (child, _) = start_integrity(servers, replicas);
+    let (child, _) = start_integrity(servers, redundancy);
     std::thread::sleep(after);
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(victim as i32, signal) };
@@ -71,7 +71,7 @@ fn integrity(
 }
 
 /// A different moment in [100, 100 + span) ms each call, from the clock.
-fn some_moment(span_ms: u64) -> Duration {
+pub(crate) fn some_moment(span_ms: u64) -> Duration {
     let ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -91,7 +91,13 @@ fn a_server_killed_mid_run_loses_no_byte_with_two_replicas() {
         let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
         let v = round % 3;
         let at = some_moment(1500);
-        let out = integrity(&addrs, "2", servers[v].child.id(), libc::SIGKILL, at);
+        let out = integrity(
+            &addrs,
+            "replicas:2",
+            servers[v].child.id(),
+            libc::SIGKILL,
+            at,
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -124,7 +130,13 @@ fn a_hung_server_times_out_and_its_copies_serve() {
     ];
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let pid = servers[2].child.id();
-    let out = integrity(&addrs, "2", pid, libc::SIGSTOP, Duration::from_millis(800));
+    let out = integrity(
+        &addrs,
+        "replicas:2",
+        pid,
+        libc::SIGSTOP,
+        Duration::from_millis(800),
+    );
     // SAFETY: kill(2) on our own child, to let it exit at clean-up.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -203,7 +215,7 @@ fn after_repair_a_second_server_killed_loses_no_byte() {
         Serve::start("512M"),
     ];
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
-    let (mut child, board) = start_integrity(&addrs, "2");
+    let (mut child, board) = start_integrity(&addrs, "replicas:2");
     std::thread::sleep(some_moment(600));
     servers[0].kill();
     // The published counters say when the repair pass is done.
@@ -254,7 +266,7 @@ fn a_draining_server_leaves_and_the_program_loses_nothing() {
         Serve::start("512M"),
     ];
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
-    let (child, _) = start_integrity(&addrs, "2");
+    let (child, _) = start_integrity(&addrs, "replicas:2");
     std::thread::sleep(some_moment(600));
     // SAFETY: kill(2) on a child process of this test.
     unsafe { libc::kill(servers[0].child.id() as i32, libc::SIGTERM) };
@@ -333,7 +345,7 @@ fn a_rolling_restart_of_every_server_loses_no_byte() {
         .map(|_| Serve::start_with_args("512M", &drain))
         .collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
-    let (child, board) = start_integrity(&addrs, "2");
+    let (child, board) = start_integrity(&addrs, "replicas:2");
     let reader = farmem_runtime::publish::Reader::open(&board).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     for i in 0..4 {
@@ -390,7 +402,7 @@ fn a_fifth_server_joins_and_takes_a_fifth_of_the_copies() {
     let _g = serial();
     let servers: Vec<Serve> = (0..5).map(|_| Serve::start("512M")).collect();
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
-    let (child, _) = start_integrity(&addrs[..4], "2");
+    let (child, _) = start_integrity(&addrs[..4], "replicas:2");
     // integrity_omp's first pass writes all 64 MiB in well under a second.
     std::thread::sleep(Duration::from_millis(1500));
     let o = farmem()

@@ -4,6 +4,7 @@
 //! Both are called from the SIGBUS handler, so their fast paths allocate
 //! nothing and make only raw syscalls.
 
+pub mod codec;
 mod file;
 pub mod placement;
 mod remote;

@@ -102,10 +102,29 @@ pub struct Placement {
     servers: usize,
     replicas: usize,
     units: u64,
-    /// One word per unit (`Copies::pack`), zero until the unit is repaired.
-    /// Mapped without reserve: only the words of repaired units are ever
-    /// touched, so a large arena costs nothing here until a server is lost.
+    /// Erasure-coded rows' pages: a unit's places are fixed (place j holds
+    /// the row's page j), each with its own server, 3 to a table word.
+    coded: bool,
+    /// Table words per unit: one for copies, a word per 3 places when
+    /// coded.
+    words: usize,
+    /// `words` words per unit (`Copies::pack`, or [`pack_places`] when
+    /// coded), zero until the unit is repaired. Mapped without reserve:
+    /// only the words of repaired units are ever touched, so a large arena
+    /// costs nothing here until a server is lost.
     moved: Option<Mapping>,
+}
+
+/// Most places of a coded unit (data and parity pages of a row).
+pub const MAX_PLACES: usize = 16;
+
+/// Three places' servers in a table word: bit 63 set, 16 bits each.
+fn pack_places(servers: [usize; 3]) -> u64 {
+    let mut w = 1u64 << 63;
+    for (k, &s) in servers.iter().enumerate() {
+        w |= (s as u64 & 0xFFFF) << (16 * k);
+    }
+    w
 }
 
 impl Placement {
@@ -113,9 +132,22 @@ impl Placement {
     /// The table is mapped only where a unit can be moved (more than one
     /// copy).
     pub fn new(servers: usize, replicas: usize, units: u64) -> io::Result<Placement> {
+        Placement::make(servers, replicas, units, false)
+    }
+
+    /// `units` units of erasure-coded rows, `places` pages each (data then
+    /// parity): place j of unit u starts on server (u + j) mod `servers`,
+    /// and repair moves one place at a time.
+    pub fn coded(servers: usize, places: usize, units: u64) -> io::Result<Placement> {
+        assert!(places <= MAX_PLACES && places <= servers);
+        Placement::make(servers, places, units, true)
+    }
+
+    fn make(servers: usize, replicas: usize, units: u64, coded: bool) -> io::Result<Placement> {
+        let words = if coded { replicas.div_ceil(3) } else { 1 };
         let moved = if replicas > 1 && units > 0 {
             let bytes = farmem_sys::usize_from(units)
-                .checked_mul(8)
+                .checked_mul(8 * words)
                 .ok_or_else(|| io::Error::other("placement table size overflows"))?
                 .next_multiple_of(PAGE_SIZE);
             Some(Mapping::anonymous(bytes, true)?)
@@ -126,6 +158,8 @@ impl Placement {
             servers,
             replicas,
             units,
+            coded,
+            words,
             moved,
         })
     }
@@ -135,21 +169,62 @@ impl Placement {
     }
 
     fn word(&self, unit: u64) -> Option<&AtomicU64> {
+        self.word_at(unit, 0)
+    }
+
+    /// Word `w` of `unit`'s entry.
+    fn word_at(&self, unit: u64, w: usize) -> Option<&AtomicU64> {
         let m = self.moved.as_ref()?;
-        (unit < self.units).then(|| {
-            // SAFETY: unit < units and the mapping holds `units` aligned u64
-            // words for the placement's life; AtomicU64 has u64's layout.
+        (unit < self.units && w < self.words).then(|| {
+            // SAFETY: unit < units and w < words, and the mapping holds
+            // `units * words` aligned u64 words for the placement's life;
+            // AtomicU64 has u64's layout.
             unsafe {
                 &*m.as_ptr()
                     .cast::<AtomicU64>()
-                    .add(farmem_sys::usize_from(unit))
+                    .add(farmem_sys::usize_from(unit) * self.words + w)
             }
         })
     }
 
-    /// The server of copy `k` of `unit` (k < the unit's copies).
+    /// The server of place `j` of a coded `unit`.
+    fn place(&self, unit: u64, j: usize) -> usize {
+        match self.word_at(unit, j / 3).map(|w| w.load(Ordering::Acquire)) {
+            Some(w) if w != 0 => ((w >> (16 * (j % 3))) & 0xFFFF) as usize,
+            _ => replica_server(unit, j, self.servers),
+        }
+    }
+
+    /// From now on place `j` of a coded `unit` is on server `s`. Only
+    /// repair calls this, with the unit's writes held off; the other
+    /// places keep their servers (a reader sees the old server or the new
+    /// one, each of which holds the page).
+    pub fn set_place(&self, unit: u64, j: usize, s: usize) {
+        debug_assert!(self.coded);
+        let Some(word) = self.word_at(unit, j / 3) else {
+            return;
+        };
+        let mut three = [0usize; 3];
+        for (i, t) in three.iter_mut().enumerate() {
+            let place = (j / 3) * 3 + i;
+            *t = if place == j {
+                s
+            } else if place < self.replicas {
+                self.place(unit, place)
+            } else {
+                0
+            };
+        }
+        word.store(pack_places(three), Ordering::Release);
+    }
+
+    /// The server of copy `k` of `unit` (k < the unit's copies), or of
+    /// place `k` of a coded unit.
     #[inline]
     pub fn server(&self, unit: u64, k: usize) -> usize {
+        if self.coded {
+            return self.place(unit, k);
+        }
         match self.word(unit).map(|w| w.load(Ordering::Acquire)) {
             Some(w) if w != 0 => Copies::unpack(w)
                 .get(k)
@@ -158,8 +233,10 @@ impl Placement {
         }
     }
 
-    /// Every copy of `unit`, lost ones included.
+    /// Every copy of `unit`, lost ones included (not for coded units:
+    /// see [`Placement::server`]).
     pub fn copies(&self, unit: u64) -> Copies {
+        debug_assert!(!self.coded);
         match self.word(unit).map(|w| w.load(Ordering::Acquire)) {
             Some(w) if w != 0 => Copies::unpack(w),
             _ => {
@@ -280,6 +357,25 @@ mod tests {
         let r = joiner_replaces(7, &c).unwrap();
         assert!(c.contains(&r) && score(7, r) <= score(7, 1).min(score(7, 3)));
         assert_eq!(joiner_replaces(7, &[]), None);
+    }
+
+    #[test]
+    fn a_coded_units_places_move_one_at_a_time() {
+        let p = Placement::coded(12, 10, 100).unwrap();
+        for j in 0..10 {
+            assert_eq!(p.server(7, j), (7 + j) % 12);
+        }
+        p.set_place(7, 4, 3);
+        p.set_place(7, 9, 11);
+        for j in 0..10 {
+            let want = match j {
+                4 => 3,
+                9 => 11,
+                _ => (7 + j) % 12,
+            };
+            assert_eq!(p.server(7, j), want, "place {j}");
+        }
+        assert_eq!(p.server(8, 4), 0);
     }
 
     proptest! {

@@ -158,6 +158,21 @@ pub enum Transport {
     Memfd,
 }
 
+/// `FARMEM_REDUNDANCY`: how far pages survive a lost memory server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redundancy {
+    /// As `FARMEM_REPLICAS` says (the default).
+    Replicas(usize),
+    /// Reed-Solomon: every `data` pages in a row get `parity` parity pages,
+    /// each of the `data + parity` on a different server.
+    Erasure { data: usize, parity: usize },
+}
+
+/// Most data pages in an erasure-coded row (`FARMEM_REDUNDANCY=ec:K+M`).
+pub const MAX_EC_DATA: usize = 12;
+/// Most parity pages in an erasure-coded row.
+pub const MAX_EC_PARITY: usize = 4;
+
 /// `FARMEM_INTEGRITY`: what each far page's check value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Integrity {
@@ -251,6 +266,22 @@ pub(crate) fn invalid(name: &str, value: &str, why: impl Into<String>) -> Config
 }
 
 impl Config {
+    /// How far pages survive a lost server: `FARMEM_REDUNDANCY`, or else
+    /// `FARMEM_REPLICAS` copies.
+    pub fn redundancy(&self) -> Redundancy {
+        self.redundancy
+            .unwrap_or(Redundancy::Replicas(self.replicas))
+    }
+
+    /// Copies of every far page (1 with erasure coding, whose parity is
+    /// not a copy).
+    pub fn copies(&self) -> usize {
+        match self.redundancy() {
+            Redundancy::Replicas(n) => n,
+            Redundancy::Erasure { .. } => 1,
+        }
+    }
+
     /// This configuration with one setting changed (`name` without the
     /// `FARMEM_` prefix, any case), validated as parsing validates it: the
     /// value, then the whole.
@@ -291,6 +322,23 @@ impl Config {
     fn check(&self) -> Result<(), ConfigError> {
         if self.servers != Servers::Embedded && self.file.is_some() {
             return Err(ConfigError::TwoBackends);
+        }
+        match self.redundancy {
+            Some(Redundancy::Replicas(n)) if self.replicas != 1 && self.replicas != n => {
+                return Err(invalid(
+                    "REPLICAS",
+                    &self.replicas.to_string(),
+                    format!("FARMEM_REDUNDANCY=replicas:{n} says otherwise; set one of them"),
+                ))
+            }
+            Some(Redundancy::Erasure { data, parity }) if self.replicas != 1 => {
+                return Err(invalid(
+                    "REPLICAS",
+                    &self.replicas.to_string(),
+                    format!("FARMEM_REDUNDANCY=ec:{data}+{parity} keeps parity, not copies; set one of them"),
+                ))
+            }
+            _ => {}
         }
         if self.local_bytes >= self.arena_bytes {
             return Err(invalid(

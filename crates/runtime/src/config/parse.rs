@@ -1,7 +1,10 @@
 //! Parsers of setting values: each returns the value, or why it is not one
 //! (the caller names the variable and the value around it).
 
-use super::{FileDirect, Integrity, RawSyscalls, Servers, Transport, LOG_LEVELS, MAX_ARENA};
+use super::{
+    FileDirect, Integrity, RawSyscalls, Redundancy, Servers, Transport, LOG_LEVELS, MAX_ARENA,
+    MAX_EC_DATA, MAX_EC_PARITY, MAX_REPLICAS,
+};
 use farmem_sys::units::{format_size, parse_size};
 use farmem_wire::ServerAddr;
 use std::path::PathBuf;
@@ -112,6 +115,21 @@ pub(super) fn integrity(v: &str) -> Result<Integrity, String> {
         "mac" => Ok(Integrity::Mac),
         _ => Err("expected crc32c or mac".into()),
     }
+}
+
+pub(super) fn redundancy(v: &str) -> Result<Option<Redundancy>, String> {
+    let v = v.trim().to_ascii_lowercase();
+    let expected = "expected replicas:N (N 1-3) or ec:K+M (K 2-12 data pages, M 1-4 parity pages a row), for example ec:4+2";
+    if let Some(n) = v.strip_prefix("replicas:") {
+        let n: usize = int(n, 1, MAX_REPLICAS as u64).map_err(|e| format!("replicas:N: {e}"))?;
+        return Ok(Some(Redundancy::Replicas(n)));
+    }
+    let Some((k, m)) = v.strip_prefix("ec:").and_then(|r| r.split_once('+')) else {
+        return Err(expected.into());
+    };
+    let data: usize = int(k, 2, MAX_EC_DATA as u64).map_err(|e| format!("ec:K+M, K: {e}"))?;
+    let parity: usize = int(m, 1, MAX_EC_PARITY as u64).map_err(|e| format!("ec:K+M, M: {e}"))?;
+    Ok(Some(Redundancy::Erasure { data, parity }))
 }
 
 pub(super) fn transport(v: &str) -> Result<Transport, String> {

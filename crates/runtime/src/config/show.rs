@@ -1,7 +1,7 @@
 //! Values as `FARMEM_*` would spell them: what `farmem config` prints, and
 //! what the parser reads back to the same configuration.
 
-use super::{FileDirect, Integrity, RawSyscalls, Transport};
+use super::{FileDirect, Integrity, RawSyscalls, Redundancy, Transport};
 use std::path::PathBuf;
 
 /// The getter of a `Copy` field.
@@ -68,4 +68,13 @@ pub(super) fn raw_syscalls(r: &RawSyscalls) -> String {
         RawSyscalls::Allow => "allow",
     }
     .into()
+}
+
+/// `replicas:N` or `ec:K+M`; unset, as `FARMEM_REPLICAS` decides.
+pub(super) fn redundancy(r: &Option<Redundancy>) -> String {
+    match r {
+        None => "replicas:1".into(),
+        Some(Redundancy::Replicas(n)) => format!("replicas:{n}"),
+        Some(Redundancy::Erasure { data, parity }) => format!("ec:{data}+{parity}"),
+    }
 }

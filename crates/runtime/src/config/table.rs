@@ -7,8 +7,8 @@
 use super::parse::{self, parse_log_level};
 use super::show::{self, copy};
 use super::{
-    FileDirect, Integrity, RawSyscalls, RunFlag, Servers, Transport, MAX_ARENA, MAX_BATCH,
-    MAX_REPLICAS,
+    FileDirect, Integrity, RawSyscalls, Redundancy, RunFlag, Servers, Transport, MAX_ARENA,
+    MAX_BATCH, MAX_REPLICAS,
 };
 use farmem_wire::ServerAddr;
 use std::path::{Path, PathBuf};
@@ -99,6 +99,17 @@ settings! {
         parse |v| parse::int(v, 1, MAX_REPLICAS as u64);
         show show::plain;
         get replicas -> usize = copy;
+    /// How far pages survive lost servers: copies or erasure coding.
+    "REDUNDANCY" => redundancy: Option<Redundancy> = None;
+        documented "`replicas:1` (as `FARMEM_REPLICAS`)", "How far pages survive lost memory servers. `replicas:N`: N copies of every page, as `FARMEM_REPLICAS=N` (set one or the other). `ec:K+M`: Reed-Solomon erasure coding: every K consecutive far pages form a row, and the row gets M parity pages; the K + M pages of a row are on K + M different servers, so any M servers may be lost and every byte is still read back (a page whose server is lost is decoded from any K of the row's others), while the servers hold (K + M) / K times the data instead of N times. K is 2–12 and M 1–4, and the session needs at least K + M servers. A page read is one server's page while its server lives; a write-back sends the row's parity along (the whole row when write-back covers it, otherwise the page and its parity read back and updated: 1 + M reads first). A lost server's pages are rebuilt onto the others in the background, as with replicas. Sockets and memory files only; not with UCX, and no server joins or leaves a coded session (docs/design.md).";
+        flag Some(RunFlag {
+            long: "--redundancy",
+            help: "How far pages survive lost servers: replicas:N, or ec:K+M (Reed-Solomon over K+M servers)",
+            switch: false,
+        });
+        parse parse::redundancy;
+        show show::redundancy;
+        get redundancy_setting -> Option<Redundancy> = copy;
     /// Keep and check a CRC32C per far page.
     "CHECKSUM" => checksum: bool = true;
         documented "`1`", "`1`: keep a CRC32C of every page written to far memory (4 bytes per far page, beside the page table) and check it on every fetch; a page that comes back different stops the program with a message naming the server and the page, and is never installed. `0`: no checksums.";

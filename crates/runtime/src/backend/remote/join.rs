@@ -185,6 +185,11 @@ impl RemoteBackend {
         stored: &dyn Fn(u64) -> bool,
     ) -> Result<u64, BackendError> {
         let joiners = std::mem::take(&mut *lock(&self.joining.pending));
+        if self.ec.is_some() {
+            // A coded row's places move only for repair: a joiner takes the
+            // places of lost and leaving servers (see `erasure.rs`).
+            return Ok(0);
+        }
         let mut moved = 0;
         // The share is of the servers that hold copies now, not of every
         // slot (lost and left servers keep theirs).

@@ -37,6 +37,7 @@
 //! a page one connection.
 
 mod conn;
+mod erasure;
 mod handshake;
 mod join;
 mod leave;
@@ -55,7 +56,7 @@ use super::placement::{Placement, MAX_SERVERS};
 use super::sealed::Sealed;
 use super::transport::{StreamSocket, Transport};
 use super::{Backend, BackendError, MemoryServers, Pipelined, MAX_BATCH};
-use crate::config::Config;
+use crate::config::{Config, Redundancy};
 use conn::{Conn, Owed};
 use farmem_sys::net::Wait;
 use farmem_wire::{ServerAddr, TOKEN_LEN};
@@ -157,6 +158,9 @@ pub struct RemoteBackend {
     /// What a server joining later needs, and the joiners not yet given
     /// their share of the copies.
     joining: join::Joining,
+    /// Erasure coding (`FARMEM_REDUNDANCY=ec:K+M`): then one copy, and
+    /// rows of pages with parity (see `erasure.rs`).
+    ec: Option<erasure::Erasure>,
 }
 
 /// One server's connections, made but not yet greeted: what
@@ -175,7 +179,7 @@ impl RemoteBackend {
         servers: &[ServerAddr],
         max_pages: u64,
     ) -> Result<RemoteBackend, BackendError> {
-        enough_servers(cfg.replicas, servers.len())?;
+        enough_servers(cfg.redundancy(), servers.len())?;
         let mut all = Vec::with_capacity(servers.len());
         for addr in servers {
             let name = addr.to_string();
@@ -234,7 +238,16 @@ impl RemoteBackend {
         max_pages: u64,
         token: [u8; TOKEN_LEN],
     ) -> Result<RemoteBackend, BackendError> {
-        enough_servers(cfg.replicas, servers.len())?;
+        enough_servers(cfg.redundancy(), servers.len())?;
+        // With erasure coding, every server may hold parity pages past the
+        // arena's.
+        let (ec, server_pages) = match cfg.redundancy() {
+            Redundancy::Erasure { data, parity } => (
+                Some(erasure::Erasure::new(data, parity, max_pages)?),
+                erasure::Erasure::server_pages(data, parity, max_pages),
+            ),
+            Redundancy::Replicas(_) => (None, max_pages),
+        };
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
         let secret = farmem_wire::auth::find(cfg.secret_file.as_deref(), home.as_deref())?;
         let wait = Wait {
@@ -250,16 +263,23 @@ impl RemoteBackend {
                 links,
                 secret.as_ref(),
                 &token,
-                max_pages,
+                server_pages,
                 wait,
             )?);
         }
-        let path = choose_path(cfg, &mut out, max_pages, &token, wait)?;
-        let placement = Placement::new(
-            out.len(),
-            cfg.replicas,
-            max_pages.div_ceil(cfg.stripe_pages),
-        )
+        let path = choose_path(cfg, &mut out, server_pages, &token, wait)?;
+        let placement = match &ec {
+            Some(ec) => Placement::coded(
+                out.len(),
+                ec.data + ec.parity,
+                erasure::Erasure::rows(ec.data, max_pages).div_ceil(cfg.stripe_pages),
+            ),
+            None => Placement::new(
+                out.len(),
+                cfg.copies(),
+                max_pages.div_ceil(cfg.stripe_pages),
+            ),
+        }
         .map_err(|e| {
             BackendError::Config(format!(
                 "cannot map the placement table for {max_pages} pages: {e}"
@@ -273,11 +293,12 @@ impl RemoteBackend {
             waker: OnceLock::new(),
             last_repair: Mutex::new(None),
             released: Mutex::new(Vec::new()),
-            joining: join::Joining::new(cfg, token, max_pages, secret),
+            joining: join::Joining::new(cfg, token, server_pages, secret),
             servers: set::ServerSet::new(out),
             stripe: cfg.stripe_pages,
             wait,
-            replicas: cfg.replicas,
+            replicas: cfg.copies(),
+            ec,
             under_replicated: std::sync::atomic::AtomicU64::new(0),
             published: OnceLock::new(),
             complete: OnceLock::new(),
@@ -288,6 +309,11 @@ impl RemoteBackend {
     /// The server and the connection that carry every request for copy `k`
     /// of `page` (see the hazards in the module comment).
     pub(super) fn route(&self, page: u64, k: usize) -> (usize, usize) {
+        if self.ec.is_some() {
+            let (row, place) = self.ec_where(page);
+            let s = self.placement.server(row / self.stripe, place);
+            return (s, self.conn_on(s, page));
+        }
         let stripe = page / self.stripe;
         let ns = self.initial;
         let s = self.placement.server(stripe, k);
@@ -392,24 +418,40 @@ fn greet(
     Ok(server)
 }
 
-/// Each page's copies go to different servers: `replicas` needs as many.
-fn enough_servers(replicas: usize, servers: usize) -> Result<(), BackendError> {
+/// Each page's copies go to different servers, as do a coded row's pages.
+fn enough_servers(redundancy: Redundancy, servers: usize) -> Result<(), BackendError> {
     if servers > MAX_SERVERS {
         return Err(BackendError::Config(format!(
             "{servers} memory servers are given, and a session stripes over at most {MAX_SERVERS}; name fewer (FARMEM_SERVERS or --servers)"
         )));
     }
-    if replicas > servers {
-        return Err(BackendError::Config(format!(
-            "FARMEM_REPLICAS={replicas} needs at least {replicas} memory servers, and {servers} {} given (FARMEM_SERVERS or --servers)",
-            if servers == 1 { "is" } else { "are" }
-        )));
+    let are = if servers == 1 { "is" } else { "are" };
+    match redundancy {
+        Redundancy::Erasure { data, parity } if data + parity > servers => {
+            Err(BackendError::Config(format!(
+                "FARMEM_REDUNDANCY=ec:{data}+{parity} puts each row's {} pages on as many servers, and {servers} {are} given (FARMEM_SERVERS or --servers)",
+                data + parity,
+            )))
+        }
+        Redundancy::Replicas(replicas) if replicas > servers => {
+            Err(BackendError::Config(format!(
+                "FARMEM_REPLICAS={replicas} needs at least {replicas} memory servers, and {servers} {are} given (FARMEM_SERVERS or --servers)",
+            )))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-impl Backend for RemoteBackend {
-    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+impl RemoteBackend {
+    /// Whether pages survive a lost server (copies or parity): then writes
+    /// hold the write gate, and repair runs.
+    pub(super) fn redundant(&self) -> bool {
+        self.replicas > 1 || self.ec.is_some()
+    }
+
+    /// Read `pages` from the first live copy of each (every copy there is,
+    /// or a coded page's one server).
+    fn plain_read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
         if let Some(p) = self.path.one_sided() {
             return p.read(self, pages, buf);
         }
@@ -442,11 +484,23 @@ impl Backend for RemoteBackend {
             }
         }
     }
+}
+
+impl Backend for RemoteBackend {
+    fn read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        if self.ec.is_some() {
+            return self.ec_read(pages, buf);
+        }
+        self.plain_read(pages, buf)
+    }
 
     fn write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
-        // With copies, repair may be copying these pages' unit: see the
-        // hazard in `repair.rs`.
-        let _gate = (self.replicas > 1).then(|| self.write_gate.read());
+        // With copies or parity, repair may be copying these pages' unit:
+        // see the hazard in `repair.rs`.
+        let _gate = self.redundant().then(|| self.write_gate.read());
+        if self.ec.is_some() {
+            return self.ec_write(pages, data);
+        }
         if let Some(p) = self.path.one_sided() {
             return p.write(self, pages, data);
         }
@@ -497,7 +551,10 @@ impl Backend for RemoteBackend {
         // Every server may hold part of the range. Write-backs of these pages
         // were all sent before the pages were released; draining every
         // connection makes sure the server stored them before it frees.
-        let _gate = (self.replicas > 1).then(|| self.write_gate.read());
+        let _gate = self.redundant().then(|| self.write_gate.read());
+        if self.ec.is_some() {
+            return self.ec_free(start, n);
+        }
         for (s, server) in self.servers.iter().enumerate() {
             if self.is_down(s) {
                 continue;
@@ -517,6 +574,19 @@ impl Backend for RemoteBackend {
     }
 
     fn holder(&self, page: u64) -> String {
+        if let Some(ec) = &self.ec {
+            let (row, place) = self.ec_where(page);
+            let unit = row / self.stripe;
+            let others: Vec<&str> = (0..ec.data + ec.parity)
+                .filter(|&j| j != place)
+                .map(|j| self.servers[self.placement.server(unit, j)].name.as_str())
+                .collect();
+            return format!(
+                "{} (its row's others: {})",
+                self.servers[self.placement.server(unit, place)].name,
+                others.join(", ")
+            );
+        }
         let names: Vec<&str> = (0..self.replicas)
             .map(|k| self.servers[self.route(page, k).0].name.as_str())
             .collect();
@@ -548,8 +618,9 @@ impl Pipelined for RemoteBackend {
         buf: *mut u8,
         token: u64,
     ) -> Result<bool, BackendError> {
-        if self.path.one_sided().is_some() {
-            // One-sided reads complete within the caller's own batch read.
+        if self.path.one_sided().is_some() || self.ec.is_some() {
+            // One-sided reads complete within the caller's own batch read;
+            // coded pages are read at once (see `erasure.rs`).
             return Ok(false);
         }
         let Some(route) = self.live_route(pages[0]) else {
@@ -593,13 +664,13 @@ impl Pipelined for RemoteBackend {
         // salvaged here, and one sent to a server just before repair or a
         // join moved the unit's copy off it is received, or its page would
         // wait for ever. A connection that owes nothing costs one lock.
-        let conns = if self.replicas > 1 {
+        let conns = if self.redundant() {
             self.servers.len()
         } else {
             1
         };
         for k in 0..conns {
-            let (s, c) = if self.replicas > 1 {
+            let (s, c) = if self.redundant() {
                 (k, self.conn_on(k, page))
             } else {
                 self.route(page, 0)
@@ -629,6 +700,10 @@ impl Pipelined for RemoteBackend {
     }
 
     fn route_run(&self, page: u64) -> u64 {
+        if self.ec.is_some() {
+            // A row's pages are on different servers.
+            return 1;
+        }
         self.stripe - page % self.stripe
     }
 
@@ -639,7 +714,7 @@ impl Pipelined for RemoteBackend {
 
 impl MemoryServers for RemoteBackend {
     fn distrust(&self, page: u64) -> bool {
-        if self.replicas == 1 {
+        if !self.redundant() {
             return false;
         }
         let Some((s, _)) = self.live_route(page) else {
@@ -653,22 +728,18 @@ impl MemoryServers for RemoteBackend {
         // one of the distrusted server's; a thread doing the same the other
         // way round at once (two servers corrupting pages at the same
         // moment) would wait for ever.
-        if self.mark_down(s) {
-            use std::fmt::Write as _;
-            let mut m = farmem_sys::msg::MsgBuf::new();
-            let _ = writeln!(
-                m,
-                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are served from their other copies",
-                self.servers[s].name
-            );
-            farmem_sys::write_stderr(m.as_bytes());
-        }
-        self.live_route(page).is_some()
+        // (A coded page whose server is down was decoded, from places each
+        // checked against what was written there: nothing is left to try,
+        // and `live_route` said so above.)
+        self.distrusted(s);
+        // A coded page is decoded from its row once its server is down.
+        self.ec.is_some() || self.live_route(page).is_some()
     }
 
     fn servers(&self) -> (usize, Vec<String>) {
         (
-            self.replicas,
+            // With parity, the servers a page survives losing, plus one.
+            self.ec.as_ref().map_or(self.replicas, |ec| 1 + ec.parity),
             self.servers.iter().map(|s| s.name.clone()).collect(),
         )
     }
@@ -686,7 +757,7 @@ impl MemoryServers for RemoteBackend {
     }
 
     fn health(&self) -> Option<String> {
-        if self.replicas == 1 {
+        if !self.redundant() {
             return None;
         }
         // A server lost and back (it joined again at its address) is not
@@ -711,9 +782,12 @@ impl MemoryServers for RemoteBackend {
                 r.pages_copied, r.pages_short, r.millis, r.pages_left_short, r.pages_lost, r.pages_moved
             ),
         };
+        let (label, value) = match &self.ec {
+            Some(ec) => ("erasure coding", format!("ec:{}+{}", ec.data, ec.parity)),
+            None => ("replicas", self.replicas.to_string()),
+        };
         Some(format!(
-            "  replicas                       {:>12} (servers down: {}{repair}; page writes that reached fewer copies: {under})\n",
-            self.replicas,
+            "  {label:<30} {value:>12} (servers down: {}{repair}; page writes that reached fewer copies: {under})\n",
             if names.is_empty() { "none".into() } else { names.join(", ") },
         ))
     }
@@ -732,7 +806,7 @@ impl MemoryServers for RemoteBackend {
     }
 
     fn repairs(&self, waker: std::thread::Thread) -> bool {
-        if self.replicas == 1 {
+        if !self.redundant() {
             return false;
         }
         let _ = self.waker.set(waker);

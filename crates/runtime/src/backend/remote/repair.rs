@@ -83,6 +83,9 @@ impl RemoteBackend {
 
     /// Whether `unit` has a copy on a lost or leaving server.
     pub(super) fn unit_short(&self, unit: u64) -> bool {
+        if let Some(ec) = &self.ec {
+            return (0..ec.data + ec.parity).any(|j| self.gone(self.placement.server(unit, j)));
+        }
         self.placement.copies(unit).iter().any(|s| self.gone(s))
     }
 
@@ -92,6 +95,13 @@ impl RemoteBackend {
     }
 
     fn unit_pages(&self, unit: u64, stored: &dyn Fn(u64) -> bool) -> u64 {
+        if let Some(ec) = &self.ec {
+            let k = ec.data as u64;
+            let rows = self.ec_unit_rows(unit);
+            return (rows.start * k..rows.end * k)
+                .filter(|&p| stored(p))
+                .count() as u64;
+        }
         let first = unit * self.stripe;
         (first..first + self.stripe).filter(|&p| stored(p)).count() as u64
     }
@@ -191,6 +201,9 @@ impl RemoteBackend {
     /// Give `unit` back its lost copies. The caller holds the write gate
     /// alone.
     fn place_unit(&self, unit: u64, stored: &dyn Fn(u64) -> bool) -> Result<Unit, BackendError> {
+        if self.ec.is_some() {
+            return self.place_coded_unit(unit, stored);
+        }
         // A server lost while copying is failed over and the unit begun
         // again; each round loses a server for good, so this ends.
         loop {
@@ -238,6 +251,63 @@ impl RemoteBackend {
             } else {
                 Unit::Short { pages }
             });
+        }
+    }
+
+    /// Give a coded `unit`'s lost or leaving places new servers, rebuilding
+    /// every row of it that holds content there. The caller holds the
+    /// write gate alone.
+    fn place_coded_unit(
+        &self,
+        unit: u64,
+        stored: &dyn Fn(u64) -> bool,
+    ) -> Result<Unit, BackendError> {
+        let ec = self.ec();
+        let places = ec.data + ec.parity;
+        'unit: loop {
+            let servers: Vec<usize> = (0..places)
+                .map(|j| self.placement.server(unit, j))
+                .collect();
+            let gone: Vec<usize> = (0..places).filter(|&j| self.gone(servers[j])).collect();
+            if gone.is_empty() {
+                return Ok(Unit::Whole { pages: 0 });
+            }
+            if servers.iter().filter(|&&s| !self.is_down(s)).count() < ec.data {
+                return Ok(Unit::Lost);
+            }
+            let held = Copies::new(&[]);
+            let mut to = self.placement.replacements(
+                unit,
+                &held,
+                |s| self.gone(s) || servers.contains(&s),
+                gone.len(),
+                self.servers.len(),
+            );
+            if to.is_empty() {
+                return Ok(Unit::Short { pages: 0 });
+            }
+            let gone = &gone[..to.len()];
+            to.truncate(gone.len());
+            let mut pages = 0;
+            for row in self.ec_unit_rows(unit) {
+                if !self.ec_row_stored(row, stored) {
+                    continue;
+                }
+                match self.ec_rebuild_row(row, gone, &to)? {
+                    Some(n) => pages += n,
+                    None => continue 'unit,
+                }
+            }
+            for (&j, &s) in gone.iter().zip(&to) {
+                self.placement.set_place(unit, j, s);
+            }
+            return Ok(
+                if to.len() == places - servers.iter().filter(|&&s| !self.gone(s)).count() {
+                    Unit::Whole { pages }
+                } else {
+                    Unit::Short { pages }
+                },
+            );
         }
     }
 
@@ -345,7 +415,12 @@ impl RemoteBackend {
     }
 
     /// Read `pages` (one unit's) from server `s` into `buf`.
-    fn read_copy(&self, s: usize, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+    pub(super) fn read_copy(
+        &self,
+        s: usize,
+        pages: &[u64],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
         if let Some(p) = self.path.one_sided() {
             return p.read_on(self, s, pages, buf);
         }
@@ -354,7 +429,12 @@ impl RemoteBackend {
     }
 
     /// Write `pages` (one unit's) to server `s`, complete there on return.
-    fn write_copy(&self, s: usize, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+    pub(super) fn write_copy(
+        &self,
+        s: usize,
+        pages: &[u64],
+        data: &[&[u8]],
+    ) -> Result<(), BackendError> {
         if let Some(p) = self.path.one_sided() {
             return p.write_on(self, s, pages, data);
         }

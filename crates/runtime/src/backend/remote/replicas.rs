@@ -9,7 +9,7 @@ use farmem_sys::PAGE_SIZE;
 
 impl RemoteBackend {
     pub(super) fn lost(&self, e: &BackendError) -> bool {
-        self.replicas > 1 && matches!(e, BackendError::Io { .. } | BackendError::Protocol { .. })
+        self.redundant() && matches!(e, BackendError::Io { .. } | BackendError::Protocol { .. })
     }
 
     /// its connections still owed. Called with no connection held.
@@ -31,7 +31,15 @@ impl RemoteBackend {
                 }
                 other => write!(m, "farmem: warning: memory server {name} is down ({other})"),
             };
-            let _ = writeln!(m, "; its pages are served from their other copies");
+            let _ = writeln!(
+                m,
+                "; its pages are {}",
+                if self.ec.is_some() {
+                    "decoded from their rows' other pages"
+                } else {
+                    "served from their other copies"
+                }
+            );
             farmem_sys::write_stderr(m.as_bytes());
         }
         for c in 0..self.servers[s].conns.len() {

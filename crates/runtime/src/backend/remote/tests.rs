@@ -25,6 +25,8 @@ struct Store {
     dead: bool,
     /// Says it is leaving (`--drain`) in its Stats replies.
     draining: bool,
+    /// Flips a bit in every page it sends back.
+    corrupt: bool,
     ucx: Option<UcxSide>,
 }
 
@@ -115,7 +117,9 @@ impl FakeLink {
                 }
                 put(&Frame::ReadOk { count: h.count }.encode(h.tag));
                 for p in list {
-                    put(&store.pages[&p]);
+                    let mut bytes = store.pages[&p].clone();
+                    bytes[100] ^= u8::from(store.corrupt) << 3;
+                    put(&bytes);
                 }
             }
             Request::Write { pages, data } => {
@@ -609,4 +613,165 @@ fn a_leaving_server_is_moved_off_then_released() {
     check(&b, &pages, 2);
     // Nothing was lost on the way, and no write reached fewer copies.
     assert_eq!(b.short_writes(), 0);
+}
+
+/// Pages held by the live fake servers, all told.
+fn held(stores: &[Arc<Mutex<Store>>]) -> usize {
+    stores
+        .iter()
+        .map(|s| s.lock().unwrap())
+        .filter(|s| !s.dead)
+        .map(|s| s.pages.len())
+        .sum()
+}
+
+fn kill(stores: &[Arc<Mutex<Store>>], s: usize) {
+    stores[s].lock().unwrap().dead = true;
+}
+
+#[test]
+fn coded_rows_survive_any_two_lost_servers_at_one_and_a_half_times_the_data() {
+    let (b, stores) = backend(6, "stripe=2 conns=2 redundancy=ec:4+2");
+    // Whole rows (64 pages, 16 rows): 64 data pages and 32 parity pages.
+    let pages: Vec<u64> = (0..64).collect();
+    write(&b, &pages, 1).unwrap();
+    assert_eq!(held(&stores), 96);
+    check(&b, &pages, 1);
+    // Pages alone: the parity is updated from the change.
+    let some: Vec<u64> = vec![1, 6, 7, 13, 40, 63];
+    for &p in &some {
+        write(&b, &[p], 2).unwrap();
+    }
+    assert_eq!(held(&stores), 96);
+    kill(&stores, 1);
+    kill(&stores, 4);
+    for &p in &pages {
+        check(&b, &[p], if some.contains(&p) { 2 } else { 1 });
+    }
+    // Written with two places lost: the rows' parity is made from the
+    // decoded row, and reads back through the same losses.
+    let more: Vec<u64> = (16..24).chain([33, 50]).collect();
+    write(&b, &more, 3).unwrap();
+    for &p in &pages {
+        let round = if more.contains(&p) {
+            3
+        } else if some.contains(&p) {
+            2
+        } else {
+            1
+        };
+        check(&b, &[p], round);
+    }
+    assert!(b.short_writes() > 0);
+    let h = b.health().unwrap();
+    assert!(h.contains("erasure coding") && h.contains("ec:4+2"), "{h}");
+    // A third loss in a row is more than two parity pages cover: an error
+    // naming the lost servers, never zeros.
+    kill(&stores, 2);
+    let mut buf = vec![0u8; PAGE_SIZE];
+    let e = b.read(&[2], &mut buf).unwrap_err().to_string();
+    assert!(
+        e.contains("fake1")
+            && e.contains("fake2")
+            && e.contains("fake4")
+            && e.contains("at most 2 lost"),
+        "{e}"
+    );
+}
+
+#[test]
+fn freeing_part_of_a_row_keeps_its_other_pages_decodable() {
+    let (b, stores) = backend(6, "stripe=1 conns=1 redundancy=ec:4+2");
+    let pages: Vec<u64> = (0..16).collect();
+    write(&b, &pages, 1).unwrap();
+    // Rows 0 and 2 in part (pages 2, 3 and 8, 9), row 1 whole (4..8).
+    b.free(2, 8).unwrap();
+    // Row 1's 4 pages and 2 parity pages are gone; the freed places of rows
+    // 0 and 2 hold zeros.
+    assert_eq!(held(&stores), 24 - 6);
+    kill(&stores, 0);
+    kill(&stores, 3);
+    let kept: Vec<u64> = (0..2).chain(10..16).collect();
+    for &p in &kept {
+        check(&b, &[p], 1);
+    }
+    let mut buf = vec![1u8; PAGE_SIZE];
+    for p in [2, 3, 8, 9] {
+        b.read(&[p], &mut buf).unwrap();
+        assert!(buf.iter().all(|&x| x == 0), "freed page {p}");
+    }
+}
+
+#[test]
+fn repair_rebuilds_a_lost_servers_places_and_two_more_losses_lose_nothing() {
+    let (b, stores) = backend(8, "stripe=2 conns=2 redundancy=ec:4+2");
+    let pages: Vec<u64> = (0..96).collect();
+    write(&b, &pages[..48], 1).unwrap();
+    write(&b, &pages[48..], 1).unwrap();
+    // Pages 96..128 are allocated and never written.
+    kill(&stores, 5);
+    assert!(b.watch().is_ok());
+    for c in pages.chunks(32) {
+        check(&b, c, 1);
+    }
+    assert_eq!(b.losses(), 1);
+    let pass = b.repair_pass(&|p| p < 96, 128).unwrap();
+    assert!(pass.pages_short > 0 && pass.pages_copied > 0, "{pass:?}");
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    // 96 data pages and 48 parity pages on the 7 servers left.
+    assert_eq!(held(&stores), 144);
+    kill(&stores, 0);
+    kill(&stores, 2);
+    for c in pages.chunks(32) {
+        check(&b, c, 1);
+    }
+    write(&b, &pages[..10], 2).unwrap();
+    check(&b, &pages[..10], 2);
+    for c in pages[10..].chunks(32) {
+        check(&b, c, 1);
+    }
+    // Five servers left for rows of six places: the pass says what it
+    // could not place.
+    let pass = b.repair_pass(&|p| p < 96, 128).unwrap();
+    assert_eq!(pass.pages_lost, 0, "{pass:?}");
+    assert!(pass.pages_left_short > 0, "{pass:?}");
+    for c in pages[10..].chunks(32) {
+        check(&b, c, 1);
+    }
+}
+
+#[test]
+fn a_coded_session_needs_a_server_for_every_place() {
+    let (b, _) = fake_servers(5, "redundancy=ec:4+2 transport=socket", None, None);
+    let e = match b {
+        Ok(_) => panic!("ec:4+2 over 5 servers was accepted"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("ec:4+2") && e.contains("5 are given"), "{e}");
+}
+
+#[test]
+fn a_coded_place_that_reads_back_wrong_is_taken_as_lost_and_rebuilt() {
+    let (b, stores) = backend(7, "stripe=1 conns=1 redundancy=ec:4+2");
+    let pages: Vec<u64> = (0..56).collect();
+    write(&b, &pages, 1).unwrap();
+    // Server 3 starts sending bad pages. Writing one page of each row reads
+    // that page's old bytes and the row's parity: where one of them is on
+    // server 3, its checksum gives it away, and the row is written from
+    // its other places instead.
+    stores[3].lock().unwrap().corrupt = true;
+    let firsts: Vec<u64> = (0..14).map(|r| r * 4).collect();
+    write(&b, &firsts, 2).unwrap();
+    assert!(b.is_down(3));
+    for &p in &pages {
+        check(&b, &[p], if firsts.contains(&p) { 2 } else { 1 });
+    }
+    let pass = b.repair_pass(&|p| p < 56, 56).unwrap();
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    // Rebuilt on the spare: two more losses lose nothing.
+    kill(&stores, 0);
+    kill(&stores, 6);
+    for &p in &pages {
+        check(&b, &[p], if firsts.contains(&p) { 2 } else { 1 });
+    }
 }

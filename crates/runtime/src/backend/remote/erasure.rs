@@ -1,0 +1,735 @@
+//! Erasure-coded pages (`FARMEM_REDUNDANCY=ec:K+M`): every K consecutive
+//! far pages form a *row*, and the row gets M parity pages (Reed-Solomon,
+//! `backend/codec.rs`). The row's K + M pages, its *places*, are on K + M
+//! different servers: place j of the rows of stripe unit u (`FARMEM_STRIPE`
+//! rows a unit) is on the placement's server j of u. A data page keeps its
+//! own page number on its server; parity page j of row r is page
+//! `parity_base + r * M + j` there (`parity_base` is the arena's pages, so
+//! the two never meet).
+//!
+//! Why the page, not a fragment of it, is the unit coded: a read while the
+//! page's server lives is that server's one page, as fast as without
+//! coding; splitting a page into K fragments would make every read wait for
+//! K servers, and every server would hold fragments the wire protocol does
+//! not have. The cost moves to write-back: a row written back whole (a
+//! sequential sweep's eviction) sends K + M pages and reads nothing; a
+//! page alone reads its old bytes and the M parity pages first and updates
+//! the parity from the change (the code is linear), so 1 + M reads and
+//! 1 + M writes. docs/design.md has the measurements.
+//!
+//! A page whose server is lost is decoded from any K of its row's other
+//! places; a write-back to such a row decodes the row too and rewrites the
+//! parity from it. Freeing part of a row writes zeros at the freed places
+//! (the parity updated), so that a row's pages always agree with its
+//! parity: a page that holds no content on the servers reads as zeros,
+//! and repair can skip rows with no content.
+//!
+//! Hazard: two write-backs to one row. Thread A writes page 0 of row r,
+//! thread B page 1: each reads the old parity P, and each writes P plus its
+//! own change; the last one loses the other's change, and a later decode of
+//! page 0 from the parity gives bytes it never held. So every operation on a
+//! row (a write-back, a decode, a rebuild) holds the row's lock (a spin
+//! lock of [`ROW_LOCKS`], by row number) from its first read to its last
+//! acknowledgement.
+//!
+//! Hazard: a server lost in the middle of a write-back. Thread A has sent
+//! the new page 0 and parity 0 of row r, and parity 1's server fails: the
+//! live servers hold parity 0 new and parity 1 old, so the row decodes to
+//! neither version. A therefore keeps, from before it sent anything, the
+//! old bytes of every place it read; once anything was sent it never reads
+//! a changed place or parity again, but decodes the old row from what it
+//! kept and from the unchanged places (the same in both versions), and
+//! rewrites the changed pages and every live parity page from that, still
+//! holding the row's lock.
+//!
+//! **Every place read inside a row operation is checked.** The runtime
+//! checks what it installs against its own checksums, but a row operation
+//! also reads pages the program never sees: the old bytes and parity of a
+//! write-back, the other places of a decode or a rebuild. A bad one there
+//! would go into the parity unseen and come out, much later, as a wrong
+//! decoded page. So this module keeps a CRC32C of every place it writes
+//! (4 bytes per server page, mapped without reserve), and a place that
+//! reads back different, or that a server says it never held, marks that
+//! server down like a lost one (one warning line) and the operation starts
+//! again without it; repair then rebuilds its places elsewhere.
+//!
+//! No asynchronous reads here (prefetches are read at once): a read owed
+//! by a lost server would be read again from inside a row operation that
+//! may hold the lock its row needs.
+
+use super::RemoteBackend;
+use crate::backend::codec::{xor_into, Codec, Parts, ZERO_PAGE};
+use crate::backend::placement::MAX_PLACES;
+use crate::backend::{BackendError, MAX_BATCH};
+use crate::config::MAX_EC_DATA;
+use crate::sync::{SpinGuard, SpinLock};
+use farmem_sys::mem::Mapping;
+use farmem_sys::PAGE_SIZE;
+use farmem_wire::ErrorCode;
+use std::io;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Row locks, by row number modulo this.
+const ROW_LOCKS: usize = 4096;
+
+/// A coded session's code, layout and row locks.
+pub(super) struct Erasure {
+    pub(super) codec: Codec,
+    pub(super) data: usize,
+    pub(super) parity: usize,
+    /// Where each server's parity pages start (the arena's page count).
+    parity_base: u64,
+    locks: Box<[SpinLock<()>]>,
+    /// Per server page (data, then parity): the CRC32C of what was last
+    /// written there, at least 1; 0 where nothing was (reads as zeros).
+    sums: Mapping,
+}
+
+impl Erasure {
+    pub(super) fn new(data: usize, parity: usize, max_pages: u64) -> Result<Erasure, BackendError> {
+        let callers = std::thread::available_parallelism()
+            .map_or(4, |n| n.get())
+            .min(16)
+            + 1;
+        let codec = Codec::new(data, parity, callers).map_err(|e| {
+            BackendError::Config(format!("FARMEM_REDUNDANCY=ec:{data}+{parity}: {e}"))
+        })?;
+        Ok(Erasure {
+            codec,
+            data,
+            parity,
+            parity_base: max_pages,
+            locks: (0..ROW_LOCKS).map(|_| SpinLock::new(())).collect(),
+            sums: Mapping::anonymous(
+                farmem_sys::usize_from(Erasure::server_pages(data, parity, max_pages) * 4)
+                    .next_multiple_of(PAGE_SIZE),
+                true,
+            )
+            .map_err(|e| {
+                BackendError::Config(format!(
+                    "cannot map the parity checksums for {max_pages} pages: {e}"
+                ))
+            })?,
+        })
+    }
+
+    fn sum(&self, page: u64) -> &AtomicU32 {
+        let i = farmem_sys::usize_from(page);
+        assert!(i * 4 < self.sums.len());
+        // SAFETY: in bounds (checked), the mapping lives as long as self,
+        // and AtomicU32 has u32's layout and alignment (page-aligned base).
+        unsafe { &*self.sums.as_ptr().cast::<AtomicU32>().add(i) }
+    }
+
+    /// `bytes` will be what server page `page` holds.
+    fn record(&self, page: u64, bytes: &[u8]) {
+        self.sum(page)
+            .store(crc32c::crc32c(bytes).max(1), Ordering::Relaxed);
+    }
+
+    /// Server pages `[start, start + n)` hold nothing any more.
+    fn forget(&self, start: u64, n: u64) {
+        for p in start..start + n {
+            self.sum(p).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `bytes`, read from server page `page` (None: the server
+    /// says it never held it), is what was written there.
+    fn matches(&self, page: u64, bytes: Option<&[u8]>) -> bool {
+        match (self.sum(page).load(Ordering::Relaxed), bytes) {
+            (0, None) => true,
+            (0, Some(b)) => b.iter().all(|&x| x == 0),
+            (_, None) => false,
+            (want, Some(b)) => crc32c::crc32c(b).max(1) == want,
+        }
+    }
+
+    /// The pages each server of a coded session over `max_pages` arena
+    /// pages may hold: the arena's, then every row's parity.
+    pub(super) fn server_pages(data: usize, parity: usize, max_pages: u64) -> u64 {
+        max_pages + max_pages.div_ceil(data as u64) * parity as u64
+    }
+
+    /// The rows of an arena of `max_pages` pages.
+    pub(super) fn rows(data: usize, max_pages: u64) -> u64 {
+        max_pages.div_ceil(data as u64)
+    }
+
+    fn places(&self) -> usize {
+        self.data + self.parity
+    }
+
+    /// The page number, on its server, of place `j` of `row`.
+    fn page_of(&self, row: u64, j: usize) -> u64 {
+        if j < self.data {
+            row * self.data as u64 + j as u64
+        } else {
+            self.parity_base + row * self.parity as u64 + (j - self.data) as u64
+        }
+    }
+
+    fn lock(&self, row: u64) -> SpinGuard<'_, ()> {
+        self.locks[farmem_sys::usize_from(row % ROW_LOCKS as u64)].lock()
+    }
+}
+
+/// Page `i` of a buffer of pages.
+fn nth(buf: &[u8], i: usize) -> &[u8] {
+    &buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]
+}
+
+fn nth_mut(buf: &mut [u8], i: usize) -> &mut [u8] {
+    &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]
+}
+
+/// Connections with writes sent and not yet acknowledged.
+struct Sent {
+    conns: [(usize, usize); MAX_PLACES],
+    n: usize,
+}
+
+impl RemoteBackend {
+    pub(super) fn ec(&self) -> &Erasure {
+        self.ec.as_ref().expect("a coded session")
+    }
+
+    /// Row and place of `page`.
+    pub(super) fn ec_where(&self, page: u64) -> (u64, usize) {
+        let k = self.ec().data as u64;
+        (page / k, farmem_sys::usize_from(page % k))
+    }
+
+    /// The server of place `j` of `row`.
+    fn ec_server(&self, row: u64, j: usize) -> usize {
+        self.placement.server(row / self.stripe, j)
+    }
+
+    /// The servers of `row`'s places.
+    fn ec_servers(&self, row: u64) -> [usize; MAX_PLACES] {
+        let mut out = [0; MAX_PLACES];
+        for (j, s) in out.iter_mut().enumerate().take(self.ec().places()) {
+            *s = self.ec_server(row, j);
+        }
+        out
+    }
+
+    /// A result of server `s`: None when `s` was lost (failed over here).
+    fn ec_io<T>(&self, s: usize, r: Result<T, BackendError>) -> Result<Option<T>, BackendError> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if self.lost(&e) => {
+                self.fail_over(s, &e)?;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Page `page` of server `s` into `out`, checked; a page it never held
+    /// (never written, or freed with its whole row) reads as zeros. None
+    /// when `s` was lost, or sent what was not written there (then it is
+    /// down from now on, as if lost).
+    fn shard_read(&self, s: usize, page: u64, out: &mut [u8]) -> Result<Option<()>, BackendError> {
+        let (r, held) = match self.read_copy(s, &[page], out) {
+            Err(BackendError::Refused {
+                code: Some(ErrorCode::NotFound),
+                ..
+            }) => {
+                out.fill(0);
+                (Ok(()), false)
+            }
+            other => (other, true),
+        };
+        if self.ec_io(s, r)?.is_none() {
+            return Ok(None);
+        }
+        if !self.ec().matches(page, held.then_some(&*out)) {
+            self.distrusted(s);
+            return Ok(None);
+        }
+        Ok(Some(()))
+    }
+
+    /// Server `s` sent a page with the wrong contents: down from now on.
+    pub(super) fn distrusted(&self, s: usize) {
+        if self.mark_down(s) {
+            use std::fmt::Write as _;
+            let mut m = farmem_sys::msg::MsgBuf::new();
+            let _ = writeln!(
+                m,
+                "farmem: warning: memory server {} returned a page with the wrong contents (checksum mismatch); it is no longer used, and its pages are {}",
+                self.servers[s].name,
+                if self.ec.is_some() {
+                    "decoded from their rows' other pages"
+                } else {
+                    "served from their other copies"
+                }
+            );
+            farmem_sys::write_stderr(m.as_bytes());
+        }
+    }
+
+    /// Send `data` as `page` to server `s`; complete once [`Self::flush`]
+    /// returns.
+    fn shard_send(
+        &self,
+        s: usize,
+        page: u64,
+        data: &[u8],
+        sent: &mut Sent,
+    ) -> Result<Option<()>, BackendError> {
+        self.ec().record(page, data);
+        if self.path.one_sided().is_some() {
+            return self.ec_io(s, self.write_copy(s, &[page], &[data]));
+        }
+        let c = self.conn_on(s, page);
+        let r = self.write_to((s, c), &[page], &[data], &[0]);
+        if !sent.conns[..sent.n].contains(&(s, c)) {
+            sent.conns[sent.n] = (s, c);
+            sent.n += 1;
+        }
+        self.ec_io(s, r)
+    }
+
+    /// Wait for every acknowledgement of what was sent.
+    fn flush(&self, sent: &Sent) -> Result<Option<()>, BackendError> {
+        let mut all = Some(());
+        for &(s, c) in &sent.conns[..sent.n] {
+            if self.is_down(s) {
+                continue;
+            }
+            if self.ec_io(s, self.drain_conn(s, c))?.is_none() {
+                all = None;
+            }
+        }
+        Ok(all)
+    }
+
+    /// More of `row`'s places lost than its parity covers.
+    fn row_lost(&self, row: u64, servers: &[usize]) -> BackendError {
+        let names: Vec<&str> = servers
+            .iter()
+            .filter(|&&s| self.is_down(s))
+            .map(|&s| self.servers[s].name.as_str())
+            .collect();
+        BackendError::Io {
+            server: names.join(", "),
+            source: io::Error::other(format!(
+                "{} of the {} servers of row {row} (pages {}..{}) are lost, and ec:{}+{} decodes with at most {} lost",
+                names.len(),
+                servers.len(),
+                row * self.ec().data as u64,
+                (row + 1) * self.ec().data as u64,
+                self.ec().data,
+                self.ec().parity,
+                self.ec().parity
+            )),
+        }
+    }
+
+    /// Read `pages` into `buf`: each from its server while it lives, else
+    /// decoded from its row.
+    pub(super) fn ec_read(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        // Each round loses a server for good or ends.
+        for _ in 0..=self.servers.len() {
+            if pages.iter().any(|&p| self.is_down(self.route(p, 0).0)) {
+                break;
+            }
+            match self.plain_read(pages, buf) {
+                Err(e) if self.lost(&e) => continue,
+                other => return other,
+            }
+        }
+        for (i, &p) in pages.iter().enumerate() {
+            let out = nth_mut(buf, i);
+            let s = self.route(p, 0).0;
+            if !self.is_down(s) && self.shard_read(s, p, out)?.is_some() {
+                continue;
+            }
+            self.ec_decode_page(p, out)?;
+        }
+        Ok(())
+    }
+
+    /// Page `page`, whose server is lost, decoded from its row into `out`.
+    fn ec_decode_page(&self, page: u64, out: &mut [u8]) -> Result<(), BackendError> {
+        let ec = self.ec();
+        let (row, i) = self.ec_where(page);
+        let _row = ec.lock(row);
+        let mut work = ec.codec.work();
+        let Parts {
+            coder,
+            old,
+            row: rowbuf,
+            ..
+        } = work.parts();
+        'attempt: loop {
+            let servers = self.ec_servers(row);
+            let servers = &servers[..ec.places()];
+            // Repair may have given the place a live server meanwhile.
+            if !self.is_down(servers[i]) {
+                if self.shard_read(servers[i], page, out)?.is_some() {
+                    return Ok(());
+                }
+                continue 'attempt;
+            }
+            let mut known = [false; MAX_PLACES];
+            let mut have = 0;
+            for j in 0..ec.places() {
+                if have == ec.data {
+                    break;
+                }
+                if j == i || self.is_down(servers[j]) {
+                    continue;
+                }
+                let dst = nth_mut(old, j);
+                if self
+                    .shard_read(servers[j], ec.page_of(row, j), dst)?
+                    .is_none()
+                {
+                    continue 'attempt;
+                }
+                known[j] = true;
+                have += 1;
+            }
+            if have < ec.data {
+                return Err(self.row_lost(row, servers));
+            }
+            let shards = shards_of(old, &known[..ec.places()]);
+            coder
+                .decode(&shards[..ec.places()], rowbuf)
+                .map_err(|e| self.row_lost_or(row, servers, e))?;
+            out.copy_from_slice(nth(rowbuf, i));
+            return Ok(());
+        }
+    }
+
+    fn row_lost_or(
+        &self,
+        row: u64,
+        servers: &[usize],
+        e: crate::backend::codec::CodecError,
+    ) -> BackendError {
+        match e {
+            crate::backend::codec::CodecError::TooFew { .. } => self.row_lost(row, servers),
+            other => BackendError::Config(format!("row {row}: {other}")),
+        }
+    }
+
+    /// Write `pages` back, each row's parity along; complete at the servers
+    /// on return.
+    pub(super) fn ec_write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
+        assert!(pages.len() <= MAX_BATCH);
+        let mut done = [false; MAX_BATCH];
+        for i in 0..pages.len() {
+            if done[i] {
+                continue;
+            }
+            let (row, _) = self.ec_where(pages[i]);
+            let mut new: [(usize, &[u8]); MAX_EC_DATA] = [(0, &[]); MAX_EC_DATA];
+            let mut n = 0;
+            for j in i..pages.len() {
+                let (r, place) = self.ec_where(pages[j]);
+                if done[j] || r != row {
+                    continue;
+                }
+                done[j] = true;
+                // A page twice in one batch: the later bytes.
+                match new[..n].iter_mut().find(|(p, _)| *p == place) {
+                    Some(e) => e.1 = data[j],
+                    None => {
+                        new[n] = (place, data[j]);
+                        n += 1;
+                    }
+                }
+            }
+            self.ec_write_row(row, &new[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Write `new` (places and their bytes) into `row`, the parity updated;
+    /// complete at the servers on return (see the hazards in the module
+    /// comment).
+    pub(super) fn ec_write_row(
+        &self,
+        row: u64,
+        new: &[(usize, &[u8])],
+    ) -> Result<(), BackendError> {
+        let ec = self.ec();
+        let (k, m) = (ec.data, ec.parity);
+        let _row = ec.lock(row);
+        let mut work = ec.codec.work();
+        let Parts {
+            coder,
+            old,
+            row: rowbuf,
+            parity,
+        } = work.parts();
+        let mut changed = [false; MAX_EC_DATA];
+        for &(i, _) in new {
+            changed[i] = true;
+        }
+        let full = changed[..k].iter().all(|&c| c);
+        // Places whose old bytes are in `old`.
+        let mut known = [false; MAX_PLACES];
+        // Whether anything was sent: from then on, changed places and
+        // parity are never read again.
+        let mut sent_any = false;
+        let mut short = false;
+        'attempt: loop {
+            let servers = self.ec_servers(row);
+            let servers = &servers[..k + m];
+            let live = |j: usize| !self.is_down(servers[j]);
+            short |= !(0..k + m).all(live);
+            let delta =
+                !full && !sent_any && new.iter().all(|&(i, _)| live(i)) && (k..k + m).all(live);
+            if delta {
+                // The old bytes of the changed places and of the parity.
+                for j in 0..k + m {
+                    if (j < k && !changed[j]) || known[j] {
+                        continue;
+                    }
+                    let dst = nth_mut(old, j);
+                    if self
+                        .shard_read(servers[j], ec.page_of(row, j), dst)?
+                        .is_none()
+                    {
+                        continue 'attempt;
+                    }
+                    known[j] = true;
+                }
+                for (i, &c) in changed[..k].iter().enumerate() {
+                    let d = nth_mut(rowbuf, i);
+                    d.fill(0);
+                    if c {
+                        d.copy_from_slice(nth(old, i));
+                    }
+                }
+                for &(i, bytes) in new {
+                    xor_into(nth_mut(rowbuf, i), bytes);
+                }
+                let refs = pages_of(rowbuf, k);
+                coder
+                    .encode(&refs[..k], parity)
+                    .map_err(|e| self.row_lost_or(row, servers, e))?;
+                for j in 0..m {
+                    xor_into(nth_mut(parity, j), nth(old, k + j));
+                }
+            } else {
+                if !full {
+                    // The whole old row, from what is kept and what the
+                    // live servers hold (after a send, only unchanged
+                    // places: the others may be of either version).
+                    for j in 0..k + m {
+                        if known[j] || !live(j) || (sent_any && (j >= k || changed[j])) {
+                            continue;
+                        }
+                        let dst = nth_mut(old, j);
+                        if self
+                            .shard_read(servers[j], ec.page_of(row, j), dst)?
+                            .is_none()
+                        {
+                            continue 'attempt;
+                        }
+                        known[j] = true;
+                    }
+                    let shards = shards_of(old, &known[..k + m]);
+                    coder
+                        .decode(&shards[..k + m], rowbuf)
+                        .map_err(|e| self.row_lost_or(row, servers, e))?;
+                }
+                for &(i, bytes) in new {
+                    nth_mut(rowbuf, i).copy_from_slice(bytes);
+                }
+                let refs = pages_of(rowbuf, k);
+                coder
+                    .encode(&refs[..k], parity)
+                    .map_err(|e| self.row_lost_or(row, servers, e))?;
+            }
+            // Every live place that changes: the pages, then the parity.
+            let mut sent = Sent {
+                conns: [(0, 0); MAX_PLACES],
+                n: 0,
+            };
+            sent_any = true;
+            for &(i, bytes) in new {
+                if live(i)
+                    && self
+                        .shard_send(servers[i], ec.page_of(row, i), bytes, &mut sent)?
+                        .is_none()
+                {
+                    continue 'attempt;
+                }
+            }
+            for j in 0..m {
+                if live(k + j)
+                    && self
+                        .shard_send(
+                            servers[k + j],
+                            ec.page_of(row, k + j),
+                            nth(parity, j),
+                            &mut sent,
+                        )?
+                        .is_none()
+                {
+                    continue 'attempt;
+                }
+            }
+            if self.flush(&sent)?.is_none() {
+                continue 'attempt;
+            }
+            if short {
+                self.count_short(new.len() as u64);
+            }
+            return Ok(());
+        }
+    }
+
+    /// Free `[start, start + n)`: whole rows on every live server (their
+    /// pages and parity); the freed places of a row only partly in the
+    /// range are written as zeros, so the row still agrees with its parity
+    /// for the pages outside it.
+    pub(super) fn ec_free(&self, start: u64, n: u64) -> Result<(), BackendError> {
+        let ec = self.ec();
+        let k = ec.data as u64;
+        let end = start + n;
+        let (first_whole, end_whole) = (start.div_ceil(k), end / k);
+        let mut edges = [None; 2];
+        if !start.is_multiple_of(k) {
+            edges[0] = Some(start / k);
+        }
+        if !end.is_multiple_of(k) && Some(end / k) != edges[0] {
+            edges[1] = Some(end / k);
+        }
+        for row in edges.into_iter().flatten() {
+            let zeros: [(usize, &[u8]); MAX_EC_DATA] = std::array::from_fn(|i| (i, &ZERO_PAGE[..]));
+            let (lo, hi) = (start.max(row * k), end.min(row * k + k));
+            let places = farmem_sys::usize_from(lo - row * k)..farmem_sys::usize_from(hi - row * k);
+            self.ec_write_row(row, &zeros[places])?;
+        }
+        if first_whole >= end_whole {
+            return Ok(());
+        }
+        let rows = end_whole - first_whole;
+        let m = ec.parity as u64;
+        ec.forget(first_whole * k, rows * k);
+        ec.forget(ec.parity_base + first_whole * m, rows * m);
+        for (s, server) in self.servers.iter().enumerate() {
+            if self.is_down(s) {
+                continue;
+            }
+            let r = self
+                .free_on(s, server, first_whole * k, rows * k)
+                .and_then(|()| self.free_on(s, server, ec.parity_base + first_whole * m, rows * m));
+            match r {
+                Err(e) if self.lost(&e) => self.fail_over(s, &e)?,
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuild the lost or leaving places `gone` of `row` onto `to` (one
+    /// new server each), from any K of its live places; None when a server
+    /// was lost on the way. The caller holds the write gate alone.
+    pub(super) fn ec_rebuild_row(
+        &self,
+        row: u64,
+        gone: &[usize],
+        to: &[usize],
+    ) -> Result<Option<u64>, BackendError> {
+        let ec = self.ec();
+        let (k, m) = (ec.data, ec.parity);
+        let _row = ec.lock(row);
+        let mut work = ec.codec.work();
+        let Parts {
+            coder,
+            old,
+            row: rowbuf,
+            parity,
+        } = work.parts();
+        let servers = self.ec_servers(row);
+        let servers = &servers[..k + m];
+        // Live places, a leaving one's included (it still answers), the
+        // data pages first: with every one of them, nothing is decoded.
+        let mut known = [false; MAX_PLACES];
+        let mut have = 0;
+        for j in 0..k + m {
+            if have == k {
+                break;
+            }
+            if self.is_down(servers[j]) {
+                continue;
+            }
+            let dst = nth_mut(old, j);
+            if self
+                .shard_read(servers[j], ec.page_of(row, j), dst)?
+                .is_none()
+            {
+                return Ok(None);
+            }
+            known[j] = true;
+            have += 1;
+        }
+        let shards = shards_of(old, &known[..k + m]);
+        coder
+            .decode(&shards[..k + m], rowbuf)
+            .map_err(|e| self.row_lost_or(row, servers, e))?;
+        if gone.iter().any(|&j| j >= k) {
+            let refs = pages_of(rowbuf, k);
+            coder
+                .encode(&refs[..k], parity)
+                .map_err(|e| self.row_lost_or(row, servers, e))?;
+        }
+        for (&j, &s) in gone.iter().zip(to) {
+            let bytes = if j < k {
+                nth(rowbuf, j)
+            } else {
+                nth(parity, j - k)
+            };
+            ec.record(ec.page_of(row, j), bytes);
+            if self
+                .ec_io(s, self.write_copy(s, &[ec.page_of(row, j)], &[bytes]))?
+                .is_none()
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(gone.len() as u64))
+    }
+
+    /// Whether `row` holds content on the servers: any of its pages is
+    /// stored (the others are zeros there, see the module comment).
+    pub(super) fn ec_row_stored(&self, row: u64, stored: &dyn Fn(u64) -> bool) -> bool {
+        let k = self.ec().data as u64;
+        (row * k..row * k + k).any(stored)
+    }
+
+    /// The rows of stripe unit `unit`.
+    pub(super) fn ec_unit_rows(&self, unit: u64) -> std::ops::Range<u64> {
+        let rows = Erasure::rows(self.ec().data, self.ec().parity_base);
+        (unit * self.stripe).min(rows)..((unit + 1) * self.stripe).min(rows)
+    }
+}
+
+/// The first `k` pages of `buf`, as slices.
+fn pages_of(buf: &[u8], k: usize) -> [&[u8]; MAX_EC_DATA] {
+    let mut out: [&[u8]; MAX_EC_DATA] = [&[]; MAX_EC_DATA];
+    for (i, o) in out.iter_mut().enumerate().take(k) {
+        *o = nth(buf, i);
+    }
+    out
+}
+
+/// The row's places whose bytes are in `old`, as the codec takes them.
+fn shards_of<'a>(old: &'a [u8], known: &[bool]) -> [Option<&'a [u8]>; MAX_PLACES] {
+    let mut out = [None; MAX_PLACES];
+    for (j, &k) in known.iter().enumerate() {
+        if k {
+            out[j] = Some(nth(old, j));
+        }
+    }
+    out
+}
