@@ -9,6 +9,10 @@
 # pages it held (a leave should move those and no others); the reads done
 # against a run with no loss, side by side, give the program's slowdown.
 # usage: bench/cluster/repair-rate.sh [RUNS=2] [SIZE_MB=1024] [kill|drain]
+# REDUNDANCY (default replicas:2) and NSERVERS (default 3) change the
+# redundancy and the servers, e.g. REDUNDANCY=ec:4+2 NSERVERS=7 (one more
+# server than a row has places, so that a lost server's places have
+# somewhere to go).
 # Pages go over sockets unless FARMEM_TRANSPORT says otherwise, as in
 # failover-gap.sh. On memory files a killed server is found by the client's
 # look at its servers (four times a second) and repaired the same way.
@@ -27,6 +31,8 @@ keep_output
 RUNS=${1:-2}
 SIZE=${2:-1024}
 export FARMEM_TRANSPORT=${FARMEM_TRANSPORT:-socket}
+REDUNDANCY=${REDUNDANCY:-replicas:2}
+NSERVERS=${NSERVERS:-3}
 # Two copies of SIZE over two servers after the loss: each holds SIZE.
 export CAPACITY=${CAPACITY:-$((SIZE * 2))M}
 cargo build --release --quiet
@@ -36,13 +42,13 @@ source bench/lib/servers.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 gcc -O2 -Wall -Wextra -Werror -Iinclude bench/cluster/failover-gap.c -Ltarget/release -lfarmem \
     -Wl,-rpath,"$PWD/target/release" -o "$T/gap"
-echo "transport $FARMEM_TRANSPORT, $SIZE MiB written then read at random for 8 s, 32M local, 3 servers, 2 copies"
+echo "transport $FARMEM_TRANSPORT, $SIZE MiB written then read at random for 8 s, 32M local, $NSERVERS servers, $REDUNDANCY"
 for r in $(seq "$RUNS"); do
     for sig in none "$SIG"; do
-        start_servers 3 "$T"
+        start_servers "$NSERVERS" "$T"
         pids=("${SERVER_PIDS[@]}")
         [ "$sig" = none ] || ( sleep 4; kill -"$sig" "${pids[1]}" ) &
-        out=$(FARMEM_REPLICAS=2 FARMEM_LOCAL=32M FARMEM_TIMEOUT_MS=1000 FARMEM_SERVERS=$SERVERS \
+        out=$(FARMEM_REDUNDANCY=$REDUNDANCY FARMEM_LOCAL=32M FARMEM_TIMEOUT_MS=1000 FARMEM_SERVERS=$SERVERS \
             "$T/gap" "$SIZE" 8 2>&1 | grep -E 'reads=|is down|repair' | tr '\n' ' ')
         echo "run $r, signal: $sig: $out"
         [ "$sig" != TERM ] || { wait "${pids[1]}" 2>/dev/null || true; grep -ah drain "$T/s1.out" || true; }

@@ -56,7 +56,13 @@ struct Slot {
     coder: Coder,
     /// `2 * (K + M)` pages: see [`Parts`].
     scratch: Box<[u8]>,
+    /// [`BATCH_PAGES`] pages: the parity of a batch's whole rows.
+    batch: Box<[u8]>,
 }
+
+/// Pages of a slot's batch space: the parity of every whole row of one
+/// write-back batch (at most `MAX_BATCH / K` rows of `M` pages).
+pub const BATCH_PAGES: usize = crate::config::MAX_BATCH;
 
 /// A row operation's working space, split.
 pub struct Parts<'a> {
@@ -67,6 +73,8 @@ pub struct Parts<'a> {
     pub row: &'a mut [u8],
     /// `M` pages: the row's new parity.
     pub parity: &'a mut [u8],
+    /// [`BATCH_PAGES`] pages: whole rows' parity, row after row.
+    pub batch: &'a mut [u8],
 }
 
 /// A slot in use: given back when dropped.
@@ -87,6 +95,7 @@ impl Work<'_> {
             old,
             row,
             parity: &mut par[..parity * PAGE_SIZE],
+            batch: &mut slot.batch,
         }
     }
 }
@@ -125,6 +134,7 @@ impl Codec {
             slots.push(SpinLock::new(Slot {
                 coder,
                 scratch: vec![0u8; 2 * (data + parity) * PAGE_SIZE].into_boxed_slice(),
+                batch: vec![0u8; BATCH_PAGES * PAGE_SIZE].into_boxed_slice(),
             }));
         }
         Ok(Codec {

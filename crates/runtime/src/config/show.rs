@@ -73,7 +73,7 @@ pub(super) fn raw_syscalls(r: &RawSyscalls) -> String {
 /// `replicas:N` or `ec:K+M`; unset, as `FARMEM_REPLICAS` decides.
 pub(super) fn redundancy(r: &Option<Redundancy>) -> String {
     match r {
-        None => "replicas:1".into(),
+        None => "(unset: FARMEM_REPLICAS decides)".into(),
         Some(Redundancy::Replicas(n)) => format!("replicas:{n}"),
         Some(Redundancy::Erasure { data, parity }) => format!("ec:{data}+{parity}"),
     }

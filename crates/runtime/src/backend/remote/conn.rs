@@ -121,6 +121,14 @@ impl RemoteBackend {
         Self::hold(&self.servers[s].conns[c])
     }
 
+    /// Connection `c` of server `s` if no other thread holds it now.
+    pub(super) fn try_acquire(&self, s: usize, c: usize) -> Option<Held<'_>> {
+        let conn = &self.servers[s].conns[c];
+        conn.pending
+            .try_lock()
+            .map(|pending| Held { conn, pending })
+    }
+
     /// Take `conn` (spinning while another thread holds it).
     pub(super) fn hold(conn: &Conn) -> Held<'_> {
         Held {
@@ -211,11 +219,24 @@ impl RemoteBackend {
         let server = &self.servers[s];
         let mut conn = self.acquire(s, c);
         let tag = self.send_read(server, &conn, pages, idx)?;
+        self.recv_read(server, &mut conn, tag, idx, buf)
+    }
+
+    /// Receive the reply to read `tag` (sent on `conn`, held, for the
+    /// positions `idx`) into `buf`, after every reply owed before it.
+    pub(super) fn recv_read(
+        &self,
+        server: &Server,
+        conn: &mut Held,
+        tag: u32,
+        idx: &[usize],
+        buf: &mut [u8],
+    ) -> Result<(), BackendError> {
         let n = idx.len();
         let io_err = |e| server.io(e);
         // Earlier requests' replies come first; this one is already on
         // its way meanwhile.
-        self.drain(server, &mut conn)?;
+        self.drain(server, conn)?;
         // Common case: the whole batch, in order: receive header and
         // pages with one scattered recvmsg, straight into place.
         let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);

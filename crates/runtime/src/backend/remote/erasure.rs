@@ -53,12 +53,34 @@
 //! server down like a lost one (one warning line) and the operation starts
 //! again without it; repair then rebuilds its places elsewhere.
 //!
-//! No asynchronous reads here (prefetches are read at once): a read owed
-//! by a lost server would be read again from inside a row operation that
-//! may hold the lock its row needs.
+//! **Writes** are not waited for, as with one copy: a request is done
+//! for the runtime once its bytes are in the socket, and its
+//! acknowledgement is read by the next request on that connection. Every
+//! request for a server page, data or parity, goes on that page's one
+//! connection there (`conn_on`), so a later read of it (a fault, a
+//! parity update's read of the old parity, a decode, a rebuild) queues
+//! behind the write it must see. A server lost before it stored what was
+//! sent leaves its place of the row missing, as any loss does: every live
+//! server stores what it was sent, so the places left agree.
+//!
+//! **Reads.** A row's consecutive pages are on K servers, so a window of a
+//! sequential stream is K requests: they are all sent before any reply is
+//! awaited (`read_spread`), one round trip for the window as with one
+//! copy. No read is asynchronous (the runtime's pipelined prefetch reads
+//! its window at once instead): an asynchronous read covers consecutive
+//! pages on one connection, which a coded window is not.
+//!
+//! Hazard: a salvage inside a row operation. Were a read owed by a lost
+//! server S (none is today, but a later change might send one), failing S
+//! over from inside a row operation would read that page again at once,
+//! perhaps decoding it under the very row lock held (rows share 4,096
+//! locks): the thread would wait for itself. So a row operation only marks
+//! a lost server down ([`RemoteBackend::mark_lost`]); anything S owes is
+//! salvaged by the next drain of its connections, which holds no row
+//! lock.
 
 use super::RemoteBackend;
-use crate::backend::codec::{xor_into, Codec, Parts, ZERO_PAGE};
+use crate::backend::codec::{xor_into, Codec, Parts, BATCH_PAGES, ZERO_PAGE};
 use crate::backend::placement::MAX_PLACES;
 use crate::backend::{BackendError, MAX_BATCH};
 use crate::config::MAX_EC_DATA;
@@ -169,8 +191,12 @@ impl Erasure {
         }
     }
 
+    fn lock_index(&self, row: u64) -> usize {
+        farmem_sys::usize_from(row % ROW_LOCKS as u64)
+    }
+
     fn lock(&self, row: u64) -> SpinGuard<'_, ()> {
-        self.locks[farmem_sys::usize_from(row % ROW_LOCKS as u64)].lock()
+        self.locks[self.lock_index(row)].lock()
     }
 }
 
@@ -181,12 +207,6 @@ fn nth(buf: &[u8], i: usize) -> &[u8] {
 
 fn nth_mut(buf: &mut [u8], i: usize) -> &mut [u8] {
     &mut buf[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]
-}
-
-/// Connections with writes sent and not yet acknowledged.
-struct Sent {
-    conns: [(usize, usize); MAX_PLACES],
-    n: usize,
 }
 
 impl RemoteBackend {
@@ -214,12 +234,14 @@ impl RemoteBackend {
         out
     }
 
-    /// A result of server `s`: None when `s` was lost (failed over here).
+    /// A result of server `s`: None when `s` was lost (marked down here;
+    /// what it owes is salvaged by the next drain of its connections, not
+    /// here, where a row's lock may be held: see the module comment).
     fn ec_io<T>(&self, s: usize, r: Result<T, BackendError>) -> Result<Option<T>, BackendError> {
         match r {
             Ok(v) => Ok(Some(v)),
             Err(e) if self.lost(&e) => {
-                self.fail_over(s, &e)?;
+                self.mark_lost(s, &e);
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -270,40 +292,15 @@ impl RemoteBackend {
         }
     }
 
-    /// Send `data` as `page` to server `s`; complete once [`Self::flush`]
-    /// returns.
-    fn shard_send(
-        &self,
-        s: usize,
-        page: u64,
-        data: &[u8],
-        sent: &mut Sent,
-    ) -> Result<Option<()>, BackendError> {
+    /// Send `data` as `page` to server `s`, on the page's connection there
+    /// (see Writes in the module comment).
+    fn shard_send(&self, s: usize, page: u64, data: &[u8]) -> Result<Option<()>, BackendError> {
         self.ec().record(page, data);
         if self.path.one_sided().is_some() {
             return self.ec_io(s, self.write_copy(s, &[page], &[data]));
         }
         let c = self.conn_on(s, page);
-        let r = self.write_to((s, c), &[page], &[data], &[0]);
-        if !sent.conns[..sent.n].contains(&(s, c)) {
-            sent.conns[sent.n] = (s, c);
-            sent.n += 1;
-        }
-        self.ec_io(s, r)
-    }
-
-    /// Wait for every acknowledgement of what was sent.
-    fn flush(&self, sent: &Sent) -> Result<Option<()>, BackendError> {
-        let mut all = Some(());
-        for &(s, c) in &sent.conns[..sent.n] {
-            if self.is_down(s) {
-                continue;
-            }
-            if self.ec_io(s, self.drain_conn(s, c))?.is_none() {
-                all = None;
-            }
-        }
-        Ok(all)
+        self.ec_io(s, self.write_to((s, c), &[page], &[data], &[0]))
     }
 
     /// More of `row`'s places lost than its parity covers.
@@ -336,7 +333,12 @@ impl RemoteBackend {
             if pages.iter().any(|&p| self.is_down(self.route(p, 0).0)) {
                 break;
             }
-            match self.plain_read(pages, buf) {
+            let r = if self.path.one_sided().is_some() {
+                self.plain_read(pages, buf)
+            } else {
+                self.read_spread(pages, buf)
+            };
+            match r {
                 Err(e) if self.lost(&e) => continue,
                 other => return other,
             }
@@ -350,6 +352,91 @@ impl RemoteBackend {
             self.ec_decode_page(p, out)?;
         }
         Ok(())
+    }
+
+    /// Read `pages` over sockets, a request per route, every request sent
+    /// before any reply is awaited: a row's consecutive pages are on as
+    /// many servers, and one round trip after another would cost a
+    /// sequential read K times one copy's. The routes' connections are
+    /// held together: the first waited for, the others only taken if free
+    /// (else the read goes one route at a time), since a thread that
+    /// holds one connection may wait for another (a page that fails its
+    /// check in an asynchronous read's completion is read again from
+    /// inside the drain), and waiting for a second here could close the
+    /// cycle. A server that fails is marked down once every reply sent on
+    /// the others is in (one left unread would be taken by the next
+    /// request there as its own).
+    fn read_spread(&self, pages: &[u64], buf: &mut [u8]) -> Result<(), BackendError> {
+        assert!(pages.len() <= MAX_BATCH);
+        let mut routes = [(0usize, 0usize); MAX_BATCH];
+        for (r, &p) in routes.iter_mut().zip(pages) {
+            *r = self.route(p, 0);
+        }
+        let routes = &mut routes[..pages.len()];
+        routes.sort_unstable();
+        let mut distinct = [(0usize, 0usize); MAX_BATCH];
+        let mut n = 0;
+        for &r in routes.iter() {
+            if n == 0 || distinct[n - 1] != r {
+                distinct[n] = r;
+                n += 1;
+            }
+        }
+        let distinct = &distinct[..n];
+        let mut held: [Option<super::conn::Held<'_>>; MAX_BATCH] = std::array::from_fn(|_| None);
+        for (i, (h, &(s, c))) in held.iter_mut().zip(distinct).enumerate() {
+            *h = if i == 0 {
+                Some(self.acquire(s, c))
+            } else {
+                self.try_acquire(s, c)
+            };
+            if h.is_none() {
+                drop(held);
+                return self.plain_read(pages, buf);
+            }
+        }
+        let positions = |r: (usize, usize), idx: &mut [usize; MAX_BATCH]| {
+            let mut k = 0;
+            for (i, &p) in pages.iter().enumerate() {
+                if self.route(p, 0) == r {
+                    idx[k] = i;
+                    k += 1;
+                }
+            }
+            k
+        };
+        let mut tags: [Option<u32>; MAX_BATCH] = [None; MAX_BATCH];
+        let mut failed: Option<(usize, BackendError)> = None;
+        for (i, &r) in distinct.iter().enumerate() {
+            let mut idx = [0usize; MAX_BATCH];
+            let k = positions(r, &mut idx);
+            let conn = held[i].as_ref().expect("held above");
+            match self.send_read(&self.servers[r.0], conn, pages, &idx[..k]) {
+                Ok(t) => tags[i] = Some(t),
+                Err(e) => {
+                    failed.get_or_insert((r.0, e));
+                }
+            }
+        }
+        for (i, &r) in distinct.iter().enumerate() {
+            let Some(tag) = tags[i] else { continue };
+            let mut idx = [0usize; MAX_BATCH];
+            let k = positions(r, &mut idx);
+            let conn = held[i].as_mut().expect("held above");
+            if let Err(e) = self.recv_read(&self.servers[r.0], conn, tag, &idx[..k], buf) {
+                failed.get_or_insert((r.0, e));
+            }
+        }
+        drop(held);
+        match failed {
+            None => Ok(()),
+            Some((s, e)) => {
+                if self.lost(&e) {
+                    self.mark_lost(s, &e);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Page `page`, whose server is lost, decoded from its row into `out`.
@@ -417,41 +504,168 @@ impl RemoteBackend {
         }
     }
 
-    /// Write `pages` back, each row's parity along; complete at the servers
-    /// on return.
+    /// Write `pages` back, each row's parity along (sent on return; see
+    /// Writes in the module comment). Whole rows whose places all live go together: every
+    /// server gets one request for all its pages of them, and one wait
+    /// covers them all. The other rows go one at a time.
     pub(super) fn ec_write(&self, pages: &[u64], data: &[&[u8]]) -> Result<(), BackendError> {
         assert!(pages.len() <= MAX_BATCH);
-        let mut done = [false; MAX_BATCH];
-        for i in 0..pages.len() {
-            if done[i] {
+        let k = self.ec().data;
+        // The batch's rows, in order of first appearance, each with its
+        // pages by place (a page twice in one batch: the later bytes).
+        let mut rows = [0u64; MAX_BATCH];
+        let mut row_pages: [[Option<&[u8]>; MAX_EC_DATA]; MAX_BATCH] =
+            [[None; MAX_EC_DATA]; MAX_BATCH];
+        let mut nrows = 0;
+        for (&p, &d) in pages.iter().zip(data) {
+            let (row, place) = self.ec_where(p);
+            let j = match rows[..nrows].iter().position(|&r| r == row) {
+                Some(j) => j,
+                None => {
+                    rows[nrows] = row;
+                    nrows += 1;
+                    nrows - 1
+                }
+            };
+            row_pages[j][place] = Some(d);
+        }
+        let whole = |j: usize| {
+            row_pages[j][..k].iter().all(Option::is_some)
+                && self.ec_servers(rows[j])[..self.ec().places()]
+                    .iter()
+                    .all(|&s| !self.is_down(s))
+        };
+        let mut together = [0usize; MAX_BATCH];
+        let mut n = 0;
+        // As many as the batch space holds the parity of.
+        let most = BATCH_PAGES / self.ec().parity;
+        for j in 0..nrows {
+            if n < most && whole(j) {
+                together[n] = j;
+                n += 1;
+            }
+        }
+        let sent = n > 0 && self.ec_write_whole_rows(&rows, &row_pages, &together[..n])?;
+        for j in 0..nrows {
+            if sent && together[..n].contains(&j) {
                 continue;
             }
-            let (row, _) = self.ec_where(pages[i]);
             let mut new: [(usize, &[u8]); MAX_EC_DATA] = [(0, &[]); MAX_EC_DATA];
-            let mut n = 0;
-            for j in i..pages.len() {
-                let (r, place) = self.ec_where(pages[j]);
-                if done[j] || r != row {
-                    continue;
-                }
-                done[j] = true;
-                // A page twice in one batch: the later bytes.
-                match new[..n].iter_mut().find(|(p, _)| *p == place) {
-                    Some(e) => e.1 = data[j],
-                    None => {
-                        new[n] = (place, data[j]);
-                        n += 1;
-                    }
+            let mut m = 0;
+            for (place, d) in row_pages[j][..k].iter().enumerate() {
+                if let Some(d) = d {
+                    new[m] = (place, d);
+                    m += 1;
                 }
             }
-            self.ec_write_row(row, &new[..n])?;
+            self.ec_write_row(rows[j], &new[..m])?;
         }
         Ok(())
     }
 
+    /// Write the whole rows `which` of `rows` (their pages in `row_pages`)
+    /// with their parity, a request per server and connection. False when a server was
+    /// lost on the way (marked down; the caller writes the rows again one
+    /// at a time, which a whole row needs nothing read for).
+    fn ec_write_whole_rows(
+        &self,
+        rows: &[u64],
+        row_pages: &[[Option<&[u8]>; MAX_EC_DATA]],
+        which: &[usize],
+    ) -> Result<bool, BackendError> {
+        let ec = self.ec();
+        let (k, m) = (ec.data, ec.parity);
+        assert!(which.len() * m <= BATCH_PAGES);
+        // The rows' locks, each once, in ascending order (a thread holding
+        // one row's lock never waits for another's, so no cycle).
+        let mut locks = [0usize; MAX_BATCH];
+        for (l, &j) in locks.iter_mut().zip(which) {
+            *l = ec.lock_index(rows[j]);
+        }
+        let locks = &mut locks[..which.len()];
+        locks.sort_unstable();
+        let mut held: [Option<SpinGuard<'_, ()>>; MAX_BATCH] = std::array::from_fn(|_| None);
+        let mut last = None;
+        for (h, &l) in held.iter_mut().zip(locks.iter()) {
+            if last != Some(l) {
+                *h = Some(ec.locks[l].lock());
+                last = Some(l);
+            }
+        }
+        let mut work = ec.codec.work();
+        let Parts { coder, batch, .. } = work.parts();
+        // Every place of every row: (server, page number there, bytes).
+        let mut out: [(usize, u64, &[u8]); 3 * MAX_BATCH] = [(0, 0, &[]); 3 * MAX_BATCH];
+        let mut n = 0;
+        for (r, &j) in which.iter().enumerate() {
+            let servers = self.ec_servers(rows[j]);
+            if servers[..k + m].iter().any(|&s| self.is_down(s)) {
+                return Ok(false);
+            }
+            let mut data: [&[u8]; MAX_EC_DATA] = [&[]; MAX_EC_DATA];
+            for (d, p) in data.iter_mut().zip(&row_pages[j][..k]) {
+                *d = p.expect("a whole row");
+            }
+            let parity = &mut batch[r * m * PAGE_SIZE..(r + 1) * m * PAGE_SIZE];
+            coder
+                .encode(&data[..k], parity)
+                .map_err(|e| self.row_lost_or(rows[j], &servers[..k + m], e))?;
+            for (place, d) in data[..k].iter().enumerate() {
+                out[n] = (servers[place], ec.page_of(rows[j], place), d);
+                n += 1;
+            }
+            for i in 0..m {
+                out[n] = (servers[k + i], ec.page_of(rows[j], k + i), &[]);
+                n += 1;
+            }
+        }
+        // The parity pages, now that the batch space is written.
+        let mut r = 0;
+        let mut i = 0;
+        for o in out[..n].iter_mut() {
+            if o.2.is_empty() {
+                o.2 = &batch[(r * m + i) * PAGE_SIZE..(r * m + i + 1) * PAGE_SIZE];
+                i += 1;
+                if i == m {
+                    i = 0;
+                    r += 1;
+                }
+            }
+        }
+        for &(_, page, bytes) in &out[..n] {
+            ec.record(page, bytes);
+        }
+        // A request per server and connection: each page on its own
+        // connection there (see Writes in the module comment).
+        let one_sided = self.path.one_sided().is_some();
+        let conn = |o: &(usize, u64, &[u8])| if one_sided { 0 } else { self.conn_on(o.0, o.1) };
+        let out = &mut out[..n];
+        out.sort_unstable_by_key(|o| (o.0, conn(o)));
+        for group in out.chunk_by(|a, b| (a.0, conn(a)) == (b.0, conn(b))) {
+            let s = group[0].0;
+            let mut list = [0u64; MAX_BATCH];
+            let mut bytes: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
+            for (i, o) in group.iter().enumerate() {
+                list[i] = o.1;
+                bytes[i] = o.2;
+            }
+            let g = group.len();
+            let r = if one_sided {
+                self.write_copy(s, &list[..g], &bytes[..g])
+            } else {
+                let idx: [usize; MAX_BATCH] = std::array::from_fn(|i| i);
+                self.write_to((s, conn(&group[0])), &list[..g], &bytes[..g], &idx[..g])
+            };
+            if self.ec_io(s, r)?.is_none() {
+                return Ok(false);
+            }
+        }
+        drop(held);
+        Ok(true)
+    }
+
     /// Write `new` (places and their bytes) into `row`, the parity updated;
-    /// complete at the servers on return (see the hazards in the module
-    /// comment).
+    /// sent on return (see Writes and the hazards in the module comment).
     pub(super) fn ec_write_row(
         &self,
         row: u64,
@@ -466,6 +680,7 @@ impl RemoteBackend {
             old,
             row: rowbuf,
             parity,
+            ..
         } = work.parts();
         let mut changed = [false; MAX_EC_DATA];
         for &(i, _) in new {
@@ -549,15 +764,11 @@ impl RemoteBackend {
                     .map_err(|e| self.row_lost_or(row, servers, e))?;
             }
             // Every live place that changes: the pages, then the parity.
-            let mut sent = Sent {
-                conns: [(0, 0); MAX_PLACES],
-                n: 0,
-            };
             sent_any = true;
             for &(i, bytes) in new {
                 if live(i)
                     && self
-                        .shard_send(servers[i], ec.page_of(row, i), bytes, &mut sent)?
+                        .shard_send(servers[i], ec.page_of(row, i), bytes)?
                         .is_none()
                 {
                     continue 'attempt;
@@ -566,19 +777,11 @@ impl RemoteBackend {
             for j in 0..m {
                 if live(k + j)
                     && self
-                        .shard_send(
-                            servers[k + j],
-                            ec.page_of(row, k + j),
-                            nth(parity, j),
-                            &mut sent,
-                        )?
+                        .shard_send(servers[k + j], ec.page_of(row, k + j), nth(parity, j))?
                         .is_none()
                 {
                     continue 'attempt;
                 }
-            }
-            if self.flush(&sent)?.is_none() {
-                continue 'attempt;
             }
             if short {
                 self.count_short(new.len() as u64);
@@ -649,6 +852,7 @@ impl RemoteBackend {
             old,
             row: rowbuf,
             parity,
+            ..
         } = work.parts();
         let servers = self.ec_servers(row);
         let servers = &servers[..k + m];

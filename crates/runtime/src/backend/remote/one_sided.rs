@@ -48,7 +48,13 @@ impl RemoteBackend {
         while p < end {
             // One route and one chunk up to the next stripe or chunk edge.
             let chunk_end = (p / wire::CHUNK_PAGES + 1) * wire::CHUNK_PAGES;
-            let step_end = (p + self.route_run(p)).min(chunk_end).min(end);
+            // (A coded row's consecutive pages are on different servers.)
+            let run = if self.ec.is_some() {
+                1
+            } else {
+                self.route_run(p)
+            };
+            let step_end = (p + run).min(chunk_end).min(end);
             self.grant_page(ucx, p)?;
             p = step_end;
         }

@@ -14,6 +14,14 @@ impl RemoteBackend {
 
     /// its connections still owed. Called with no connection held.
     pub(super) fn fail_over(&self, s: usize, e: &BackendError) -> Result<(), BackendError> {
+        self.mark_lost(s, e);
+        self.salvage(s)
+    }
+
+    /// Server `s` is lost, for `e`: marked down, with one warning line the
+    /// first time. What it still owes is salvaged later ([`Self::salvage`],
+    /// by whoever drains its connections next).
+    pub(super) fn mark_lost(&self, s: usize, e: &BackendError) {
         if self.mark_down(s) {
             use std::fmt::Write as _;
             let mut m = farmem_sys::msg::MsgBuf::new();
@@ -42,6 +50,13 @@ impl RemoteBackend {
             );
             farmem_sys::write_stderr(m.as_bytes());
         }
+    }
+
+    /// Empty the queues of lost server `s`: every owed asynchronous read
+    /// read again from the page's next live copy (or decoded) into its
+    /// buffer and completed, every owed acknowledgement counted short.
+    /// Called with no connection held, and no row lock (`erasure.rs`).
+    fn salvage(&self, s: usize) -> Result<(), BackendError> {
         for c in 0..self.servers[s].conns.len() {
             let mut owed = [Owed::Ack { tag: 0, pages: 0 }; MAX_PENDING];
             let mut n = 0;

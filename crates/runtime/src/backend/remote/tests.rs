@@ -775,3 +775,24 @@ fn a_coded_place_that_reads_back_wrong_is_taken_as_lost_and_rebuilt() {
         check(&b, &[p], if firsts.contains(&p) { 2 } else { 1 });
     }
 }
+
+#[test]
+fn a_leaving_servers_coded_places_move_off_and_it_is_released() {
+    let (b, stores) = backend(7, "stripe=2 conns=1 redundancy=ec:4+2");
+    let pages: Vec<u64> = (0..56).collect();
+    write(&b, &pages, 1).unwrap();
+    stores[2].lock().unwrap().draining = true;
+    assert!(b.watch().unwrap());
+    let pass = b.repair_pass(&|p| p < 56, 56).unwrap();
+    assert!(pass.pages_copied > 0, "{pass:?}");
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    // Released; its places are elsewhere, so two more losses lose nothing.
+    assert!(b.is_down(2));
+    kill(&stores, 2);
+    kill(&stores, 0);
+    kill(&stores, 5);
+    for &p in &pages {
+        check(&b, &[p], 1);
+    }
+    assert_eq!(b.short_writes(), 0);
+}
