@@ -61,8 +61,10 @@ struct Slot {
 }
 
 /// Pages of a slot's batch space: the parity of every whole row of one
-/// write-back batch (at most `MAX_BATCH / K` rows of `M` pages).
-pub const BATCH_PAGES: usize = crate::config::MAX_BATCH;
+/// write-back batch (at most `MAX_BATCH / K` rows of `M` pages), or the
+/// old pages and parity a batch of rows written in part reads first (one
+/// page and `M` parity pages a row, for most of a batch of 64 rows).
+pub const BATCH_PAGES: usize = 3 * crate::config::MAX_BATCH;
 
 /// A row operation's working space, split.
 pub struct Parts<'a> {

@@ -219,11 +219,15 @@ impl RemoteBackend {
         let server = &self.servers[s];
         let mut conn = self.acquire(s, c);
         let tag = self.send_read(server, &conn, pages, idx)?;
-        self.recv_read(server, &mut conn, tag, idx, buf)
+        self.recv_read(server, &mut conn, tag, idx, buf, false)
     }
 
     /// Receive the reply to read `tag` (sent on `conn`, held, for the
     /// positions `idx`) into `buf`, after every reply owed before it.
+    /// `more_sent`: other requests were sent on `conn` after this one, so
+    /// not a byte past this reply may be read (the one-call receive below
+    /// takes a page's worth after the header, which after a short Error
+    /// reply would be the next reply's).
     pub(super) fn recv_read(
         &self,
         server: &Server,
@@ -231,6 +235,7 @@ impl RemoteBackend {
         tag: u32,
         idx: &[usize],
         buf: &mut [u8],
+        more_sent: bool,
     ) -> Result<(), BackendError> {
         let n = idx.len();
         let io_err = |e| server.io(e);
@@ -240,7 +245,7 @@ impl RemoteBackend {
         // Common case: the whole batch, in order: receive header and
         // pages with one scattered recvmsg, straight into place.
         let contiguous = idx.iter().enumerate().all(|(k, &i)| i == idx[0] + k);
-        if contiguous {
+        if contiguous && !more_sent {
             let start = idx[0] * PAGE_SIZE;
             let dst = &mut buf[start..start + n * PAGE_SIZE];
             recv_reply(server, &*conn.link, Op::ReadOk, tag, dst, self.wait)?;

@@ -94,6 +94,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Row locks, by row number modulo this.
 const ROW_LOCKS: usize = 4096;
 
+/// Most pages read in one go: a batch's rows' old places and parity.
+const MANY: usize = crate::backend::codec::BATCH_PAGES;
+
+/// Most pages one connection has in flight unread while others are sent
+/// to or awaited: 32 KiB, which the socket's buffers hold, so that its
+/// server never waits to send. A server's connection blocked sending a
+/// reply holds its session's store open, and a Free from another thread
+/// then waits for it while holding every other read of that session off:
+/// with a reply on another connection awaited first, that was a deadlock
+/// (found on GAPBS BFS, which frees while it writes).
+const WAVE: usize = 8;
+
 /// A coded session's code, layout and row locks.
 pub(super) struct Erasure {
     pub(super) codec: Codec,
@@ -273,6 +285,169 @@ impl RemoteBackend {
         Ok(Some(()))
     }
 
+    /// Read the places `want` of `row` (on `servers`) into `old` (place j
+    /// at j), checked, and mark them `known`: [`Self::read_many`]. False
+    /// when a server was lost or sent a wrong page (marked down; the caller
+    /// starts again).
+    fn read_places(
+        &self,
+        row: u64,
+        servers: &[usize],
+        want: &[bool],
+        old: &mut [u8],
+        known: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let ec = self.ec();
+        let mut targets = [(0usize, 0u64, 0usize); MAX_PLACES];
+        let mut n = 0;
+        for (j, &w) in want.iter().enumerate() {
+            if w {
+                targets[n] = (servers[j], ec.page_of(row, j), j);
+                n += 1;
+            }
+        }
+        self.read_many(&mut targets[..n], old, known)
+    }
+
+    /// Read every target `(server, page there, slot)` into page `slot` of
+    /// `out`, each checked as [`Self::shard_read`] checks it, and mark its
+    /// slot in `known`. Over sockets every request is sent before any reply
+    /// is awaited (a row's places are on as many servers, and a batch's
+    /// rows on all of them), with the connections taken as in
+    /// [`Self::read_spread`]. False when a server was lost or sent a wrong
+    /// page (marked down; the caller starts again). Sorts `targets`.
+    fn read_many(
+        &self,
+        targets: &mut [(usize, u64, usize)],
+        out: &mut [u8],
+        known: &mut [bool],
+    ) -> Result<bool, BackendError> {
+        let ec = self.ec();
+        let one_by_one = |targets: &[(usize, u64, usize)], out: &mut [u8], known: &mut [bool]| {
+            for &(s, page, slot) in targets {
+                if self.shard_read(s, page, nth_mut(out, slot))?.is_none() {
+                    return Ok(false);
+                }
+                known[slot] = true;
+            }
+            Ok(true)
+        };
+        if targets.len() <= 1 || self.path.one_sided().is_some() {
+            return one_by_one(targets, out, known);
+        }
+        let route = |t: &(usize, u64, usize)| (t.0, self.conn_on(t.0, t.1));
+        targets.sort_unstable_by_key(route);
+        // One connection held per route, in ascending order.
+        let mut held: [Option<super::conn::Held<'_>>; MANY] = std::array::from_fn(|_| None);
+        let mut route_of = [0usize; MANY];
+        let mut nroutes = 0;
+        for (t, target) in targets.iter().enumerate() {
+            let r = route(target);
+            if t == 0 || r != route(&targets[t - 1]) {
+                held[nroutes] = if nroutes == 0 {
+                    Some(self.acquire(r.0, r.1))
+                } else {
+                    self.try_acquire(r.0, r.1)
+                };
+                if held[nroutes].is_none() {
+                    drop(held);
+                    return one_by_one(targets, out, known);
+                }
+                nroutes += 1;
+            }
+            route_of[t] = nroutes - 1;
+        }
+        let mut all = true;
+        let mut other: Option<BackendError> = None;
+        let mut broken = [false; MANY];
+        // Waves of at most WAVE requests a route (see [`WAVE`]); a route's
+        // targets are consecutive, in the order they are sent.
+        let mut done = 0;
+        while done < targets.len() {
+            let mut tags: [Option<u32>; MANY] = [None; MANY];
+            let mut in_route = 0;
+            let mut end = done;
+            while end < targets.len() {
+                if end > done && route_of[end] != route_of[end - 1] {
+                    in_route = 0;
+                }
+                if in_route == WAVE {
+                    // This route waits for the next wave; so do the routes
+                    // after it (their targets follow it).
+                    break;
+                }
+                in_route += 1;
+                end += 1;
+            }
+            for t in done..end {
+                let (s, page, _) = targets[t];
+                if broken[route_of[t]] {
+                    continue;
+                }
+                let conn = held[route_of[t]].as_ref().expect("held above");
+                match self.send_read(&self.servers[s], conn, &[page], &[0]) {
+                    Ok(tag) => tags[t] = Some(tag),
+                    Err(e) => {
+                        broken[route_of[t]] = true;
+                        if self.lost(&e) {
+                            self.mark_lost(s, &e);
+                            all = false;
+                        } else {
+                            other.get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            // Replies come back in order on each connection, and the
+            // targets of one connection were sent in this order.
+            for t in done..end {
+                let (s, page, slot) = targets[t];
+                let Some(tag) = tags[t] else { continue };
+                if broken[route_of[t]] {
+                    continue;
+                }
+                let conn = held[route_of[t]].as_mut().expect("held above");
+                let dst = nth_mut(out, slot);
+                let more_sent = t + 1 < end && route_of[t + 1] == route_of[t];
+                let held_page =
+                    match self.recv_read(&self.servers[s], conn, tag, &[0], dst, more_sent) {
+                        Ok(()) => true,
+                        Err(BackendError::Refused {
+                            code: Some(ErrorCode::NotFound),
+                            ..
+                        }) => {
+                            dst.fill(0);
+                            false
+                        }
+                        Err(e) => {
+                            // The connection's stream is lost with its server:
+                            // the replies after this one on it are not read.
+                            broken[route_of[t]] = true;
+                            if self.lost(&e) {
+                                self.mark_lost(s, &e);
+                                all = false;
+                            } else {
+                                other.get_or_insert(e);
+                            }
+                            continue;
+                        }
+                    };
+                if ec.matches(page, held_page.then_some(&*dst)) {
+                    known[slot] = true;
+                } else {
+                    self.distrusted(s);
+                    all = false;
+                }
+            }
+            done = end;
+        }
+        drop(held);
+        match other {
+            Some(e) => Err(e),
+            None => Ok(all),
+        }
+    }
+
     /// Server `s` sent a page with the wrong contents: down from now on.
     pub(super) fn distrusted(&self, s: usize) {
         if self.mark_down(s) {
@@ -395,36 +570,67 @@ impl RemoteBackend {
                 return self.plain_read(pages, buf);
             }
         }
-        let positions = |r: (usize, usize), idx: &mut [usize; MAX_BATCH]| {
+        // Each route's positions, in order.
+        let mut route_pos = [0usize; MAX_BATCH];
+        let mut starts = [0usize; MAX_BATCH + 1];
+        {
             let mut k = 0;
-            for (i, &p) in pages.iter().enumerate() {
-                if self.route(p, 0) == r {
-                    idx[k] = i;
-                    k += 1;
+            for (i, &r) in distinct.iter().enumerate() {
+                starts[i] = k;
+                for (pos, &p) in pages.iter().enumerate() {
+                    if self.route(p, 0) == r {
+                        route_pos[k] = pos;
+                        k += 1;
+                    }
                 }
             }
-            k
-        };
-        let mut tags: [Option<u32>; MAX_BATCH] = [None; MAX_BATCH];
-        let mut failed: Option<(usize, BackendError)> = None;
-        for (i, &r) in distinct.iter().enumerate() {
-            let mut idx = [0usize; MAX_BATCH];
-            let k = positions(r, &mut idx);
-            let conn = held[i].as_ref().expect("held above");
-            match self.send_read(&self.servers[r.0], conn, pages, &idx[..k]) {
-                Ok(t) => tags[i] = Some(t),
-                Err(e) => {
-                    failed.get_or_insert((r.0, e));
-                }
-            }
+            starts[distinct.len()] = k;
         }
-        for (i, &r) in distinct.iter().enumerate() {
-            let Some(tag) = tags[i] else { continue };
-            let mut idx = [0usize; MAX_BATCH];
-            let k = positions(r, &mut idx);
-            let conn = held[i].as_mut().expect("held above");
-            if let Err(e) = self.recv_read(&self.servers[r.0], conn, tag, &idx[..k], buf) {
-                failed.get_or_insert((r.0, e));
+        let mut cur: [usize; MAX_BATCH] = starts[..MAX_BATCH].try_into().expect("MAX_BATCH starts");
+        let mut failed: Option<(usize, BackendError)> = None;
+        let mut broken = [false; MAX_BATCH];
+        // Waves of at most WAVE pages a route (see [`WAVE`]).
+        loop {
+            let mut tags: [Option<(u32, usize, usize)>; MAX_BATCH] = [None; MAX_BATCH];
+            let mut any = false;
+            for (i, &r) in distinct.iter().enumerate() {
+                let (from, to) = (cur[i], (cur[i] + WAVE).min(starts[i + 1]));
+                if broken[i] || from == to {
+                    continue;
+                }
+                any = true;
+                let conn = held[i].as_ref().expect("held above");
+                match self.send_read(&self.servers[r.0], conn, pages, &route_pos[from..to]) {
+                    Ok(t) => tags[i] = Some((t, from, to)),
+                    Err(e) => {
+                        broken[i] = true;
+                        failed.get_or_insert((r.0, e));
+                    }
+                }
+            }
+            if !any {
+                break;
+            }
+            for (i, &r) in distinct.iter().enumerate() {
+                let Some((tag, from, to)) = tags[i] else {
+                    continue;
+                };
+                let conn = held[i].as_mut().expect("held above");
+                // (One request a connection in each wave here.)
+                match self.recv_read(
+                    &self.servers[r.0],
+                    conn,
+                    tag,
+                    &route_pos[from..to],
+                    buf,
+                    false,
+                ) {
+                    Ok(()) => cur[i] = to,
+                    Err(e) => {
+                        broken[i] = true;
+                        failed.get_or_insert((r.0, e));
+                    }
+                }
             }
         }
         drop(held);
@@ -461,24 +667,19 @@ impl RemoteBackend {
                 }
                 continue 'attempt;
             }
-            let mut known = [false; MAX_PLACES];
+            // K live places, the data places first (with all of them,
+            // nothing is decoded but the one page).
+            let mut want = [false; MAX_PLACES];
             let mut have = 0;
-            for j in 0..ec.places() {
-                if have == ec.data {
-                    break;
+            for (j, w) in want[..ec.places()].iter_mut().enumerate() {
+                if have < ec.data && j != i && !self.is_down(servers[j]) {
+                    *w = true;
+                    have += 1;
                 }
-                if j == i || self.is_down(servers[j]) {
-                    continue;
-                }
-                let dst = nth_mut(old, j);
-                if self
-                    .shard_read(servers[j], ec.page_of(row, j), dst)?
-                    .is_none()
-                {
-                    continue 'attempt;
-                }
-                known[j] = true;
-                have += 1;
+            }
+            let mut known = [false; MAX_PLACES];
+            if !self.read_places(row, servers, &want[..ec.places()], old, &mut known)? {
+                continue 'attempt;
             }
             if have < ec.data {
                 return Err(self.row_lost(row, servers));
@@ -546,21 +747,109 @@ impl RemoteBackend {
             }
         }
         let sent = n > 0 && self.ec_write_whole_rows(&rows, &row_pages, &together[..n])?;
+        let mut rest = [0usize; MAX_BATCH];
+        let mut nrest = 0;
         for j in 0..nrows {
-            if sent && together[..n].contains(&j) {
-                continue;
+            if !(sent && together[..n].contains(&j)) {
+                rest[nrest] = j;
+                nrest += 1;
             }
-            let mut new: [(usize, &[u8]); MAX_EC_DATA] = [(0, &[]); MAX_EC_DATA];
-            let mut m = 0;
-            for (place, d) in row_pages[j][..k].iter().enumerate() {
-                if let Some(d) = d {
-                    new[m] = (place, d);
-                    m += 1;
-                }
-            }
-            self.ec_write_row(rows[j], &new[..m])?;
+        }
+        if nrest > 0 {
+            self.ec_write_rows(&rows, &row_pages, &rest[..nrest])?;
         }
         Ok(())
+    }
+
+    /// Write the rows `which` of `rows` (their pages in `row_pages`), each
+    /// as [`Self::ec_write_row`] does, under every one's lock at once, the
+    /// old bytes of their changed places and parity read first for all of
+    /// them together (one round trip for the batch, not one a row).
+    fn ec_write_rows(
+        &self,
+        rows: &[u64],
+        row_pages: &[[Option<&[u8]>; MAX_EC_DATA]],
+        which: &[usize],
+    ) -> Result<(), BackendError> {
+        let ec = self.ec();
+        let (k, m) = (ec.data, ec.parity);
+        let mut locks = [0usize; MAX_BATCH];
+        for (l, &j) in locks.iter_mut().zip(which) {
+            *l = ec.lock_index(rows[j]);
+        }
+        let _held = self.lock_rows(&mut locks[..which.len()]);
+        let mut work = ec.codec.work();
+        let Parts {
+            coder,
+            old,
+            row: rowbuf,
+            parity,
+            batch,
+        } = work.parts();
+        // Where each row's prefetched places are in `batch`.
+        let mut slot_of = [[u16::MAX; MAX_PLACES]; MAX_BATCH];
+        let mut targets = [(0usize, 0u64, 0usize); MANY];
+        let mut n = 0;
+        for (r, &j) in which.iter().enumerate() {
+            let servers = self.ec_servers(rows[j]);
+            let places = &row_pages[j];
+            let reads = places[..k].iter().filter(|p| p.is_some()).count() + m;
+            let whole = places[..k].iter().all(Option::is_some);
+            if whole
+                || n + reads > BATCH_PAGES.min(MANY)
+                || servers[..k + m].iter().any(|&s| self.is_down(s))
+            {
+                continue;
+            }
+            for place in 0..k + m {
+                if place >= k || places[place].is_some() {
+                    slot_of[r][place] = u16::try_from(n).expect("fewer than 2^16 slots");
+                    targets[n] = (servers[place], ec.page_of(rows[j], place), n);
+                    n += 1;
+                }
+            }
+        }
+        let mut known = [false; MANY];
+        // A server lost or distrusted here: nothing was sent, so each row
+        // simply reads for itself.
+        let prefetched = self.read_many(&mut targets[..n], batch, &mut known[..n])?;
+        for (r, &j) in which.iter().enumerate() {
+            let mut new: [(usize, &[u8]); MAX_EC_DATA] = [(0, &[]); MAX_EC_DATA];
+            let mut c = 0;
+            for (place, d) in row_pages[j][..k].iter().enumerate() {
+                if let Some(d) = d {
+                    new[c] = (place, d);
+                    c += 1;
+                }
+            }
+            let mut pre = [None; MAX_PLACES];
+            if prefetched {
+                for (p, &slot) in pre.iter_mut().zip(&slot_of[r]) {
+                    if slot != u16::MAX && known[usize::from(slot)] {
+                        *p = Some(nth(batch, usize::from(slot)));
+                    }
+                }
+            }
+            self.write_row_locked(rows[j], &new[..c], &mut pre, coder, old, rowbuf, parity)?;
+        }
+        Ok(())
+    }
+
+    /// Take the row locks `locks` (indices), each once, in ascending order:
+    /// a thread holding one row's lock never waits for another's, so
+    /// there is no cycle.
+    fn lock_rows(&self, locks: &mut [usize]) -> [Option<SpinGuard<'_, ()>>; MAX_BATCH] {
+        let ec = self.ec();
+        locks.sort_unstable();
+        let mut held: [Option<SpinGuard<'_, ()>>; MAX_BATCH] = std::array::from_fn(|_| None);
+        let mut last = None;
+        for (h, &l) in held.iter_mut().zip(locks.iter()) {
+            if last != Some(l) {
+                *h = Some(ec.locks[l].lock());
+                last = Some(l);
+            }
+        }
+        held
     }
 
     /// Write the whole rows `which` of `rows` (their pages in `row_pages`)
@@ -582,16 +871,7 @@ impl RemoteBackend {
         for (l, &j) in locks.iter_mut().zip(which) {
             *l = ec.lock_index(rows[j]);
         }
-        let locks = &mut locks[..which.len()];
-        locks.sort_unstable();
-        let mut held: [Option<SpinGuard<'_, ()>>; MAX_BATCH] = std::array::from_fn(|_| None);
-        let mut last = None;
-        for (h, &l) in held.iter_mut().zip(locks.iter()) {
-            if last != Some(l) {
-                *h = Some(ec.locks[l].lock());
-                last = Some(l);
-            }
-        }
+        let held = self.lock_rows(&mut locks[..which.len()]);
         let mut work = ec.codec.work();
         let Parts { coder, batch, .. } = work.parts();
         // Every place of every row: (server, page number there, bytes).
@@ -672,7 +952,6 @@ impl RemoteBackend {
         new: &[(usize, &[u8])],
     ) -> Result<(), BackendError> {
         let ec = self.ec();
-        let (k, m) = (ec.data, ec.parity);
         let _row = ec.lock(row);
         let mut work = ec.codec.work();
         let Parts {
@@ -682,6 +961,26 @@ impl RemoteBackend {
             parity,
             ..
         } = work.parts();
+        let mut none = [None; MAX_PLACES];
+        self.write_row_locked(row, new, &mut none, coder, old, rowbuf, parity)
+    }
+
+    /// [`Self::ec_write_row`] with the row's lock held, in the caller's
+    /// working space, and `pre` the old bytes of places already read
+    /// under that lock (place j's, where given).
+    #[allow(clippy::too_many_arguments)]
+    fn write_row_locked(
+        &self,
+        row: u64,
+        new: &[(usize, &[u8])],
+        pre: &mut [Option<&[u8]>; MAX_PLACES],
+        coder: &mut crate::backend::codec::Coder,
+        old: &mut [u8],
+        rowbuf: &mut [u8],
+        parity: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let ec = self.ec();
+        let (k, m) = (ec.data, ec.parity);
         let mut changed = [false; MAX_EC_DATA];
         for &(i, _) in new {
             changed[i] = true;
@@ -689,6 +988,12 @@ impl RemoteBackend {
         let full = changed[..k].iter().all(|&c| c);
         // Places whose old bytes are in `old`.
         let mut known = [false; MAX_PLACES];
+        for (j, p) in pre.iter_mut().enumerate().take(k + m) {
+            if let Some(bytes) = p.take() {
+                nth_mut(old, j).copy_from_slice(bytes);
+                known[j] = true;
+            }
+        }
         // Whether anything was sent: from then on, changed places and
         // parity are never read again.
         let mut sent_any = false;
@@ -702,18 +1007,12 @@ impl RemoteBackend {
                 !full && !sent_any && new.iter().all(|&(i, _)| live(i)) && (k..k + m).all(live);
             if delta {
                 // The old bytes of the changed places and of the parity.
-                for j in 0..k + m {
-                    if (j < k && !changed[j]) || known[j] {
-                        continue;
-                    }
-                    let dst = nth_mut(old, j);
-                    if self
-                        .shard_read(servers[j], ec.page_of(row, j), dst)?
-                        .is_none()
-                    {
-                        continue 'attempt;
-                    }
-                    known[j] = true;
+                let mut want = [false; MAX_PLACES];
+                for (j, w) in want[..k + m].iter_mut().enumerate() {
+                    *w = (j >= k || changed[j]) && !known[j];
+                }
+                if !self.read_places(row, servers, &want[..k + m], old, &mut known)? {
+                    continue 'attempt;
                 }
                 for (i, &c) in changed[..k].iter().enumerate() {
                     let d = nth_mut(rowbuf, i);
@@ -737,18 +1036,12 @@ impl RemoteBackend {
                     // The whole old row, from what is kept and what the
                     // live servers hold (after a send, only unchanged
                     // places: the others may be of either version).
-                    for j in 0..k + m {
-                        if known[j] || !live(j) || (sent_any && (j >= k || changed[j])) {
-                            continue;
-                        }
-                        let dst = nth_mut(old, j);
-                        if self
-                            .shard_read(servers[j], ec.page_of(row, j), dst)?
-                            .is_none()
-                        {
-                            continue 'attempt;
-                        }
-                        known[j] = true;
+                    let mut want = [false; MAX_PLACES];
+                    for (j, w) in want[..k + m].iter_mut().enumerate() {
+                        *w = !known[j] && live(j) && !(sent_any && (j >= k || changed[j]));
+                    }
+                    if !self.read_places(row, servers, &want[..k + m], old, &mut known)? {
+                        continue 'attempt;
                     }
                     let shards = shards_of(old, &known[..k + m]);
                     coder
@@ -858,24 +1151,17 @@ impl RemoteBackend {
         let servers = &servers[..k + m];
         // Live places, a leaving one's included (it still answers), the
         // data pages first: with every one of them, nothing is decoded.
-        let mut known = [false; MAX_PLACES];
+        let mut want = [false; MAX_PLACES];
         let mut have = 0;
-        for j in 0..k + m {
-            if have == k {
-                break;
+        for (j, w) in want[..k + m].iter_mut().enumerate() {
+            if have < k && !self.is_down(servers[j]) {
+                *w = true;
+                have += 1;
             }
-            if self.is_down(servers[j]) {
-                continue;
-            }
-            let dst = nth_mut(old, j);
-            if self
-                .shard_read(servers[j], ec.page_of(row, j), dst)?
-                .is_none()
-            {
-                return Ok(None);
-            }
-            known[j] = true;
-            have += 1;
+        }
+        let mut known = [false; MAX_PLACES];
+        if !self.read_places(row, servers, &want[..k + m], old, &mut known)? {
+            return Ok(None);
         }
         let shards = shards_of(old, &known[..k + m]);
         coder
