@@ -158,7 +158,7 @@ fn with_one_copy_a_lost_server_stops_the_program_naming_it() {
     let addrs: Vec<String> = servers.iter().map(|s| s.addr.clone()).collect();
     let out = integrity(
         &addrs,
-        "1",
+        "replicas:1",
         servers[1].child.id(),
         libc::SIGKILL,
         Duration::from_millis(300),
