@@ -6,11 +6,15 @@
  *         out (kernel 6.8+): no allocation, no copy, no free;
  * plus a 4 KiB memcpy for scale, and MOVE one page per ioctl (what a staging
  * pool of scattered pages would pay).
- * usage: gcc -O2 -Wall -Wextra -Werror -o /tmp/uffd-install-cost bench/kernel/uffd-install-cost.c
- *        /tmp/uffd-install-cost [BATCH=32]   (root, or vm.unprivileged_userfaultfd=1) */
+ * With a second argument `spin`, a second thread of the process spins on the
+ * other CPU meanwhile, so every TLB flush of these pages must reach it (an
+ * IPI; in a VM an exit): what a multithreaded program pays.
+ * usage: gcc -O2 -Wall -Wextra -Werror -pthread -o /tmp/uffd-install-cost bench/kernel/uffd-install-cost.c
+ *        /tmp/uffd-install-cost [BATCH=32] [spin]   (root, or vm.unprivileged_userfaultfd=1) */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,15 @@ static void must(int ok, const char *what) {
     }
 }
 
+static volatile int spinning = 1;
+
+static void *spin(void *arg) {
+    (void)arg;
+    while (spinning)
+        ;
+    return NULL;
+}
+
 static void move(int uffd, char *dst, char *src, long len) {
     struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
     must(ioctl(uffd, UFFDIO_MOVE, &m) == 0, "UFFDIO_MOVE");
@@ -54,6 +67,10 @@ static void move(int uffd, char *dst, char *src, long len) {
 int main(int argc, char **argv) {
     long b = argc > 1 ? atol(argv[1]) : 32;
     must(b >= 1 && b <= 512, "BATCH must be 1..512");
+    int spin_on = argc > 2 && strcmp(argv[2], "spin") == 0;
+    pthread_t spinner;
+    if (spin_on)
+        must(pthread_create(&spinner, NULL, spin, NULL) == 0, "pthread_create");
     int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
     must(uffd >= 0, "userfaultfd");
     struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_MOVE};
@@ -91,6 +108,24 @@ int main(int argc, char **argv) {
     }
     double mv = (now() - t) / ROUNDS / (double)b * 1e6;
 
+    /* What a fetch slot would do without recycled pages: move its received
+     * pages in, populate fresh pages for the next receive, unmap victims.
+     * Its buffer is not registered: populating must not fault to userfaultfd. */
+    char *slot = mmap(NULL, (size_t)(b * PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    must(slot != MAP_FAILED, "mmap");
+    madvise(slot, (size_t)(b * PAGE), MADV_NOHUGEPAGE);
+    memset(slot, 3, (size_t)(b * PAGE));
+    t = now();
+    for (int i = 0; i < ROUNDS; i++) {
+        char *d = arena + (long)(i % 64) * b * PAGE;
+        slot[0]++;
+        move(uffd, d, slot, b * PAGE);
+        must(madvise(slot, (size_t)(b * PAGE), MADV_POPULATE_WRITE) == 0, "MADV_POPULATE_WRITE");
+        d[0]++;
+        must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
+    }
+    double mvpop = (now() - t) / ROUNDS / (double)b * 1e6;
+
     t = now();
     for (int i = 0; i < ROUNDS; i++)
         memcpy(stage, src + (i & 1), (size_t)(b * PAGE) - 1);
@@ -106,8 +141,12 @@ int main(int argc, char **argv) {
     }
     double one = (now() - t) / (ROUNDS / 8) / (double)b * 1e6;
 
-    printf("batch %ld pages: copy in + DONTNEED out %.3f us/page | move in + out %.3f us/page | "
+    spinning = 0;
+    if (spin_on)
+        pthread_join(spinner, NULL);
+    printf("%sbatch %ld pages: copy in + DONTNEED out %.3f us/page | move in + out %.3f us/page | "
+           "move in + populate + DONTNEED out %.3f us/page | "
            "memcpy 4 KiB %.3f us | move one page per ioctl, in + out %.3f us/page\n",
-           b, copy, mv, cp, one);
+           spin_on ? "second thread spinning, " : "", b, copy, mv, mvpop, cp, one);
     return 0;
 }

@@ -136,5 +136,10 @@ pub fn run(a: Args) -> Result<()> {
         pct(replay.prefetch_wasted, replay.prefetched),
         replay.hold_reused
     );
+    println!(
+        "  runs fetched, replayed       {} ({:.1} pages a run: each run costs a request, an install and an unmap)",
+        replay.runs,
+        replay.fetched as f64 / replay.runs.max(1) as f64
+    );
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::cost::Phase;
 use crate::install::ZERO;
 use crate::page::{self, next, Event, State};
 use crate::readahead::Plan;
-use crate::replacement::{page_u32, Aux as _};
+use crate::replacement::{page_u32, Aux as _, Fetched};
 use crate::slots::{Slot, Token};
 use crate::sync::Backoff;
 use crate::trace::{self, Kind};
@@ -343,7 +343,7 @@ impl Runtime {
             // A refault, judged by its real distance like one from the
             // backend: a hot page's is short, and it is protected.
             let mut queues = self.budget.queues();
-            if !queues.admit(page_u32(p), Some(stamp)) {
+            if !queues.admit(page_u32(p), Some(stamp), Fetched::Alone) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
             }

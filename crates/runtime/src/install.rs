@@ -6,7 +6,7 @@
 
 use crate::cost::Phase;
 use crate::page::{self, Event};
-use crate::replacement::{page_u32, Aux as _};
+use crate::replacement::{fetched_as, page_u32, Aux as _, Fetched};
 use crate::{runs, Runtime};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::uffd::CopyOutcome;
@@ -80,11 +80,15 @@ impl Runtime {
         // Every page that comes back tells its refault distance, prefetched
         // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
         // to be kept.
+        let fetched = match (pages.first(), pages.last()) {
+            (Some(&a), Some(&b)) => fetched_as(a as u64, b as u64, pages.len()),
+            _ => Fetched::Alone,
+        };
         let mut queues = self.budget.queues();
         for &q in pages {
             let seq = self.arena.table().load(q).has(page::ADV_SEQUENTIAL);
             let refault = (!seq).then(|| self.arena.table().aux(page_u32(q)));
-            if !queues.admit(page_u32(q), refault) {
+            if !queues.admit(page_u32(q), refault, fetched) {
                 drop(queues);
                 farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
             }

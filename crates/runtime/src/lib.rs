@@ -292,7 +292,7 @@ impl Runtime {
                 budget,
                 spare,
                 &board.page().resident,
-                Queues::new(budget, 4 * MAX_BATCH),
+                Queues::new(budget, 4 * MAX_BATCH, npages),
                 hold,
             ),
             streams: streams::Streams::new(slots, Planner::new(cfg.prefetch_pages as usize)),
@@ -341,7 +341,7 @@ impl Runtime {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();
             let q = self.budget.queues();
-            (q.promoted, q.displaced)
+            (q.promoted, q.displaced, q.gathered)
         };
         let held = self.budget.hold().slots() - self.budget.hold().free_slots();
         self.observe.stats().snapshot(

@@ -154,10 +154,12 @@ pub struct Snapshot {
     pub spurious_faults: u64,
     /// System calls that waited for the pin limit.
     pub pin_waits: u64,
-    /// Refaulting pages admitted to the protected queue, and how many of
-    /// those displaced a colder protected page (see `replacement`).
+    /// Refaulting pages admitted to the protected queue, how many of those
+    /// displaced a protected page, and how many of those displacements
+    /// gathered the kept set into blocks (see `replacement`).
     pub promoted: u64,
     pub displaced: u64,
+    pub gathered: u64,
     pub resident_bytes: u64,
     pub budget_bytes: u64,
     pub fault_p50_ns: u64,
@@ -169,8 +171,13 @@ pub struct Snapshot {
 }
 
 impl Stats {
-    /// `policy` is (promoted, displaced) from the replacement queues.
-    pub fn snapshot(&self, resident_bytes: u64, budget_bytes: u64, policy: (u64, u64)) -> Snapshot {
+    /// `policy` is (promoted, displaced, gathered) from the replacement queues.
+    pub fn snapshot(
+        &self,
+        resident_bytes: u64,
+        budget_bytes: u64,
+        policy: (u64, u64, u64),
+    ) -> Snapshot {
         let page = farmem_sys::PAGE_SIZE as u64;
         Snapshot {
             faults: self.faults.get(),
@@ -192,6 +199,7 @@ impl Stats {
             pin_waits: self.pin_waits.get(),
             promoted: policy.0,
             displaced: policy.1,
+            gathered: policy.2,
             resident_bytes,
             budget_bytes,
             fault_p50_ns: self.fault_ns.quantile(0.50),
@@ -233,6 +241,7 @@ impl Snapshot {
             pin_waits: d(self.pin_waits, before.pin_waits),
             promoted: d(self.promoted, before.promoted),
             displaced: d(self.displaced, before.displaced),
+            gathered: d(self.gathered, before.gathered),
             phase_ns: std::array::from_fn(|i| d(self.phase_ns[i], before.phase_ns[i])),
             ..*self
         }
@@ -292,7 +301,7 @@ impl Snapshot {
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
              \x20 spurious faults                {:>12}\n\
-             \x20 protected (admitted / displ.) {:>12} / {}\n\
+             \x20 protected (in / displ. / gath.){:>12} / {} / {}\n\
              \x20 resident / budget              {:>12} / {}\n\
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n{breakdown}",
             self.faults,
@@ -312,6 +321,7 @@ impl Snapshot {
             self.spurious_faults,
             self.promoted,
             self.displaced,
+            self.gathered,
             sz(self.resident_bytes),
             sz(self.budget_bytes),
             us(self.fault_p50_ns),

@@ -15,9 +15,9 @@
 //! do not occur in a reference string.
 
 use farmem_runtime::readahead::{Hint, Planner};
-use farmem_runtime::replacement::{Aux, Queues, Take};
+use farmem_runtime::replacement::{fetched_as, Aux, Fetched, Queues, Take};
 use farmem_runtime::trace::{self, Kind, Why};
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// A reference string: dense page ids (in first-reference order), whether
@@ -125,6 +125,9 @@ pub fn min_fetches(refs: &Refs, budget: usize) -> u64 {
 pub struct Replay {
     /// Pages fetched (demand and prefetched).
     pub fetched: u64,
+    /// Runs of consecutive pages fetched: each costs a request, an install
+    /// and later an unmap, whatever its length.
+    pub runs: u64,
     pub faults: u64,
     pub prefetched: u64,
     pub prefetch_used: u64,
@@ -169,13 +172,15 @@ struct Page {
     why: u8,
 }
 
-struct Stamps(Vec<Cell<u32>>);
+/// Eviction stamps by page number (0 = never evicted); a map, as page
+/// numbers can be anywhere in an arena of up to 2^32 pages.
+struct Stamps(RefCell<HashMap<u32, u32>>);
 impl Aux for Stamps {
     fn aux(&self, p: u32) -> u32 {
-        self.0[p as usize].get()
+        self.0.borrow().get(&p).copied().unwrap_or(0)
     }
     fn set_aux(&self, p: u32, v: u32) {
-        self.0[p as usize].set(v)
+        self.0.borrow_mut().insert(p, v);
     }
 }
 
@@ -190,8 +195,6 @@ struct Sim {
     second: HashSet<u64>,
     /// Victims of this round that came from main.
     mains: HashSet<u64>,
-    ids: HashMap<u64, u32>,
-    by_id: Vec<u64>,
     stamps: Stamps,
     queues: Queues,
     planner: Planner,
@@ -204,15 +207,11 @@ struct Sim {
 }
 
 impl Sim {
+    /// The queues' key of page `p`: its page number, as in the runtime (the
+    /// queues count kept pages by block of addresses). Arena pages fit 32
+    /// bits (`FARMEM_ARENA` is capped at 2^32 pages).
     fn id(&mut self, p: u64) -> u32 {
-        if let Some(&i) = self.ids.get(&p) {
-            return i;
-        }
-        let i = u32::try_from(self.by_id.len()).unwrap_or(u32::MAX);
-        self.ids.insert(p, i);
-        self.by_id.push(p);
-        self.stamps.0.push(Cell::new(0));
-        i
+        u32::try_from(p).unwrap_or(u32::MAX)
     }
 
     fn page(&self, p: u64) -> Page {
@@ -249,14 +248,13 @@ impl Sim {
         let (k, stamp) = {
             let Sim {
                 pages,
-                by_id,
                 queues,
                 second,
                 mains,
                 ..
             } = self;
             queues.evict(&mut victims[..want], |id, from_main| {
-                let p = by_id[id as usize];
+                let p = u64::from(id);
                 let pg = pages.get(&p).copied().unwrap_or_default();
                 if pg.slot != Slot::Resident {
                     return Take::Drop;
@@ -288,7 +286,7 @@ impl Sim {
             return true;
         }
         for &id in &victims[..k] {
-            let p = self.by_id[id as usize];
+            let p = u64::from(id);
             self.second.remove(&p);
             // Pages leaving main proved themselves once; the hold is for
             // those the queues have not seen reused.
@@ -335,7 +333,7 @@ impl Sim {
         }
         let id = self.id(p);
         let refault = Some(self.stamps.aux(id));
-        self.queues.admit(id, refault);
+        self.queues.admit(id, refault, Fetched::Alone);
     }
 
     fn used(&mut self, p: u64) {
@@ -357,6 +355,13 @@ impl Sim {
             // The runtime sends the request, then refills while it travels.
             self.refill();
         }
+        if !list.is_empty() {
+            self.r.runs += 1 + list.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
+        }
+        let fetched = match (list.first(), list.last()) {
+            (Some(&a), Some(&b)) => fetched_as(a, b, list.len()),
+            _ => Fetched::Alone,
+        };
         for (k, &q) in list.iter().enumerate() {
             let prefetched = k > 0 || !demand;
             let slot = if Some(q) == park {
@@ -382,7 +387,7 @@ impl Sim {
             if slot == Slot::Resident {
                 let id = self.id(q);
                 let refault = Some(self.stamps.aux(id));
-                self.queues.admit(id, refault);
+                self.queues.admit(id, refault, fetched);
             }
         }
     }
@@ -448,7 +453,7 @@ impl Sim {
                 self.used(p);
                 let id = self.id(p);
                 let stamp = self.stamps.aux(id);
-                self.queues.admit(id, Some(stamp));
+                self.queues.admit(id, Some(stamp), Fetched::Alone);
             }
             Slot::Absent => self.fault(p, write),
         }
@@ -576,10 +581,15 @@ pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
         hold_cap,
         second: HashSet::new(),
         mains: HashSet::new(),
-        ids: HashMap::new(),
-        by_id: Vec::new(),
-        stamps: Stamps(Vec::new()),
-        queues: Queues::new(budget, 4 * farmem_runtime::config::MAX_BATCH),
+        stamps: Stamps(RefCell::new(HashMap::new())),
+        queues: Queues::new(
+            budget,
+            4 * farmem_runtime::config::MAX_BATCH,
+            refs.page_of
+                .iter()
+                .max()
+                .map_or(0, |&m| farmem_sys::usize_from(m) + 1),
+        ),
         planner: Planner::new(set.prefetch),
         budget,
         resident: 0,
