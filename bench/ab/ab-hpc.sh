@@ -29,7 +29,7 @@ secs() {
 }
 wall() { awk '/Elapsed \(wall clock\)/ {print $NF}'; }
 check() { grep -qE 'Verification( += +SUCCESSFUL|: +PASS)' && echo verified || echo NOT-VERIFIED; }
-field() { sed -nE "s/^ *$1 +([^ ].*)$/\\1/p" | head -1 | sed -E 's/ +/ /g'; }
+field() { sed -nE "s|^ *$1 +([^ ].*)\$|\\1|p" | head -1 | sed -E 's/ +/ /g'; }
 for prog in "$@"; do
     P=$(realpath "$prog"); name=$(basename "$P")
     # shellcheck disable=SC2046
