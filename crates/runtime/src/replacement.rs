@@ -32,10 +32,12 @@
 //! NPB CG class A at half its footprint kept 3,730 pages in 1,151 runs and
 //! fetched 1.4 pages a run. So the queues count main's pages in each block
 //! of [`BLOCK`] pages, and a page fetched in a window ([`Fetched::InRun`])
-//! may also displace a main page of the same loop (admitted at a comparable
-//! distance, so not a hot page) whose block keeps fewer main pages than its
-//! own. On a loop each swap is neutral in misses, and blocks drift apart
-//! until each is kept whole or streamed whole: the kept part becomes runs.
+//! may also displace a main page that came in a window too, was admitted
+//! at a comparable distance (the same loop, not a hot page), and sits in a
+//! block that keeps fewer main pages than the newcomer's. On a loop each
+//! swap is neutral in misses, and blocks drift apart until each is kept
+//! whole or streamed whole: the kept part becomes runs. Pages that came
+//! alone (a hash table's, a graph's random reads) are never displaced so.
 //!
 //! Hints take precedence: SEQUENTIAL pages never enter main; READ_MOSTLY clean
 //! pages get a second pass; pinned pages are skipped by the caller.
@@ -179,7 +181,8 @@ impl Queues {
         Queues {
             probation: Ring::with_capacity(budget),
             main: Ring::with_capacity(budget),
-            // Zeroed on demand by the kernel: untouched blocks cost nothing.
+            // A large table comes zeroed from the kernel: untouched blocks
+            // cost no memory.
             blocks: vec![0; npages.div_ceil(BLOCK)].into_boxed_slice(),
             main_target: budget - probation,
             clock: 1,
@@ -358,6 +361,13 @@ mod tests {
     use std::cell::Cell;
     use std::collections::{HashMap, HashSet};
 
+    impl Queues {
+        /// Main's pages as the blocks count them.
+        fn counted(&self) -> usize {
+            self.blocks.iter().map(|&c| usize::from(c)).sum()
+        }
+    }
+
     struct Vaux(Vec<Cell<u32>>);
     impl Aux for Vaux {
         fn aux(&self, p: u32) -> u32 {
@@ -392,6 +402,7 @@ mod tests {
             assert!(q.admit(p, stamp, Fetched::Alone));
             resident.insert(p);
             assert_eq!(q.len(), resident.len());
+            assert_eq!(q.counted(), q.main_len());
         }
         misses
     }
@@ -594,6 +605,29 @@ mod tests {
             let ours = misses(&t, b, false);
             let opt = opt_misses(&t, b);
             prop_assert!(ours <= loop_bound(opt, n as usize, b, rounds), "b={} n={} ours {} opt {}", b, n, ours, opt);
+        }
+
+        /// Windows of any length at any place, with evictions between them
+        /// and pages freed now and then (`retain`): the queues hold exactly
+        /// the resident pages, and the blocks count exactly main's.
+        #[test]
+        fn windows_keep_the_block_counts(
+            windows in proptest::collection::vec((0u32..300, 1u32..20, 0u32..4), 1..300),
+            b in 8usize..80,
+        ) {
+            let mut l = Windows::new(320, b);
+            for (start, len, free) in windows {
+                let w: Vec<u32> = (start..start + len).collect();
+                l.fetch(&w[..(len as usize).min(b)]);
+                if free == 0 {
+                    // Free the window's pages, as a program's free() would.
+                    let gone: HashSet<u32> = w.iter().copied().collect();
+                    l.q.retain(|p| !gone.contains(&p));
+                    l.resident.retain(|p| !gone.contains(p));
+                }
+                prop_assert_eq!(l.q.len(), l.resident.len());
+                prop_assert_eq!(l.q.counted(), l.q.main_len());
+            }
         }
 
         #[test]
