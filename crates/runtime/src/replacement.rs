@@ -139,7 +139,7 @@ fn came_in_run(e: u64) -> bool {
 }
 
 /// How `n` pages installed together, from page `first` to page `last`,
-/// came: in a stream's window (more than one page, over more than a few:
+/// came: in a stream's window (more than one page, spanning five or more:
 /// the absent pages of a window are scattered where pages were kept), or
 /// alone (a demand page, a probe).
 pub fn fetched_as(first: u64, last: u64, n: usize) -> Fetched {
