@@ -201,14 +201,9 @@ impl Queues {
             .unwrap_or(0)
     }
 
-    /// Count page `p` into main (`joined`) or out of it.
-    fn count(&mut self, p: u32, joined: bool) {
-        count(&mut self.blocks, p, joined);
-    }
-
     /// Push `e` to main's back, counted.
     fn main_push(&mut self, e: u64) -> bool {
-        self.count(page_of(e), true);
+        count(&mut self.blocks, page_of(e), true);
         self.main.push(e)
     }
 
@@ -269,7 +264,7 @@ impl Queues {
     fn displace(&mut self, old: u32, p: u32, d: u32, fetched: Fetched) -> bool {
         self.displaced += 1;
         self.promoted += 1;
-        self.count(old, false);
+        count(&mut self.blocks, old, false);
         // The displaced page is the next to leave.
         self.probation.push_front(entry(old, 0, Fetched::Alone))
             && self.main_push(entry(p, d, fetched))

@@ -184,6 +184,13 @@ impl Aux for Stamps {
     }
 }
 
+/// The queues' key of page `p`: its page number, as in the runtime (the
+/// queues count kept pages by block of addresses). Arena pages fit 32 bits
+/// (`FARMEM_ARENA` is capped at 2^32 pages).
+fn key(p: u64) -> u32 {
+    u32::try_from(p).unwrap_or(u32::MAX)
+}
+
 /// The replay's state: pages indexed by arena page number (the planner works
 /// on arena pages; the references are mapped back to them).
 struct Sim {
@@ -207,13 +214,6 @@ struct Sim {
 }
 
 impl Sim {
-    /// The queues' key of page `p`: its page number, as in the runtime (the
-    /// queues count kept pages by block of addresses). Arena pages fit 32
-    /// bits (`FARMEM_ARENA` is capped at 2^32 pages).
-    fn id(&mut self, p: u64) -> u32 {
-        u32::try_from(p).unwrap_or(u32::MAX)
-    }
-
     fn page(&self, p: u64) -> Page {
         self.pages.get(&p).copied().unwrap_or_default()
     }
@@ -307,7 +307,7 @@ impl Sim {
                     break;
                 };
                 if self.page(q).slot == Slot::Held {
-                    let qid = self.id(q);
+                    let qid = key(q);
                     self.stamps.set_aux(qid, self.queues.clock());
                     self.gone(q);
                 }
@@ -331,7 +331,7 @@ impl Sim {
         if let Some(pg) = self.pages.get_mut(&p) {
             pg.slot = Slot::Resident;
         }
-        let id = self.id(p);
+        let id = key(p);
         let refault = Some(self.stamps.aux(id));
         self.queues.admit(id, refault, Fetched::Alone);
     }
@@ -385,7 +385,7 @@ impl Sim {
                 self.r.prefetched_by_why[usize::from(why as u8).min(Why::COUNT - 1)] += 1;
             }
             if slot == Slot::Resident {
-                let id = self.id(q);
+                let id = key(q);
                 let refault = Some(self.stamps.aux(id));
                 self.queues.admit(id, refault, fetched);
             }
@@ -451,7 +451,7 @@ impl Sim {
                 self.resident += 1;
                 self.r.hold_reused += 1;
                 self.used(p);
-                let id = self.id(p);
+                let id = key(p);
                 let stamp = self.stamps.aux(id);
                 self.queues.admit(id, Some(stamp), Fetched::Alone);
             }
