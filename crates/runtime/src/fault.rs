@@ -175,7 +175,10 @@ impl Runtime {
         // pages are installed writable and dirty too, sparing each one a
         // write-protect fault (a sequential writer would take one per page).
         // The cost, when they are not written after all, is a write-back.
-        self.install(&win.pages[..n], &src[..n], slot.buf(), write);
+        // So does a read where a write stream expects its next fault (a
+        // read-modify-write sweep reading ahead of its writes; `dirty`).
+        let dirty = write || (plan.stride == 1 && self.writable_ahead(p, p + win.span, n));
+        self.install(&win.pages[..n], &src[..n], slot.buf(), dirty);
         drop(slot);
         if spare && !refilled {
             // Nothing was on the wire to hide it behind (a zero-filled

@@ -182,6 +182,9 @@ impl Runtime {
         if !spare {
             self.make_room(k);
         }
+        // Where a write stream expects its next fault, the window comes in
+        // writable, as a demand window does (`dirty`).
+        let write = write || self.writable_ahead(start, start + k, k);
         let buf = slot.buf();
         // From here the slot belongs to the request: its completion parks
         // the first page there, and whoever unparks it gives the slot back.

@@ -304,6 +304,9 @@ impl Runtime {
         for p in start..start + n {
             self.arena.table().set_aux(page_u32(p), 0);
         }
+        // A write stream over freed pages would bring the next allocation's
+        // windows in writable on the old one's credit.
+        self.streams.writes().forget(start, start + n);
         // SAFETY: the range belongs to the allocation being freed; its pages
         // are no longer reachable through the page table.
         let r = unsafe {

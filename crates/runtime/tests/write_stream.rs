@@ -113,3 +113,95 @@ fn a_write_stream_that_outruns_the_reads_continues_where_it_stopped() {
         );
     }
 }
+
+/// A read-modify-write sweep over far pages (NPB MG's `psinv`, SP's
+/// `add`): each window comes in on a read, and the writes follow. Where
+/// the write stream expects its next fault, the window comes in writable
+/// at once: one write-protect fault per credit's worth of windows, not one
+/// per window, and every write survives.
+#[test]
+fn a_read_modify_write_sweep_brings_its_windows_in_writable() {
+    let _turn = alone();
+    let pages = 2 * BUDGET / PAGE;
+    let r = Region::new(rt(), pages * PAGE);
+    let per_page = PAGE / 8;
+    for p in 0..pages {
+        r.word(p * per_page).store(p as u64, Ordering::Relaxed);
+    }
+    // Out to the backend, so that the sweep reads every window from there.
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    let before = rt().snapshot();
+    for p in 0..pages {
+        let w = r.word(p * per_page);
+        // A read, then a write: folded into one `add` to memory, the first
+        // access would already be a write.
+        let v = std::hint::black_box(w.load(Ordering::Relaxed));
+        w.store(v + 1, Ordering::Relaxed);
+    }
+    let after = rt().snapshot();
+    let faults = after.faults - before.faults;
+    let wp = after.wp_faults - before.wp_faults;
+    assert!(faults > 0, "the sweep took no missing faults");
+    assert!(
+        wp * 4 <= faults + 4,
+        "{wp} write-protect faults for {faults} missing faults in a read-modify-write sweep"
+    );
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    for p in 0..pages {
+        assert_eq!(
+            r.word(p * per_page).load(Ordering::Relaxed),
+            p as u64 + 1,
+            "page {p}"
+        );
+    }
+}
+
+/// A write stream the program left costs a bounded write-back: a region
+/// read and then overwritten in order leaves its stream expecting the page
+/// just past it; a read-only sweep that starts there has its first windows
+/// brought in writable, on credit, and then no more: the credit, 16
+/// windows of at most 64 pages (the runtime's `dirty::CREDIT`), and the
+/// clean pages after the stream's last write made writable with it (at
+/// most 63).
+#[test]
+fn a_write_stream_left_behind_wastes_at_most_its_credit() {
+    let _turn = alone();
+    let written = BUDGET / PAGE / 2;
+    let read = 4 * BUDGET / PAGE;
+    let r = Region::new(rt(), (written + read) * PAGE);
+    let per_page = PAGE / 8;
+    for p in 0..written + read {
+        r.word(p * per_page).store(p as u64, Ordering::Relaxed);
+    }
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    let mut sum = 0;
+    for p in 0..written {
+        sum += r.word(p * per_page).load(Ordering::Relaxed);
+    }
+    for p in 0..written {
+        r.word(p * per_page)
+            .store(sum + p as u64, Ordering::Relaxed);
+    }
+    rt().advise(r.addr(0), written * PAGE, Advice::DontNeed)
+        .unwrap();
+    let before = rt().snapshot();
+    let mut sum = 0;
+    for p in written..written + read {
+        sum += r.word(p * per_page).load(Ordering::Relaxed);
+    }
+    assert_eq!(
+        sum,
+        ((written + read) * (written + read - 1) / 2 - written * (written - 1) / 2) as u64
+    );
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+    let after = rt().snapshot();
+    let wasted = (after.bytes_written_back - before.bytes_written_back) / PAGE as u64;
+    assert!(
+        wasted <= 17 * 64,
+        "a read-only sweep of {read} pages wrote {wasted} back"
+    );
+}
