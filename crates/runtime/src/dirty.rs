@@ -120,9 +120,10 @@ impl WriteStreams {
             next
         };
         self.streams[i].store(encode_stream(next, win as u64, CREDIT), Ordering::Relaxed);
-        // One stream per writer: another that ended near here (the same
+        // One stream per place: another that ended near here (the same
         // writer, recorded twice where its faults raced) would spend a
-        // credit of its own on the same windows.
+        // credit of its own on the same windows. A second writer this close
+        // (within LAG pages) loses its stream and builds it up again.
         for (j, s) in self.streams.iter().enumerate() {
             let e = s.load(Ordering::Relaxed);
             let (pos, _, _) = decode_stream(e);
