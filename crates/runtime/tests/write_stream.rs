@@ -3,7 +3,7 @@
 //! absent, not clean.
 
 use farmem_runtime::{Advice, Config, Runtime};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 mod common;
@@ -29,6 +29,17 @@ fn rt() -> &'static Runtime {
     })
 }
 
+/// Write back and unmap every page of `r`: its next touch fetches it again.
+fn evict(r: &Region) {
+    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
+        .unwrap();
+}
+
+/// The first word of page `p` of `r`.
+fn page_word(r: &Region, p: usize) -> &AtomicU64 {
+    r.word(p * PAGE / 8)
+}
+
 /// Read a region (its pages come in clean), then overwrite it in order: the
 /// write faults on clean pages run as a stream, so most pages are made
 /// writable ahead of the writer instead of faulting one by one, and every
@@ -42,8 +53,7 @@ fn writes_over_clean_pages_run_as_a_stream() {
     for i in (0..r.words).step_by(per_page) {
         r.word(i).store(1, Ordering::Relaxed);
     }
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     let mut sum = 0;
     for i in (0..r.words).step_by(per_page) {
         sum += r.word(i).load(Ordering::Relaxed);
@@ -62,8 +72,7 @@ fn writes_over_clean_pages_run_as_a_stream() {
         "{faults} write-protect faults for {pages} pages written in order"
     );
     assert!(after.wp_ahead - before.wp_ahead >= pages / 2);
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     for i in (0..r.words).step_by(per_page) {
         assert_eq!(r.word(i).load(Ordering::Relaxed), 7, "word {i}");
         assert_eq!(r.word(i + 1).load(Ordering::Relaxed), 7, "word {}", i + 1);
@@ -81,7 +90,6 @@ fn a_write_stream_that_outruns_the_reads_continues_where_it_stopped() {
     const BURST: usize = 8;
     const BURSTS: usize = 64;
     let r = Region::new(rt(), BURST * BURSTS * PAGE);
-    let per_page = PAGE / 8;
     // Demand pages only, so that exactly one burst is read in at a time.
     rt().advise(r.addr(0), r.words * 8, Advice::Random).unwrap();
     let mut faults = 0;
@@ -89,12 +97,12 @@ fn a_write_stream_that_outruns_the_reads_continues_where_it_stopped() {
         let pages = b * BURST..(b + 1) * BURST;
         let mut sum = 0;
         for p in pages.clone() {
-            sum += r.word(p * per_page).load(Ordering::Relaxed);
+            sum += page_word(&r, p).load(Ordering::Relaxed);
         }
         assert_eq!(sum, 0);
         let before = rt().snapshot().wp_faults;
         for p in pages {
-            r.word(p * per_page).store(p as u64 + 1, Ordering::Relaxed);
+            page_word(&r, p).store(p as u64 + 1, Ordering::Relaxed);
         }
         faults += rt().snapshot().wp_faults - before;
     }
@@ -103,11 +111,10 @@ fn a_write_stream_that_outruns_the_reads_continues_where_it_stopped() {
         faults <= (BURSTS + 4) as u64,
         "{faults} write-protect faults for {BURSTS} bursts of {BURST} pages"
     );
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     for p in 0..BURST * BURSTS {
         assert_eq!(
-            r.word(p * per_page).load(Ordering::Relaxed),
+            page_word(&r, p).load(Ordering::Relaxed),
             p as u64 + 1,
             "page {p}"
         );
@@ -124,16 +131,14 @@ fn a_read_modify_write_sweep_brings_its_windows_in_writable() {
     let _turn = alone();
     let pages = 2 * BUDGET / PAGE;
     let r = Region::new(rt(), pages * PAGE);
-    let per_page = PAGE / 8;
     for p in 0..pages {
-        r.word(p * per_page).store(p as u64, Ordering::Relaxed);
+        page_word(&r, p).store(p as u64, Ordering::Relaxed);
     }
     // Out to the backend, so that the sweep reads every window from there.
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     let before = rt().snapshot();
     for p in 0..pages {
-        let w = r.word(p * per_page);
+        let w = page_word(&r, p);
         // A read, then a write: folded into one `add` to memory, the first
         // access would already be a write.
         let v = std::hint::black_box(w.load(Ordering::Relaxed));
@@ -147,11 +152,10 @@ fn a_read_modify_write_sweep_brings_its_windows_in_writable() {
         wp * 4 <= faults + 4,
         "{wp} write-protect faults for {faults} missing faults in a read-modify-write sweep"
     );
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     for p in 0..pages {
         assert_eq!(
-            r.word(p * per_page).load(Ordering::Relaxed),
+            page_word(&r, p).load(Ordering::Relaxed),
             p as u64 + 1,
             "page {p}"
         );
@@ -171,33 +175,29 @@ fn a_write_stream_left_behind_wastes_at_most_its_credit() {
     let written = BUDGET / PAGE / 2;
     let read = 4 * BUDGET / PAGE;
     let r = Region::new(rt(), (written + read) * PAGE);
-    let per_page = PAGE / 8;
     for p in 0..written + read {
-        r.word(p * per_page).store(p as u64, Ordering::Relaxed);
+        page_word(&r, p).store(p as u64, Ordering::Relaxed);
     }
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     let mut sum = 0;
     for p in 0..written {
-        sum += r.word(p * per_page).load(Ordering::Relaxed);
+        sum += page_word(&r, p).load(Ordering::Relaxed);
     }
     for p in 0..written {
-        r.word(p * per_page)
-            .store(sum + p as u64, Ordering::Relaxed);
+        page_word(&r, p).store(sum + p as u64, Ordering::Relaxed);
     }
     rt().advise(r.addr(0), written * PAGE, Advice::DontNeed)
         .unwrap();
     let before = rt().snapshot();
     let mut sum = 0;
     for p in written..written + read {
-        sum += r.word(p * per_page).load(Ordering::Relaxed);
+        sum += page_word(&r, p).load(Ordering::Relaxed);
     }
     assert_eq!(
         sum,
         ((written + read) * (written + read - 1) / 2 - written * (written - 1) / 2) as u64
     );
-    rt().advise(r.addr(0), r.words * 8, Advice::DontNeed)
-        .unwrap();
+    evict(&r);
     let after = rt().snapshot();
     let wasted = (after.bytes_written_back - before.bytes_written_back) / PAGE as u64;
     assert!(
