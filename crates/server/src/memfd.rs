@@ -146,16 +146,22 @@ impl MemfdPool {
             }
         }
     }
+
+    /// The session is closed: a client may still hold the descriptors, but
+    /// not the memory. Called before the session's charge is given back, so
+    /// that capacity never counts as free memory still held in a chunk (the
+    /// store itself may outlive the close by a connection thread's `Arc`).
+    pub(crate) fn release_all(&self) {
+        let chunks = crate::lock(&self.chunks);
+        for ch in chunks.values() {
+            let _ = farmem_sys::fs::punch_hole(ch.fd.as_raw_fd(), 0, ch.pages * PAGE_SIZE as u64);
+        }
+    }
 }
 
 impl Drop for MemfdPool {
     fn drop(&mut self) {
-        // The session is closed: a client may still hold the descriptors,
-        // but not the memory.
-        let chunks = self.chunks.get_mut().unwrap_or_else(|p| p.into_inner());
-        for ch in chunks.values() {
-            let _ = farmem_sys::fs::punch_hole(ch.fd.as_raw_fd(), 0, ch.pages * PAGE_SIZE as u64);
-        }
+        self.release_all();
     }
 }
 

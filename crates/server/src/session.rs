@@ -54,6 +54,9 @@ pub(crate) fn leave(sh: &Shared, token: Token) {
         // No connection of the session is left, so nothing is in flight:
         // the count is final. The mappings go with the last `Arc`.
         let pages = entry.store.charged();
+        if let Some(m) = entry.store.memfd.get() {
+            m.release_all();
+        }
         sh.capacity.give_back(pages);
         tracing::info!("session {} closed: its {} pages released", entry.id, pages);
         sessions.remove(&token);
