@@ -22,6 +22,26 @@ pub struct Args {
     /// The budget for MIN and the replay (default: the traced run's).
     #[arg(long, value_parser = parse_budget)]
     budget: Option<u64>,
+    /// Also break the pages fetched down by range of the arena, SIZE each
+    /// (e.g. 8M): references, Belady's MIN, this run and the replay in each
+    /// range, so that the arrays a policy loses pages on stand out. The run
+    /// and the reference string must place their allocations alike (the
+    /// same program on the same input). Needs --refs.
+    #[arg(long, value_name = "SIZE", value_parser = parse_range)]
+    by_range: Option<u64>,
+}
+
+/// Ranges shown at most: past that a table stops being read.
+const MAX_RANGES: usize = 256;
+
+fn parse_range(s: &str) -> Result<u64, String> {
+    let b = parse_size(s)?;
+    if b < 4096 || !b.is_multiple_of(4096) {
+        return Err(format!(
+            "a range is a whole number of 4K pages (e.g. 8M), not {s}"
+        ));
+    }
+    Ok(b / 4096)
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
@@ -45,6 +65,9 @@ fn pages(n: u64) -> String {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.by_range.is_some() && a.refs.is_none() {
+        bail!("--by-range compares the run with MIN, which needs the reference string: pass --refs too (see --help)");
+    }
     let (h, records) =
         trace::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let s = Summary::of(&records);
@@ -102,8 +125,9 @@ pub fn run(a: Args) -> Result<()> {
     let refs = Refs::from_records(&rrec);
     let budget = a.budget.unwrap_or(h.budget_pages);
     let b = farmem_sys::usize_from(budget);
-    let min = sim::min_fetches(&refs, b);
-    let replay = sim::replay(&refs, b, sim::Settings::of(&h));
+    let min_by_id = sim::min_fetches_by_page(&refs, b);
+    let min: u64 = min_by_id.iter().map(|&c| u64::from(c)).sum();
+    let (replay, replay_by_page) = sim::replay_by_page(&refs, b, sim::Settings::of(&h));
     let ratio = |x: u64| {
         if min == 0 {
             "-".into()
@@ -141,5 +165,114 @@ pub fn run(a: Args) -> Result<()> {
         replay.runs,
         replay.fetched as f64 / replay.runs.max(1) as f64
     );
+    if let Some(range) = a.by_range {
+        let mut rows = Ranges::new(range);
+        for &id in &refs.pages {
+            rows.row(refs.page_of[id as usize]).references += 1;
+        }
+        for (&page, &n) in refs.page_of.iter().zip(&min_by_id) {
+            rows.row(page).min += u64::from(n);
+        }
+        for (&page, &n) in &replay_by_page {
+            rows.row(page).replayed += u64::from(n);
+        }
+        for &r in &records {
+            if let Some(page) = brought_in(r) {
+                rows.row(page).run += 1;
+            }
+        }
+        rows.print()?;
+    }
     Ok(())
+}
+
+/// The page a trace record brought in, if it did: a demand fault served by
+/// a fetch (or zero-filled), or a prefetch. What "this run brought in"
+/// counts, page by page.
+fn brought_in(r: u64) -> Option<u64> {
+    let (kind, page, detail) = trace::decode(r)?;
+    let fault = matches!(kind, trace::Kind::FaultRead | trace::Kind::FaultWrite);
+    (fault && detail & trace::FAULT_FROM_HOLD == 0 || kind == trace::Kind::Prefetch).then_some(page)
+}
+
+/// One range's counts.
+#[derive(Default)]
+struct Row {
+    references: u64,
+    min: u64,
+    run: u64,
+    replayed: u64,
+}
+
+/// Counts by range of `pages` arena pages.
+struct Ranges {
+    pages: u64,
+    rows: std::collections::BTreeMap<u64, Row>,
+}
+
+impl Ranges {
+    fn new(pages: u64) -> Ranges {
+        Ranges {
+            pages,
+            rows: std::collections::BTreeMap::new(),
+        }
+    }
+
+    fn row(&mut self, page: u64) -> &mut Row {
+        self.rows.entry(page / self.pages).or_default()
+    }
+
+    fn print(&self) -> Result<()> {
+        if self.rows.len() > MAX_RANGES {
+            bail!(
+                "{} ranges of {} hold references or fetches, more than {MAX_RANGES} rows: pass a larger --by-range",
+                self.rows.len(),
+                format_size(self.pages * 4096)
+            );
+        }
+        let at = |i: u64| match i * self.pages * 4096 {
+            0 => "0".to_string(),
+            b => format_size(b),
+        };
+        println!(
+            "  by range of {} (offsets in the arena; pages brought in):",
+            format_size(self.pages * 4096)
+        );
+        println!(
+            "    {:<15} {:>12} {:>10} {:>10} {:>10} {:>8}",
+            "range", "references", "MIN", "this run", "replayed", "run/MIN"
+        );
+        let mut excess = 0u64;
+        let mut worst: Option<(u64, u64)> = None;
+        for (&i, r) in &self.rows {
+            let over = r.run.saturating_sub(r.min);
+            excess += over;
+            if worst.is_none_or(|(_, w)| over > w) {
+                worst = Some((i, over));
+            }
+            let ratio = if r.min == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2}x", r.run as f64 / r.min as f64)
+            };
+            println!(
+                "    {:<15} {:>12} {:>10} {:>10} {:>10} {:>8}",
+                format!("{}-{}", at(i), at(i + 1)),
+                r.references,
+                r.min,
+                r.run,
+                r.replayed,
+                ratio
+            );
+        }
+        if let Some((i, over)) = worst.filter(|&(_, o)| o > 0) {
+            println!(
+                "  where the run brought in more than MIN, {excess} pages more; {}-{} holds {over} of them ({})",
+                at(i),
+                at(i + 1),
+                pct(over, excess)
+            );
+        }
+        Ok(())
+    }
 }

@@ -85,6 +85,15 @@ impl Refs {
 /// Pages Belady's MIN fetches at `budget` resident pages (demand fetching:
 /// evict the resident page whose next reference is furthest away).
 pub fn min_fetches(refs: &Refs, budget: usize) -> u64 {
+    min_fetches_by_page(refs, budget)
+        .iter()
+        .map(|&c| u64::from(c))
+        .sum()
+}
+
+/// [`min_fetches`] page by page: how many times MIN fetches each page,
+/// indexed by dense id (`refs.page_of` names the page).
+pub fn min_fetches_by_page(refs: &Refs, budget: usize) -> Vec<u32> {
     let n = refs.pages.len();
     let budget = budget.max(1);
     let mut next_use = vec![usize::MAX; n];
@@ -99,10 +108,10 @@ pub fn min_fetches(refs: &Refs, budget: usize) -> u64 {
     let mut resident: Vec<Option<usize>> = vec![None; refs.distinct];
     let mut heap: BinaryHeap<(usize, u32)> = BinaryHeap::new();
     let mut count = 0usize;
-    let mut fetches = 0u64;
+    let mut fetches = vec![0u32; refs.distinct];
     for (&p, &nu) in refs.pages.iter().zip(&next_use) {
         if resident[p as usize].is_none() {
-            fetches += 1;
+            fetches[p as usize] = fetches[p as usize].saturating_add(1);
             if count == budget {
                 while let Some((u, q)) = heap.pop() {
                     if resident[q as usize] == Some(u) {
@@ -211,6 +220,8 @@ struct Sim {
     /// `FARMEM_RESERVE`, capped as the runtime caps it.
     spare: usize,
     r: Replay,
+    /// Pages fetched, by page number.
+    fetched_by_page: HashMap<u64, u32>,
 }
 
 impl Sim {
@@ -380,6 +391,7 @@ impl Sim {
             );
             self.resident += 1;
             self.r.fetched += 1;
+            *self.fetched_by_page.entry(q).or_insert(0) += 1;
             if prefetched {
                 self.r.prefetched += 1;
                 self.r.prefetched_by_why[usize::from(why as u8).min(Why::COUNT - 1)] += 1;
@@ -571,6 +583,11 @@ impl Settings {
 
 /// Replay `refs` under farmem's policy at `budget` pages with settings `set`.
 pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
+    replay_by_page(refs, budget, set).0
+}
+
+/// [`replay`], and how many times it fetched each page, by page number.
+pub fn replay_by_page(refs: &Refs, budget: usize, set: Settings) -> (Replay, HashMap<u64, u32>) {
     let total = budget.max(4 * farmem_runtime::config::MAX_BATCH);
     let hold_cap =
         (total * set.hold_percent / 100).min(total - 4 * farmem_runtime::config::MAX_BATCH);
@@ -596,11 +613,12 @@ pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
         evict_batch: set.evict_batch.max(1),
         spare: set.reserve.min(budget / 16),
         r: Replay::default(),
+        fetched_by_page: HashMap::new(),
     };
     for (i, &id) in refs.pages.iter().enumerate() {
         s.reference(refs.page_of[id as usize], refs.writes[i]);
     }
-    s.r
+    (s.r, s.fetched_by_page)
 }
 
 /// What a trace recorded, counted.

@@ -47,6 +47,46 @@ fn min_is_optimal_on_small_strings() {
     assert_eq!(min_fetches(&Refs::default(), 5), 0);
 }
 
+/// Page by page, MIN and the replay fetch what their totals say: here 3
+/// and 4 twice (MIN drops them for 4 and 5, which come back sooner).
+#[test]
+fn fetches_by_page_add_up_to_the_totals() {
+    let t: Vec<u64> = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5].to_vec();
+    let refs = Refs::from_pages(&t, false);
+    let by_id = min_fetches_by_page(&refs, 3);
+    let by_page: HashMap<u64, u32> = refs.page_of.iter().copied().zip(by_id).collect();
+    let want: HashMap<u64, u32> = [(1, 1), (2, 1), (3, 2), (4, 2), (5, 1)].into();
+    assert_eq!(by_page, want);
+
+    let mut r = Rng(3);
+    let t: Vec<u64> = (0..3)
+        .flat_map(|_| (0..3000u64).map(|k| BASE + k))
+        .chain((0..5000).map(|_| BASE + r.below(6000)))
+        .collect();
+    let refs = Refs::from_pages(&t, false);
+    let (rep, pages) = replay_by_page(&refs, 1000, set(PREFETCH, HOLD));
+    assert_eq!(
+        pages.values().map(|&c| u64::from(c)).sum::<u64>(),
+        rep.fetched
+    );
+    assert_eq!(rep, replay(&refs, 1000, set(PREFETCH, HOLD)));
+    // Pages never referenced were prefetched and wasted.
+    let unreferenced: u64 = pages
+        .iter()
+        .filter(|(p, _)| !(BASE..BASE + 6000).contains(*p))
+        .map(|(_, &c)| u64::from(c))
+        .sum();
+    assert!(
+        unreferenced <= rep.prefetch_wasted,
+        "{unreferenced} {rep:?}"
+    );
+    let min: u64 = min_fetches_by_page(&refs, 1000)
+        .iter()
+        .map(|&c| u64::from(c))
+        .sum();
+    assert_eq!(min, min_fetches(&refs, 1000));
+}
+
 #[test]
 fn random_access_gets_demand_pages_only() {
     let mut r = Rng(7);

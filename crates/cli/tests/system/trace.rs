@@ -93,6 +93,48 @@ fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
         "the sequential passes were prefetched: {out}"
     );
     assert!(wasted * 100 <= prefetched * 15, "waste over 15%: {out}");
+
+    // By range, the columns add up to the totals: every reference, every
+    // page MIN fetches, the run brought in and the replay fetched falls in
+    // exactly one range.
+    let o = farmem()
+        .arg("trace")
+        .arg(&run_t)
+        .arg("--refs")
+        .arg(&refs_t)
+        .args(["--by-range", "8M"])
+        .output()
+        .unwrap();
+    let by = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{by}");
+    let rows: Vec<Vec<u64>> = by
+        .lines()
+        .skip_while(|l| !l.contains("by range of 8M"))
+        .skip(2)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .take(4)
+                .map(|w| w.parse().unwrap())
+                .collect()
+        })
+        .collect();
+    // 64 MiB of data, one allocation: eight ranges of 8M, or nine where it
+    // does not start on a range's edge.
+    assert!((8..=9).contains(&rows.len()), "{by}");
+    let col = |i: usize| rows.iter().map(|r| r[i]).sum::<u64>();
+    let references: u64 = by
+        .lines()
+        .find(|l| l.starts_with("reference string"))
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no reference count: {by}"));
+    assert_eq!(col(0), references, "{by}");
+    assert_eq!(col(1), min, "{by}");
+    assert_eq!(col(2), fetched, "{by}");
+    assert_eq!(col(3), num_after(&by, "farmem's policy, replayed"), "{by}");
     std::fs::remove_dir_all(dir).ok();
 }
 
@@ -114,4 +156,24 @@ fn bad_trace_arguments_are_named() {
         "{err}"
     );
     std::fs::remove_file(junk).ok();
+
+    for (args, says) in [
+        (&["--by-range", "8M"][..], "pass --refs too"),
+        (
+            &["--refs", "/dev/null", "--by-range", "5000"][..],
+            "whole number of 4K pages",
+        ),
+        (
+            &["--refs", "/dev/null", "--by-range", "0"][..],
+            "whole number of 4K pages",
+        ),
+    ] {
+        let o = farmem()
+            .args(["trace", "/dev/null"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    }
 }
