@@ -174,7 +174,7 @@ pub fn run(a: Args) -> Result<()> {
             rows.row(page).min += u64::from(n);
         }
         for (&page, &n) in &replay_by_page {
-            rows.row(page).replayed += u64::from(n);
+            rows.row(page).replayed += n;
         }
         for &r in &records {
             if let Some(page) = brought_in(r) {
@@ -193,6 +193,21 @@ fn brought_in(r: u64) -> Option<u64> {
     let (kind, page, detail) = trace::decode(r)?;
     let fault = matches!(kind, trace::Kind::FaultRead | trace::Kind::FaultWrite);
     (fault && detail & trace::FAULT_FROM_HOLD == 0 || kind == trace::Kind::Prefetch).then_some(page)
+}
+
+/// An offset in the largest unit that divides it (`1100M`, not `1.1G`):
+/// range edges must not be rounded.
+fn exact_size(b: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    match UNITS.iter().find(|&&(_, m)| b >= m && b.is_multiple_of(m)) {
+        Some((u, m)) => format!("{}{u}", b / m),
+        None => b.to_string(),
+    }
 }
 
 /// One range's counts.
@@ -230,10 +245,7 @@ impl Ranges {
                 format_size(self.pages * 4096)
             );
         }
-        let at = |i: u64| match i * self.pages * 4096 {
-            0 => "0".to_string(),
-            b => format_size(b),
-        };
+        let at = |i: u64| exact_size(i * self.pages * 4096);
         println!(
             "  by range of {} (offsets in the arena; pages brought in):",
             format_size(self.pages * 4096)
@@ -274,5 +286,19 @@ impl Ranges {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exact_size;
+
+    #[test]
+    fn range_edges_are_exact() {
+        assert_eq!(exact_size(0), "0");
+        assert_eq!(exact_size(1100 << 20), "1100M");
+        assert_eq!(exact_size(3 << 30), "3G");
+        assert_eq!(exact_size(12 << 10), "12K");
+        assert_eq!(exact_size((1 << 30) + 4096), "1048580K");
     }
 }

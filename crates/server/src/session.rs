@@ -45,22 +45,32 @@ pub(crate) fn checked<'a>(
 
 /// A connection of session `token` closed; the last one releases its pages.
 pub(crate) fn leave(sh: &Shared, token: Token) {
-    let mut sessions = lock(&sh.sessions);
-    let Some(entry) = sessions.get_mut(&token) else {
-        return;
-    };
-    entry.connections -= 1;
-    if entry.connections == 0 {
-        // No connection of the session is left, so nothing is in flight:
-        // the count is final. The mappings go with the last `Arc`.
-        let pages = entry.store.charged();
-        if let Some(m) = entry.store.memfd.get() {
-            m.release_all();
+    let closed = {
+        let mut sessions = lock(&sh.sessions);
+        let Some(entry) = sessions.get_mut(&token) else {
+            return;
+        };
+        entry.connections -= 1;
+        if entry.connections > 0 {
+            return;
         }
-        sh.capacity.give_back(pages);
-        tracing::info!("session {} closed: its {} pages released", entry.id, pages);
-        sessions.remove(&token);
+        sessions.remove(&token)
+    };
+    let Some(entry) = closed else { return };
+    // No connection of the session is left, so nothing is in flight: the
+    // count is final. Its memory goes before its charge is given back, so
+    // that capacity never counts as free what a chunk still holds (the
+    // store itself may outlive the close in a connection thread's `Arc`);
+    // outside the table's lock, as emptying a large session takes a while.
+    let pages = entry.store.charged();
+    if let Some(m) = entry.store.memfd.get() {
+        m.release_all();
     }
+    if let Some(p) = entry.store.pool.get() {
+        p.discard(0, entry.store.max_pages());
+    }
+    sh.capacity.give_back(pages);
+    tracing::info!("session {} closed: its {} pages released", entry.id, pages);
 }
 
 /// Add a connection to session `token` (made at its first Hello, with

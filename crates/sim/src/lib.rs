@@ -220,8 +220,8 @@ struct Sim {
     /// `FARMEM_RESERVE`, capped as the runtime caps it.
     spare: usize,
     r: Replay,
-    /// Pages fetched, by page number.
-    fetched_by_page: HashMap<u64, u32>,
+    /// Pages fetched, by page number, when asked for.
+    fetched_by_page: Option<HashMap<u64, u64>>,
 }
 
 impl Sim {
@@ -391,7 +391,9 @@ impl Sim {
             );
             self.resident += 1;
             self.r.fetched += 1;
-            *self.fetched_by_page.entry(q).or_insert(0) += 1;
+            if let Some(m) = &mut self.fetched_by_page {
+                *m.entry(q).or_insert(0) += 1;
+            }
             if prefetched {
                 self.r.prefetched += 1;
                 self.r.prefetched_by_why[usize::from(why as u8).min(Why::COUNT - 1)] += 1;
@@ -583,11 +585,21 @@ impl Settings {
 
 /// Replay `refs` under farmem's policy at `budget` pages with settings `set`.
 pub fn replay(refs: &Refs, budget: usize, set: Settings) -> Replay {
-    replay_by_page(refs, budget, set).0
+    simulate(refs, budget, set, false).0
 }
 
 /// [`replay`], and how many times it fetched each page, by page number.
-pub fn replay_by_page(refs: &Refs, budget: usize, set: Settings) -> (Replay, HashMap<u64, u32>) {
+pub fn replay_by_page(refs: &Refs, budget: usize, set: Settings) -> (Replay, HashMap<u64, u64>) {
+    let (r, m) = simulate(refs, budget, set, true);
+    (r, m.unwrap_or_default())
+}
+
+fn simulate(
+    refs: &Refs,
+    budget: usize,
+    set: Settings,
+    by_page: bool,
+) -> (Replay, Option<HashMap<u64, u64>>) {
     let total = budget.max(4 * farmem_runtime::config::MAX_BATCH);
     let hold_cap =
         (total * set.hold_percent / 100).min(total - 4 * farmem_runtime::config::MAX_BATCH);
@@ -613,7 +625,7 @@ pub fn replay_by_page(refs: &Refs, budget: usize, set: Settings) -> (Replay, Has
         evict_batch: set.evict_batch.max(1),
         spare: set.reserve.min(budget / 16),
         r: Replay::default(),
-        fetched_by_page: HashMap::new(),
+        fetched_by_page: by_page.then(HashMap::new),
     };
     for (i, &id) in refs.pages.iter().enumerate() {
         s.reference(refs.page_of[id as usize], refs.writes[i]);

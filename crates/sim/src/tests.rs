@@ -65,16 +65,13 @@ fn fetches_by_page_add_up_to_the_totals() {
         .collect();
     let refs = Refs::from_pages(&t, false);
     let (rep, pages) = replay_by_page(&refs, 1000, set(PREFETCH, HOLD));
-    assert_eq!(
-        pages.values().map(|&c| u64::from(c)).sum::<u64>(),
-        rep.fetched
-    );
+    assert_eq!(pages.values().sum::<u64>(), rep.fetched);
     assert_eq!(rep, replay(&refs, 1000, set(PREFETCH, HOLD)));
     // Pages never referenced were prefetched and wasted.
     let unreferenced: u64 = pages
         .iter()
         .filter(|(p, _)| !(BASE..BASE + 6000).contains(*p))
-        .map(|(_, &c)| u64::from(c))
+        .map(|(_, &c)| c)
         .sum();
     assert!(
         unreferenced <= rep.prefetch_wasted,
