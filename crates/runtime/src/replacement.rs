@@ -254,10 +254,12 @@ impl Queues {
         for _ in 0..LOOK.min(self.main.len()) {
             let Some(old) = self.main.pop() else { break };
             let colder = dist_of(old) / 2 > d;
-            let near = self.kept_near(page_of(old));
-            let gather = fetched == Fetched::InRun
-                && near < kept_here
-                && (came_in_run(old) || near < kept_here / 2);
+            // The block count is read only for a windowed newcomer: a
+            // scattered cache miss under the lock on the fault path.
+            let gather = fetched == Fetched::InRun && {
+                let near = self.kept_near(page_of(old));
+                near < kept_here && (came_in_run(old) || near < kept_here / 2)
+            };
             if colder || gather {
                 self.gathered += u64::from(!colder);
                 return self.displace(page_of(old), p, d, fetched);
@@ -572,6 +574,16 @@ mod tests {
             1 + kept.windows(2).filter(|x| x[1] != x[0] + 1).count()
         }
 
+        /// The resident set is dust: at most `per` pages a run.
+        fn assert_dust(&self, per: usize) {
+            let dust = self.kept_runs();
+            assert!(
+                dust * per >= self.resident.len(),
+                "{dust} runs of {} kept",
+                self.resident.len()
+            );
+        }
+
         /// Forty sweeps of `0..n` in windows of `w`; the last must have
         /// gathered the kept set (four pages a run fetched or more) and still
         /// miss only what a loop must, plus what probation holds.
@@ -609,12 +621,7 @@ mod tests {
                 }
             }
         }
-        let dust = l.kept_runs();
-        assert!(
-            dust * 4 >= l.resident.len(),
-            "{dust} runs of {} kept",
-            l.resident.len()
-        );
+        l.assert_dust(4);
         // Without gathering, 1.9 pages a run on this loop: 1,153 pages in
         // 600 runs.
         l.sweeps_gather(n, w);
@@ -633,12 +640,7 @@ mod tests {
         for _ in 0..20_000 {
             l.fetch(&[below(&mut x, n)]);
         }
-        let dust = l.kept_runs();
-        assert!(
-            dust * 2 >= l.resident.len(),
-            "{dust} runs of {} kept",
-            l.resident.len()
-        );
+        l.assert_dust(2);
         // Without gathering pages that came alone: 2.2 pages a run.
         l.sweeps_gather(n, w);
     }
