@@ -158,7 +158,7 @@ impl Erasure {
     /// `bytes` will be what server page `page` holds.
     fn record(&self, page: u64, bytes: &[u8]) {
         self.sum(page)
-            .store(crc32c::crc32c(bytes).max(1), Ordering::Relaxed);
+            .store(crate::checksum::crc32c(bytes).max(1), Ordering::Relaxed);
     }
 
     /// Server pages `[start, start + n)` hold nothing any more.
@@ -175,7 +175,7 @@ impl Erasure {
             (0, None) => true,
             (0, Some(b)) => b.iter().all(|&x| x == 0),
             (_, None) => false,
-            (want, Some(b)) => crc32c::crc32c(b).max(1) == want,
+            (want, Some(b)) => crate::checksum::crc32c(b).max(1) == want,
         }
     }
 
