@@ -9,6 +9,8 @@
 # pages it held (a leave should move those and no others); the reads done
 # against a run with no loss, side by side, give the program's slowdown.
 # usage: bench/cluster/repair-rate.sh [RUNS=2] [SIZE_MB=1024] [kill|drain]
+# SECS (default 8) sets how long the program reads: a coded rebuild may
+# need longer than 8 s to end, and its repair line comes only when it does.
 # REDUNDANCY (default replicas:2) and NSERVERS (default 3) change the
 # redundancy and the servers, e.g. REDUNDANCY=ec:4+2 NSERVERS=7 (one more
 # server than a row has places, so that a lost server's places have
@@ -42,14 +44,14 @@ source bench/lib/servers.sh
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$T"' EXIT
 gcc -O2 -Wall -Wextra -Werror -Iinclude bench/cluster/failover-gap.c -Ltarget/release -lfarmem \
     -Wl,-rpath,"$PWD/target/release" -o "$T/gap"
-echo "transport $FARMEM_TRANSPORT, $SIZE MiB written then read at random for 8 s, 32M local, $NSERVERS servers, $REDUNDANCY"
+echo "transport $FARMEM_TRANSPORT, $SIZE MiB written then read at random for ${SECS:-8} s, 32M local, $NSERVERS servers, $REDUNDANCY"
 for r in $(seq "$RUNS"); do
     for sig in none "$SIG"; do
         start_servers "$NSERVERS" "$T"
         pids=("${SERVER_PIDS[@]}")
         [ "$sig" = none ] || ( sleep 4; kill -"$sig" "${pids[1]}" ) &
         out=$(FARMEM_REDUNDANCY=$REDUNDANCY FARMEM_LOCAL=32M FARMEM_TIMEOUT_MS=1000 FARMEM_SERVERS=$SERVERS \
-            "$T/gap" "$SIZE" 8 2>&1 | grep -E 'reads=|is down|repair' | tr '\n' ' ')
+            "$T/gap" "$SIZE" "${SECS:-8}" 2>&1 | grep -E 'reads=|is down|repair' | tr '\n' ' ')
         echo "run $r, signal: $sig: $out"
         [ "$sig" != TERM ] || { wait "${pids[1]}" 2>/dev/null || true; grep -ah drain "$T/s1.out" || true; }
         kill "${pids[@]}" 2>/dev/null || true

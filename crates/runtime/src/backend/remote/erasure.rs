@@ -1127,67 +1127,113 @@ impl RemoteBackend {
         Ok(())
     }
 
-    /// Rebuild the lost or leaving places `gone` of `row` onto `to` (one
-    /// new server each), from any K of its live places; None when a server
-    /// was lost on the way. The caller holds the write gate alone.
-    pub(super) fn ec_rebuild_row(
+    /// How many rows [`Self::ec_rebuild_rows`] takes at once when `gone`
+    /// places of each are rebuilt: as many as the batch space holds, the
+    /// K places read of each or its rebuilt pages, whichever is more.
+    pub(super) fn ec_rebuild_batch(&self, gone: usize) -> usize {
+        let ec = self.ec();
+        let stride = ec.data.max(gone);
+        (BATCH_PAGES / stride).min(MANY / ec.data).min(MAX_BATCH)
+    }
+
+    /// Rebuild the lost or leaving places `gone` of each of `rows` onto
+    /// `to` (one new server each), from any K of its live places: every
+    /// place read in one go ([`Self::read_many`]), then one write a new
+    /// server for all its pages. Row by row, a rebuild was two round
+    /// trips a row (measured: 219 MiB in 12 s over sockets). At most
+    /// [`Self::ec_rebuild_batch`] rows. None when a server was lost on the
+    /// way. The caller holds the write gate alone; the rows' locks are
+    /// held throughout, as a decode holds one.
+    pub(super) fn ec_rebuild_rows(
         &self,
-        row: u64,
+        rows: &[u64],
         gone: &[usize],
         to: &[usize],
     ) -> Result<Option<u64>, BackendError> {
         let ec = self.ec();
         let (k, m) = (ec.data, ec.parity);
-        let _row = ec.lock(row);
+        let stride = k.max(gone.len());
+        assert!(rows.len() <= self.ec_rebuild_batch(gone.len()));
+        let mut locks = [0usize; MAX_BATCH];
+        for (l, &row) in locks.iter_mut().zip(rows) {
+            *l = ec.lock_index(row);
+        }
+        let _held = self.lock_rows(&mut locks[..rows.len()]);
         let mut work = ec.codec.work();
         let Parts {
             coder,
-            old,
             row: rowbuf,
             parity,
+            batch,
             ..
         } = work.parts();
-        let servers = self.ec_servers(row);
-        let servers = &servers[..k + m];
-        // Live places, a leaving one's included (it still answers), the
-        // data pages first: with every one of them, nothing is decoded.
-        let mut want = [false; MAX_PLACES];
-        let mut have = 0;
-        for (j, w) in want[..k + m].iter_mut().enumerate() {
-            if have < k && !self.is_down(servers[j]) {
-                *w = true;
-                have += 1;
+        // Row r's places read go to its slots r * stride + q; the live
+        // places, a leaving one's included (it still answers), the data
+        // pages first: with every one of them, nothing is decoded.
+        let mut targets = [(0usize, 0u64, 0usize); MANY];
+        let mut place_of = [[0usize; MAX_EC_DATA]; MAX_BATCH];
+        let mut n = 0;
+        for (r, &row) in rows.iter().enumerate() {
+            let servers = self.ec_servers(row);
+            let mut q = 0;
+            for (j, &s) in servers[..k + m].iter().enumerate() {
+                if q < k && !self.is_down(s) {
+                    targets[n] = (s, ec.page_of(row, j), r * stride + q);
+                    place_of[r][q] = j;
+                    n += 1;
+                    q += 1;
+                }
+            }
+            if q < k {
+                return Err(self.row_lost(row, &servers[..k + m]));
             }
         }
-        let mut known = [false; MAX_PLACES];
-        if !self.read_places(row, servers, &want[..k + m], old, &mut known)? {
+        let mut known = [false; BATCH_PAGES];
+        if !self.read_many(&mut targets[..n], batch, &mut known)? {
             return Ok(None);
         }
-        let shards = shards_of(old, &known[..k + m]);
-        coder
-            .decode(&shards[..k + m], rowbuf)
-            .map_err(|e| self.row_lost_or(row, servers, e))?;
-        if gone.iter().any(|&j| j >= k) {
-            let refs = pages_of(rowbuf, k);
+        for (r, &row) in rows.iter().enumerate() {
+            let servers = self.ec_servers(row);
+            let mut shards: [Option<&[u8]>; MAX_PLACES] = [None; MAX_PLACES];
+            for (q, &j) in place_of[r][..k].iter().enumerate() {
+                let slot = r * stride + q;
+                debug_assert!(known[slot], "read_many answered every target or false");
+                shards[j] = Some(nth(batch, slot));
+            }
             coder
-                .encode(&refs[..k], parity)
-                .map_err(|e| self.row_lost_or(row, servers, e))?;
+                .decode(&shards[..k + m], rowbuf)
+                .map_err(|e| self.row_lost_or(row, &servers[..k + m], e))?;
+            if gone.iter().any(|&j| j >= k) {
+                let refs = pages_of(rowbuf, k);
+                coder
+                    .encode(&refs[..k], parity)
+                    .map_err(|e| self.row_lost_or(row, &servers[..k + m], e))?;
+            }
+            // The row's places read are spent: its rebuilt pages take
+            // their slots.
+            for (g, &j) in gone.iter().enumerate() {
+                let bytes = if j < k {
+                    nth(rowbuf, j)
+                } else {
+                    nth(parity, j - k)
+                };
+                nth_mut(batch, r * stride + g).copy_from_slice(bytes);
+                ec.record(ec.page_of(row, j), bytes);
+            }
         }
-        for (&j, &s) in gone.iter().zip(to) {
-            let bytes = if j < k {
-                nth(rowbuf, j)
-            } else {
-                nth(parity, j - k)
-            };
-            ec.record(ec.page_of(row, j), bytes);
-            if self
-                .ec_io(s, self.write_copy(s, &[ec.page_of(row, j)], &[bytes]))?
-                .is_none()
-            {
+        for (g, (&j, &s)) in gone.iter().zip(to).enumerate() {
+            let mut list = [0u64; MAX_BATCH];
+            let mut bytes: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
+            for (r, &row) in rows.iter().enumerate() {
+                list[r] = ec.page_of(row, j);
+                bytes[r] = nth(batch, r * stride + g);
+            }
+            let w = self.write_copy(s, &list[..rows.len()], &bytes[..rows.len()]);
+            if self.ec_io(s, w)?.is_none() {
                 return Ok(None);
             }
         }
-        Ok(Some(gone.len() as u64))
+        Ok(Some((rows.len() * gone.len()) as u64))
     }
 
     /// Whether `row` holds content on the servers: any of its pages is

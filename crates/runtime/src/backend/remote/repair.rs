@@ -289,13 +289,27 @@ impl RemoteBackend {
             let gone = &gone[..to.len()];
             to.truncate(gone.len());
             let mut pages = 0;
-            for row in self.ec_unit_rows(unit) {
-                if !self.ec_row_stored(row, stored) {
-                    continue;
+            let most = self.ec_rebuild_batch(gone.len());
+            let mut rows = [0u64; MAX_BATCH];
+            let mut n = 0;
+            let mut all = self
+                .ec_unit_rows(unit)
+                .filter(|&row| self.ec_row_stored(row, stored));
+            loop {
+                let row = all.next();
+                if let Some(row) = row {
+                    rows[n] = row;
+                    n += 1;
                 }
-                match self.ec_rebuild_row(row, gone, &to)? {
-                    Some(n) => pages += n,
-                    None => continue 'unit,
+                if n > 0 && (n == most || row.is_none()) {
+                    match self.ec_rebuild_rows(&rows[..n], gone, &to)? {
+                        Some(p) => pages += p,
+                        None => continue 'unit,
+                    }
+                    n = 0;
+                }
+                if row.is_none() {
+                    break;
                 }
             }
             for (&j, &s) in gone.iter().zip(&to) {

@@ -796,3 +796,49 @@ fn a_leaving_servers_coded_places_move_off_and_it_is_released() {
     }
     assert_eq!(b.short_writes(), 0);
 }
+
+/// A unit of 64 rows rebuilt in batches (48 rows, then the rest) with
+/// some rows holding no content: every row with content gets its lost
+/// place back, the empty ones are skipped, and two more losses after the
+/// rebuild lose nothing.
+#[test]
+fn coded_rows_are_rebuilt_in_batches_skipping_empty_rows() {
+    let (b, stores) = backend(7, "stripe=64 conns=2 redundancy=ec:4+2");
+    // Three units' worth of rows (64 rows, 256 pages each), but rows
+    // 5r + 2 never written.
+    let rows = 3 * 64;
+    let written: Vec<u64> = (0..rows)
+        .filter(|r| r % 5 != 2)
+        .flat_map(|r| r * 4..r * 4 + 4)
+        .collect();
+    for chunk in written.chunks(crate::MAX_BATCH) {
+        write(&b, chunk, 1).unwrap();
+    }
+    kill(&stores, 1);
+    for chunk in written.chunks(crate::MAX_BATCH) {
+        check(&b, chunk, 1);
+    }
+    assert!(b.is_down(1));
+    let stored = |p: u64| (p / 4) % 5 != 2 && p < rows * 4;
+    // Server 1 held one place of every row of every unit it is in: one
+    // page rebuilt for each row with content there, none for the others.
+    let expected: u64 = (0..3)
+        .filter(|&u| (0..6).any(|j| b.placement.server(u, j) == 1))
+        .map(|u| (u * 64..u * 64 + 64).filter(|r| r % 5 != 2).count() as u64)
+        .sum();
+    assert!(expected > 0);
+    let pass = b.repair_pass(&stored, rows * 4).unwrap();
+    assert_eq!((pass.pages_left_short, pass.pages_lost), (0, 0), "{pass:?}");
+    assert_eq!(pass.pages_copied, expected, "{pass:?}");
+    kill(&stores, 0);
+    kill(&stores, 4);
+    for chunk in written.chunks(crate::MAX_BATCH) {
+        check(&b, chunk, 1);
+    }
+    let mut buf = vec![0xAAu8; 4 * PAGE_SIZE];
+    b.read(&[8, 9, 10, 11], &mut buf).unwrap();
+    assert!(
+        buf.iter().all(|&x| x == 0),
+        "an empty row read as something"
+    );
+}
