@@ -28,7 +28,7 @@
 //! page t comes out as c(t, j)), and keeps the coefficients; every decode
 //! of that pattern is then K multiplies and XORs per lost page with the
 //! crate's own SIMD multiply. A row's pattern changes only when a server
-//! is lost or rebuilt, so a few patterns cover a run ([`PATTERNS`] kept per
+//! is lost or rebuilt, so a few patterns cover a run (`PATTERNS` kept per
 //! coder, the oldest replaced).
 
 use crate::sync::SpinLock;
