@@ -26,12 +26,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// folding; about three times the crc32 instruction's speed on a page
 /// here). The crate picks its code path once per process, on first use,
 /// and may allocate then: [`warm_up`] does that before any fault.
+// A CRC32 comes back in the low 32 bits of a u64.
+#[allow(clippy::cast_possible_truncation)]
 pub(crate) fn crc32c(data: &[u8]) -> u32 {
-    let v = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data);
-    // A CRC32 comes back in the low 32 bits of a u64.
-    #[allow(clippy::cast_possible_truncation)]
-    let v = v as u32;
-    v
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
 /// Make `crc-fast` choose its code path now, outside the fault handler.

@@ -128,6 +128,8 @@ impl Erasure {
         let codec = Codec::new(data, parity, callers).map_err(|e| {
             BackendError::Config(format!("FARMEM_REDUNDANCY=ec:{data}+{parity}: {e}"))
         })?;
+        // Row operations check places in the fault handler.
+        crate::checksum::warm_up();
         Ok(Erasure {
             codec,
             data,

@@ -289,27 +289,15 @@ impl RemoteBackend {
             let gone = &gone[..to.len()];
             to.truncate(gone.len());
             let mut pages = 0;
-            let most = self.ec_rebuild_batch(gone.len());
-            let mut rows = [0u64; MAX_BATCH];
-            let mut n = 0;
-            let mut all = self
+            // (The repair thread may allocate: it is not the fault path.)
+            let rows: Vec<u64> = self
                 .ec_unit_rows(unit)
-                .filter(|&row| self.ec_row_stored(row, stored));
-            loop {
-                let row = all.next();
-                if let Some(row) = row {
-                    rows[n] = row;
-                    n += 1;
-                }
-                if n > 0 && (n == most || row.is_none()) {
-                    match self.ec_rebuild_rows(&rows[..n], gone, &to)? {
-                        Some(p) => pages += p,
-                        None => continue 'unit,
-                    }
-                    n = 0;
-                }
-                if row.is_none() {
-                    break;
+                .filter(|&row| self.ec_row_stored(row, stored))
+                .collect();
+            for batch in rows.chunks(self.ec_rebuild_batch(gone.len())) {
+                match self.ec_rebuild_rows(batch, gone, &to)? {
+                    Some(p) => pages += p,
+                    None => continue 'unit,
                 }
             }
             for (&j, &s) in gone.iter().zip(&to) {
