@@ -5,13 +5,14 @@
 # smallest budget (`--trace refs`, its page reference string), and
 # `farmem trace run --refs refs` replays the references under MIN at the
 # run's budget. GAPBS (and NPB-CPP, optional) are fetched by you (see
-# bench/cost/policy.sh); NPB's MG and CG class W are built here. Where Debian's
+# bench/cost/policy.sh); NPB's kernels NPB_KERNELS (default "mg.W cg.W";
+# "mg.B" adds a row of about three minutes) are built here. Where Debian's
 # memcached is installed, a last row runs it storing and reading back
 # MC_MIB (default 64) MiB of items (tests/clients/memcache_check.py) at
 # MC_PERCENT (default 25) of its footprint, as bench/baselines/real-programs.sh does
 # at 1 GiB.
 #
-#   [NPB=NPB-CPP] [MC_MIB=64] [MC_PERCENT=25] [ROWS="bfs memcached"] \
+#   [NPB=NPB-CPP] [NPB_KERNELS="mg.W cg.W"] [MC_MIB=64] [MC_PERCENT=25] [ROWS="bfs memcached"] \
 #       bench/cost/min-table.sh GAPBS_DIR [LOCAL_PERCENT]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,10 +29,15 @@ progs=(
     "stencil7 16M|$W/stencil7 16777216 temporal 4 4"
 )
 if [ -n "${NPB:-}" ]; then
-    for k in mg cg; do
-        [ -x "$NPB/NPB-OMP/bin/$k.W" ] || make -C "$NPB/NPB-OMP" "$k" CLASS=W >/dev/null
+    for kc in ${NPB_KERNELS:-mg.W cg.W}; do
+        k=${kc%.*} c=${kc#*.}
+        case "$k.$c" in
+        [a-z][a-z].[SWABC]) ;;
+        *) echo "NPB_KERNELS: '$kc' is not KERNEL.CLASS (e.g. mg.W, mg.B)" >&2; exit 2 ;;
+        esac
+        [ -x "$NPB/NPB-OMP/bin/$kc" ] || make -C "$NPB/NPB-OMP" "$k" CLASS="$c" >/dev/null
+        progs+=("$k $c|$NPB/NPB-OMP/bin/$kc")
     done
-    progs+=("mg W|$NPB/NPB-OMP/bin/mg.W" "cg W|$NPB/NPB-OMP/bin/cg.W")
 fi
 # memcached under PREFIX... (none: all-local), loaded and read back by the
 # checking client; prints its peak RSS in KiB.
@@ -57,7 +63,7 @@ else
     echo "memcached not installed: no memcached row (scripts/setup.sh installs it)" >&2
 fi
 ROWS=${ROWS:-}
-echo "program | local | references (pages) | MIN | farmem brought in (x MIN) | replayed policy (x MIN) | prefetch wasted"
+echo "program | local | references (pages) | MIN | LRU seeing every hit (x MIN) | farmem brought in (x MIN) | replayed policy (x MIN) | prefetch wasted"
 for p in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$p"
     # ROWS="bfs memcached": only the rows whose names start so.
@@ -85,7 +91,8 @@ for p in "${progs[@]}"; do
     refs=$(echo "$o" | sed -nE 's/.*: ([0-9]+) references to ([0-9]+) pages.*/\1 (\2)/p')
     min=$(echo "$o" | awk '/Belady/ {print $4}')
     run=$(echo "$o" | awk '/this run brought in/ {print $5, $(NF-1)}')
-    rep=$(echo "$o" | awk -v m="$min" '/replayed/ {printf "%s %.2fx", $4, $4 / m}')
+    lru=$(echo "$o" | awk -v m="$min" '/LRU seeing every hit/ {printf "%s %.2fx", $5, $5 / m}')
+    rep=$(echo "$o" | awk -v m="$min" '/policy, replayed/ {printf "%s %.2fx", $4, $4 / m}')
     waste=$(echo "$o" | sed -nE 's/.*\(([0-9]+%) of prefetched pages wasted\).*/\1/p')
-    echo "$name | $loc | $refs | $min | $run | $rep | $waste"
+    echo "$name | $loc | $refs | $min | $lru | $run | $rep | $waste"
 done

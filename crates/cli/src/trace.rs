@@ -1,6 +1,7 @@
 //! `farmem trace`: read a policy trace (`farmem run --trace FILE`): what
 //! prefetch brought and wasted, by reason, and the pages fetched against
-//! Belady's MIN at the same budget, with farmem's policy replayed beside it.
+//! Belady's MIN at the same budget, with LRU (every hit seen) and farmem's
+//! policy replayed beside it.
 
 use anyhow::{bail, Context, Result};
 use farmem_runtime::config::{format_size, parse_size};
@@ -151,6 +152,12 @@ pub fn run(a: Args) -> Result<()> {
         "  this run brought in          {}  = {} MIN",
         pages(fetched),
         ratio(fetched)
+    );
+    let lru = sim::lru_fetches(&refs, b);
+    println!(
+        "  LRU seeing every hit         {}  = {} MIN  (what hardware access bits allow; none reach user space here)",
+        pages(lru),
+        ratio(lru)
     );
     println!(
         "  farmem's policy, replayed    {}  = {} MIN  (prefetched {}, wasted {}, reused from the hold {})",

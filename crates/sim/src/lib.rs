@@ -129,6 +129,65 @@ pub fn min_fetches_by_page(refs: &Refs, budget: usize) -> Vec<u32> {
     fetches
 }
 
+/// Pages fetched at a budget of `budget` pages by LRU that sees every hit
+/// (least recently used page out, demand fetching): the policy a kernel
+/// approximates with hardware access bits, which farmem cannot read here.
+/// A reference point between MIN and farmem's own policy, on the same
+/// string: references the string hides (see [`Refs`]) are hits LRU does not
+/// see either, so it may fetch a little more than it would on the full
+/// string.
+pub fn lru_fetches(refs: &Refs, budget: usize) -> u64 {
+    // An intrusive list over dense ids, most recent at `head`; NIL ends it.
+    const NIL: u32 = u32::MAX;
+    let budget = budget.max(1);
+    let mut prev = vec![NIL; refs.distinct];
+    let mut next = vec![NIL; refs.distinct];
+    let mut resident = vec![false; refs.distinct];
+    let (mut head, mut tail, mut count, mut fetches) = (NIL, NIL, 0usize, 0u64);
+    for &p in &refs.pages {
+        let i = p as usize;
+        if resident[i] {
+            if head == p {
+                continue;
+            }
+            // Unlink p (not the head, so it has a predecessor).
+            let (a, b) = (prev[i], next[i]);
+            next[a as usize] = b;
+            if b == NIL {
+                tail = a;
+            } else {
+                prev[b as usize] = a;
+            }
+        } else {
+            fetches += 1;
+            if count == budget {
+                // The least recently used page leaves.
+                let t = tail as usize;
+                resident[t] = false;
+                tail = prev[t];
+                if tail == NIL {
+                    head = NIL;
+                } else {
+                    next[tail as usize] = NIL;
+                }
+            } else {
+                count += 1;
+            }
+            resident[i] = true;
+        }
+        // p to the front.
+        prev[i] = NIL;
+        next[i] = head;
+        if head == NIL {
+            tail = p;
+        } else {
+            prev[head as usize] = p;
+        }
+        head = p;
+    }
+    fetches
+}
+
 /// What the replay under farmem's policy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Replay {

@@ -47,6 +47,57 @@ fn min_is_optimal_on_small_strings() {
     assert_eq!(min_fetches(&Refs::default(), 5), 0);
 }
 
+/// LRU on the textbook string: 10 faults with 3 frames, 8 with 4 (MIN 7
+/// and 6); a loop one page larger than the budget misses every reference,
+/// one that fits misses each page once.
+#[test]
+fn lru_on_small_strings_and_loops() {
+    let t: Vec<u64> = [1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5].to_vec();
+    let refs = Refs::from_pages(&t, false);
+    assert_eq!(lru_fetches(&refs, 3), 10);
+    assert_eq!(lru_fetches(&refs, 4), 8);
+    assert_eq!(lru_fetches(&Refs::default(), 5), 0);
+    let lp: Vec<u64> = (0..20).flat_map(|_| 0..101).collect();
+    let refs = Refs::from_pages(&lp, false);
+    assert_eq!(lru_fetches(&refs, 100), lp.len() as u64);
+    assert_eq!(lru_fetches(&refs, 101), 101);
+    assert_eq!(lru_fetches(&refs, 1), lp.len() as u64);
+}
+
+/// LRU by its definition, in O(n * budget): the page used longest ago leaves.
+fn lru_naive(pages: &[u64], budget: usize) -> u64 {
+    let mut stack: Vec<u64> = Vec::new();
+    let mut misses = 0;
+    for &p in pages {
+        if let Some(i) = stack.iter().position(|&q| q == p) {
+            stack.remove(i);
+        } else {
+            misses += 1;
+            if stack.len() == budget {
+                stack.remove(0);
+            }
+        }
+        stack.push(p);
+    }
+    misses
+}
+
+proptest::proptest! {
+    /// On any string: LRU as defined, never below MIN, and never fetching
+    /// more with a larger budget (LRU is a stack algorithm).
+    #[test]
+    fn lru_is_lru_and_bounded_by_min(
+        pages in proptest::collection::vec(0u64..40, 0..400),
+        budget in 1usize..30,
+    ) {
+        let refs = Refs::from_pages(&pages, false);
+        let lru = lru_fetches(&refs, budget);
+        proptest::prop_assert_eq!(lru, lru_naive(&pages, budget));
+        proptest::prop_assert!(min_fetches(&refs, budget) <= lru);
+        proptest::prop_assert!(lru_fetches(&refs, budget + 1) <= lru);
+    }
+}
+
 /// Page by page, MIN and the replay fetch what their totals say: here 3
 /// and 4 twice (MIN drops them for 4 and 5, which come back sooner).
 #[test]
