@@ -110,6 +110,7 @@ pub fn run(a: Args) -> Result<()> {
         "  evicted, written back        {} / {}",
         s.evicted, s.written_back
     );
+    println!("  given back by the program    {}", pages(s.released));
     let Some(refs_path) = &a.refs else {
         println!("  (MIN needs the reference string: pass --refs, see --help)");
         return Ok(());

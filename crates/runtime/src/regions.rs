@@ -5,6 +5,7 @@ use crate::fork::is_forked_child;
 use crate::page::{self, PageWord};
 use crate::replacement::{page_u32, Aux as _};
 use crate::sync::Backoff;
+use crate::trace;
 use crate::{config, Runtime, RuntimeError};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::PAGE_SIZE;
@@ -303,6 +304,14 @@ impl Runtime {
             .retain(|q| !(start..start + n).contains(&(q as usize)));
         for p in start..start + n {
             self.arena.table().set_aux(page_u32(p), 0);
+        }
+        // The policy trace learns that these pages died (the replay must not
+        // keep them, and MIN must count a later use as a new page).
+        for first in (start..start + n).step_by(trace::RELEASE_MAX) {
+            let k = (start + n - first).min(trace::RELEASE_MAX);
+            // In range: 1 <= k <= RELEASE_MAX = 256.
+            #[allow(clippy::cast_possible_truncation)]
+            self.trace(trace::Kind::Released, first, (k - 1) as u8);
         }
         // A write stream over freed pages would bring the next allocation's
         // windows in writable on the old one's credit.

@@ -50,7 +50,15 @@ pub enum Kind {
     PrefetchUsed = 6,
     /// Evicted; detail bit 0: written back, bit 1: a prefetched page never seen used.
     Evict = 7,
+    /// Pages given back by the program (freed, unmapped or `MADV_DONTNEED`):
+    /// `page` is the first, the detail plus one how many (up to
+    /// [`RELEASE_MAX`]; a longer range is several records). Their content
+    /// is gone: a later reference is to a new page.
+    Released = 8,
 }
+
+/// Pages one [`Kind::Released`] record covers at most.
+pub const RELEASE_MAX: usize = 256;
 
 impl Kind {
     pub fn from_u8(b: u8) -> Option<Kind> {
@@ -62,6 +70,7 @@ impl Kind {
             5 => Kind::Prefetch,
             6 => Kind::PrefetchUsed,
             7 => Kind::Evict,
+            8 => Kind::Released,
             _ => return None,
         })
     }
@@ -289,6 +298,7 @@ mod tests {
             (Kind::FaultRead, 0u64, 0u8),
             (Kind::Evict, (1 << 40) - 1, 3),
             (Kind::Prefetch, 12345, Why::Probe as u8),
+            (Kind::Released, 77, 255),
         ] {
             assert_eq!(decode(encode(k, p, d)), Some((k, p, d)));
         }

@@ -12,7 +12,8 @@
 //! of a forward stream) arrives at once, and its first page waits, as in the
 //! runtime, until the program reaches it; eviction takes batches of
 //! `FARMEM_EVICT_BATCH` pages as the runtime does. Pinned pages and advice
-//! do not occur in a reference string.
+//! do not occur in a reference string. Pages the program gives back (freed,
+//! unmapped) are dead from then on, for MIN, LRU and the replay alike.
 
 use farmem_runtime::readahead::{Hint, Planner};
 use farmem_runtime::replacement::{fetched_as, Aux, Fetched, Queues, Take};
@@ -21,7 +22,9 @@ use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// A reference string: dense page ids (in first-reference order), whether
-/// each reference wrote, and the number of distinct pages.
+/// each reference wrote, and the number of distinct pages. A page the
+/// program gave back (freed) and used again gets a new id: its old content
+/// is dead, and keeping it helps no policy.
 #[derive(Debug, Clone, Default)]
 pub struct Refs {
     pub pages: Vec<u32>,
@@ -29,6 +32,9 @@ pub struct Refs {
     pub distinct: usize,
     /// Dense id -> page number in the arena (for the planner's strides).
     pub page_of: Vec<u64>,
+    /// Pages given back, in order: (i, id) releases `id` before reference
+    /// `pages[i]`.
+    pub released: Vec<(usize, u32)>,
 }
 
 impl Refs {
@@ -38,9 +44,17 @@ impl Refs {
         let mut ids: HashMap<u64, u32> = HashMap::new();
         let mut r = Refs::default();
         for &rec in records {
-            let Some((kind, page, _)) = trace::decode(rec) else {
+            let Some((kind, page, detail)) = trace::decode(rec) else {
                 continue;
             };
+            if kind == Kind::Released {
+                for q in page..page + u64::from(detail) + 1 {
+                    if let Some(id) = ids.remove(&q) {
+                        r.released.push((r.pages.len(), id));
+                    }
+                }
+                continue;
+            }
             if !kind.is_reference() {
                 continue;
             }
@@ -109,7 +123,14 @@ pub fn min_fetches_by_page(refs: &Refs, budget: usize) -> Vec<u32> {
     let mut heap: BinaryHeap<(usize, u32)> = BinaryHeap::new();
     let mut count = 0usize;
     let mut fetches = vec![0u32; refs.distinct];
-    for (&p, &nu) in refs.pages.iter().zip(&next_use) {
+    let mut released = refs.released.iter().peekable();
+    for (i, (&p, &nu)) in refs.pages.iter().zip(&next_use).enumerate() {
+        while let Some(&(_, id)) = released.next_if(|&&(at, _)| at <= i) {
+            // A dead page leaves at once (its stale heap entry is skipped).
+            if resident[id as usize].take().is_some() {
+                count -= 1;
+            }
+        }
         if resident[p as usize].is_none() {
             fetches[p as usize] = fetches[p as usize].saturating_add(1);
             if count == budget {
@@ -144,20 +165,33 @@ pub fn lru_fetches(refs: &Refs, budget: usize) -> u64 {
     let mut next = vec![NIL; refs.distinct];
     let mut resident = vec![false; refs.distinct];
     let (mut head, mut tail, mut count, mut fetches) = (NIL, NIL, 0usize, 0u64);
-    for &p in &refs.pages {
+    let mut released = refs.released.iter().peekable();
+    let unlink = |prev: &mut [u32], next: &mut [u32], head: &mut u32, tail: &mut u32, q: u32| {
+        let (a, b) = (prev[q as usize], next[q as usize]);
+        if a == NIL {
+            *head = b;
+        } else {
+            next[a as usize] = b;
+        }
+        if b == NIL {
+            *tail = a;
+        } else {
+            prev[b as usize] = a;
+        }
+    };
+    for (k, &p) in refs.pages.iter().enumerate() {
+        while let Some(&(_, id)) = released.next_if(|&&(at, _)| at <= k) {
+            if std::mem::take(&mut resident[id as usize]) {
+                unlink(&mut prev, &mut next, &mut head, &mut tail, id);
+                count -= 1;
+            }
+        }
         let i = p as usize;
         if resident[i] {
             if head == p {
                 continue;
             }
-            // Unlink p (not the head, so it has a predecessor).
-            let (a, b) = (prev[i], next[i]);
-            next[a as usize] = b;
-            if b == NIL {
-                tail = a;
-            } else {
-                prev[b as usize] = a;
-            }
+            unlink(&mut prev, &mut next, &mut head, &mut tail, p);
         } else {
             fetches += 1;
             if count == budget {
@@ -385,6 +419,24 @@ impl Sim {
         }
         self.resident -= k;
         true
+    }
+
+    /// The program gave `dead` back: their content is dropped wherever it
+    /// is (no write-back), their room freed, their refault history reset,
+    /// as the runtime's `release_pages` does.
+    fn release(&mut self, dead: &HashSet<u64>) {
+        for &p in dead {
+            if let Some(pg) = self.pages.remove(&p) {
+                if matches!(pg.slot, Slot::Resident | Slot::Parked) {
+                    self.resident -= 1;
+                }
+            }
+            self.second.remove(&p);
+            self.mains.remove(&p);
+            self.stamps.set_aux(key(p), 0);
+        }
+        self.held.retain(|q| !dead.contains(q));
+        self.queues.retain(|id| !dead.contains(&u64::from(id)));
     }
 
     /// Page `p` leaves local memory for good.
@@ -686,7 +738,15 @@ fn simulate(
         r: Replay::default(),
         fetched_by_page: by_page.then(HashMap::new),
     };
+    let mut released = refs.released.iter().peekable();
     for (i, &id) in refs.pages.iter().enumerate() {
+        let mut dead = HashSet::new();
+        while let Some(&(_, r)) = released.next_if(|&&(at, _)| at <= i) {
+            dead.insert(refs.page_of[r as usize]);
+        }
+        if !dead.is_empty() {
+            s.release(&dead);
+        }
         s.reference(refs.page_of[id as usize], refs.writes[i]);
     }
     (s.r, s.fetched_by_page)
@@ -709,6 +769,8 @@ pub struct Summary {
     pub wasted: u64,
     /// Wasted pages by the reason they were prefetched for.
     pub wasted_by_why: [u64; Why::COUNT],
+    /// Pages the program gave back (freed, unmapped, `MADV_DONTNEED`).
+    pub released: u64,
 }
 
 impl Summary {
@@ -746,6 +808,7 @@ impl Summary {
                         }
                     }
                 }
+                Kind::Released => s.released += u64::from(detail) + 1,
             }
         }
         s

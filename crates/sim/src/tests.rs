@@ -64,6 +64,78 @@ fn lru_on_small_strings_and_loops() {
     assert_eq!(lru_fetches(&refs, 1), lp.len() as u64);
 }
 
+/// A string of read faults, with `Released` records where the program gave
+/// pages back: `None` releases the `n` pages from `first`.
+fn with_releases(events: &[(u64, Option<u64>)]) -> Refs {
+    let recs: Vec<u64> = events
+        .iter()
+        .flat_map(|&(p, rel)| match rel {
+            None => vec![trace::encode(Kind::FaultRead, p, 0)],
+            Some(n) => (0..n)
+                .step_by(trace::RELEASE_MAX)
+                .map(|k| {
+                    let len = (n - k).min(trace::RELEASE_MAX as u64);
+                    trace::encode(Kind::Released, p + k, u8::try_from(len - 1).unwrap())
+                })
+                .collect(),
+        })
+        .collect();
+    Refs::from_records(&recs)
+}
+
+/// A page given back is dead: its room is free at once, and its next use is
+/// a new page. With 2 frames, 1 2 (2 given back) 3 1: LRU keeps 1 and
+/// fetches 3 pages; keeping the dead 2 instead, it would evict 1 and fetch 4.
+#[test]
+fn released_pages_free_their_room_and_come_back_new() {
+    let refs = with_releases(&[(1, None), (2, None), (2, Some(1)), (3, None), (1, None)]);
+    assert_eq!(refs.distinct, 3);
+    assert_eq!(refs.released, vec![(2, 1)]);
+    assert_eq!(lru_fetches(&refs, 2), 3);
+    assert_eq!(min_fetches(&refs, 2), 3);
+    let kept = with_releases(&[(1, None), (2, None), (3, None), (1, None)]);
+    assert_eq!(lru_fetches(&kept, 2), 4);
+    // Used again after its release, a page is fetched again, as a new page.
+    let refs = with_releases(&[(5, None), (5, Some(1)), (5, None), (5, None)]);
+    assert_eq!(refs.distinct, 2);
+    assert_eq!(refs.page_of, vec![5, 5]);
+    assert_eq!((lru_fetches(&refs, 4), min_fetches(&refs, 4)), (2, 2));
+    // A release longer than one record covers every page.
+    let refs = with_releases(&[(0, None), (700, None), (0, Some(1000)), (0, None)]);
+    assert_eq!(refs.released.len(), 2);
+}
+
+/// The replay drops what the program gave back: a dead array protected in
+/// main would otherwise leave the next one cycling through probation. Array
+/// A (1.5x the budget) is swept three times (its refaults fill main), given
+/// back, and array B (half the budget) is swept five times: B is fetched
+/// once, as MIN fetches it.
+#[test]
+fn the_replay_drops_released_pages() {
+    const BUDGET: usize = 1024;
+    let budget = BUDGET as u64;
+    let a: Vec<(u64, Option<u64>)> = (0..3)
+        .flat_map(|_| (0..budget * 3 / 2).map(|p| (BASE + p, None)))
+        .collect();
+    let b: Vec<(u64, Option<u64>)> = (0..5)
+        .flat_map(|_| (0..budget / 2).map(|p| (BASE + 4 * budget + p, None)))
+        .collect();
+    let mut events = a.clone();
+    events.push((BASE, Some(budget * 3 / 2)));
+    events.extend(&b);
+    let released = with_releases(&events);
+    let a_only = with_releases(&a);
+    let demand = set(1, 0);
+    let b_fetched =
+        replay(&released, BUDGET, demand).fetched - replay(&a_only, BUDGET, demand).fetched;
+    assert_eq!(b_fetched, budget / 2);
+    // Without the release, A's kept pages stay and B pays for them.
+    let mut kept = a;
+    kept.extend(b);
+    let kept = with_releases(&kept);
+    assert!(replay(&kept, BUDGET, demand).fetched > replay(&released, BUDGET, demand).fetched);
+}
+
 /// LRU by its definition, in O(n * budget): the page used longest ago leaves.
 fn lru_naive(pages: &[u64], budget: usize) -> u64 {
     let mut stack: Vec<u64> = Vec::new();

@@ -177,3 +177,62 @@ fn bad_trace_arguments_are_named() {
         assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Pages the program gives back are in the trace, and the replay and MIN
+/// treat them as dead: array A is freed before array B is made (in A's
+/// range, if the allocator reuses it) and read six times under a budget B
+/// fits in. Before releases were traced, MIN took B's first touches for
+/// hits on A's pages, and the replay kept A's dead pages.
+#[test]
+fn pages_given_back_are_dead_to_min_and_the_replay() {
+    let _g = serial();
+    let exe = build_plain(
+        "gcc",
+        "tests/programs/trace_release.c",
+        "trace_release",
+        &["-Wextra"],
+    );
+    let dir = std::env::temp_dir().join(format!("farmem-trace-rel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (run_t, refs_t) = (dir.join("run.trace"), dir.join("refs.trace"));
+    traced_run(&exe, "16M", "64", &run_t);
+    traced_run(&exe, "1M", "0", &refs_t);
+    let o = farmem()
+        .arg("trace")
+        .arg(&run_t)
+        .arg("--refs")
+        .arg(&refs_t)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}");
+    // A's 8192 pages and B's 3072, each given back once.
+    assert!(
+        num_after(&out, "given back by the program") >= 8192 + 3072,
+        "{out}"
+    );
+    let distinct: u64 = out
+        .lines()
+        .find(|l| l.starts_with("reference string"))
+        .and_then(|l| l.split(" references to ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no page count: {out}"));
+    assert_eq!(distinct, 8192 + 3072, "every page of B is new: {out}");
+    let min = num_after(&out, "Belady's MIN fetches");
+    let lru = num_after(&out, "LRU seeing every hit");
+    let run = num_after(&out, "this run brought in");
+    let replay = num_after(&out, "farmem's policy, replayed");
+    // Every first touch is a fetch (or a zero-fill), and A's second pass
+    // cannot all hit in a budget of half of A.
+    assert!(
+        min >= 8192 + 3072 + 4096 - 256 && min <= lru && min <= run,
+        "{out}"
+    );
+    // The replay runs the runtime's policy: it agrees with the run.
+    assert!(
+        replay.abs_diff(run) * 10 <= run,
+        "replay far from the run: {out}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
