@@ -17,7 +17,8 @@ pub struct Args {
     /// the same input recorded with prefetch off at the smallest budget
     /// (`FARMEM_PREFETCH=0 farmem run --local 1M --trace REFS -- ...`). Its
     /// faults are every reference but those to the last few hundred pages
-    /// touched. Without it, MIN is not computed.
+    /// touched. A program that sizes itself from the budget must be given
+    /// the run's size in both. Without it, MIN is not computed.
     #[arg(long)]
     refs: Option<PathBuf>,
     /// The budget for MIN and the replay (default: the traced run's).
