@@ -4,7 +4,7 @@
 
 use crate::common::programs::serial;
 use crate::common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn num_after(text: &str, label: &str) -> u64 {
     let line = text
@@ -36,26 +36,51 @@ fn traced_run(exe: &Path, local: &str, prefetch: &str, trace: &Path) -> String {
     err
 }
 
-#[test]
-fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
-    let _g = serial();
+/// The reference string's references and distinct pages, from the line
+/// "reference string FILE: R references to P pages (...)".
+fn reference_string(report: &str) -> (u64, u64) {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("reference string"))
+        .unwrap_or_else(|| panic!("no reference string line: {report}"));
+    let nums: Vec<u64> = line
+        .split(": ")
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(nums.len() >= 2, "{line}");
+    (nums[0], nums[1])
+}
+
+/// A test program's two traces: `tests/programs/NAME.c` run at 16M with
+/// prefetch (the run) and at 1M without (the reference string), in a
+/// directory of their own. Returns the directory, the two traces and the
+/// run's `--stats`.
+fn record(name: &str) -> (PathBuf, PathBuf, PathBuf, String) {
     let exe = build_plain(
         "gcc",
-        "tests/programs/trace_pattern.c",
-        "trace_pattern",
+        &format!("tests/programs/{name}.c"),
+        name,
         &["-Wextra"],
     );
-    let dir = std::env::temp_dir().join(format!("farmem-trace-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("farmem-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (run_t, refs_t) = (dir.join("run.trace"), dir.join("refs.trace"));
     let stats = traced_run(&exe, "16M", "64", &run_t);
     traced_run(&exe, "1M", "0", &refs_t);
+    (dir, run_t, refs_t, stats)
+}
 
+/// `farmem trace RUN --refs REFS ARGS`'s report.
+fn explain(run_t: &Path, refs_t: &Path, args: &[&str]) -> String {
     let o = farmem()
         .arg("trace")
-        .arg(&run_t)
+        .arg(run_t)
         .arg("--refs")
-        .arg(&refs_t)
+        .arg(refs_t)
+        .args(args)
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -64,6 +89,14 @@ fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
         "{out}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    out
+}
+
+#[test]
+fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
+    let _g = serial();
+    let (dir, run_t, refs_t, stats) = record("trace_pattern");
+    let out = explain(&run_t, &refs_t, &[]);
 
     // The trace counts what --stats counts.
     let line = stats
@@ -97,16 +130,7 @@ fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
     // By range, the columns add up to the totals: every reference, every
     // page MIN fetches, the run brought in and the replay fetched falls in
     // exactly one range.
-    let o = farmem()
-        .arg("trace")
-        .arg(&run_t)
-        .arg("--refs")
-        .arg(&refs_t)
-        .args(["--by-range", "8M"])
-        .output()
-        .unwrap();
-    let by = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{by}");
+    let by = explain(&run_t, &refs_t, &["--by-range", "8M"]);
     let rows: Vec<Vec<u64>> = by
         .lines()
         .skip_while(|l| !l.contains("by range of 8M"))
@@ -124,14 +148,7 @@ fn a_trace_agrees_with_the_statistics_and_min_bounds_the_run() {
     // does not start on a range's edge.
     assert!((8..=9).contains(&rows.len()), "{by}");
     let col = |i: usize| rows.iter().map(|r| r[i]).sum::<u64>();
-    let references: u64 = by
-        .lines()
-        .find(|l| l.starts_with("reference string"))
-        .and_then(|l| l.split(": ").nth(1))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no reference count: {by}"));
-    assert_eq!(col(0), references, "{by}");
+    assert_eq!(col(0), reference_string(&by).0, "{by}");
     assert_eq!(col(1), min, "{by}");
     assert_eq!(col(2), fetched, "{by}");
     assert_eq!(col(3), num_after(&by, "farmem's policy, replayed"), "{by}");
@@ -186,39 +203,18 @@ fn bad_trace_arguments_are_named() {
 #[test]
 fn pages_given_back_are_dead_to_min_and_the_replay() {
     let _g = serial();
-    let exe = build_plain(
-        "gcc",
-        "tests/programs/trace_release.c",
-        "trace_release",
-        &["-Wextra"],
-    );
-    let dir = std::env::temp_dir().join(format!("farmem-trace-rel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (run_t, refs_t) = (dir.join("run.trace"), dir.join("refs.trace"));
-    traced_run(&exe, "16M", "64", &run_t);
-    traced_run(&exe, "1M", "0", &refs_t);
-    let o = farmem()
-        .arg("trace")
-        .arg(&run_t)
-        .arg("--refs")
-        .arg(&refs_t)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{out}");
+    let (dir, run_t, refs_t, _) = record("trace_release");
+    let out = explain(&run_t, &refs_t, &[]);
     // A's 8192 pages and B's 3072, each given back once.
     assert!(
         num_after(&out, "given back by the program") >= 8192 + 3072,
         "{out}"
     );
-    let distinct: u64 = out
-        .lines()
-        .find(|l| l.starts_with("reference string"))
-        .and_then(|l| l.split(" references to ").nth(1))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no page count: {out}"));
-    assert_eq!(distinct, 8192 + 3072, "every page of B is new: {out}");
+    assert_eq!(
+        reference_string(&out).1,
+        8192 + 3072,
+        "every page of B is new: {out}"
+    );
     let min = num_after(&out, "Belady's MIN fetches");
     let lru = num_after(&out, "LRU seeing every hit");
     let run = num_after(&out, "this run brought in");
