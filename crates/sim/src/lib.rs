@@ -1,5 +1,5 @@
-//! The policy simulator: replays a page reference string under Belady's MIN
-//! and under farmem's own policy (the [`readahead`](farmem_runtime::readahead)
+//! The policy simulator: replays a page reference string under Belady's MIN,
+//! under LRU seeing every hit, and under farmem's own policy (the [`readahead`](farmem_runtime::readahead)
 //! planner and the [`replacement`](farmem_runtime::replacement) queues, the same code
 //! the fault path runs) at the same budget, so that "pages fetched against the
 //! least any policy must fetch" exists for any program.
