@@ -145,6 +145,9 @@ pub fn run(a: Args) -> Result<()> {
         refs.distinct,
         format_size(rh.budget_pages * 4096)
     );
+    if !h.releases || !rh.releases {
+        println!("  (a trace made before farmem recorded the pages a program gives back: freed pages stay alive to MIN, LRU and the replay; record it again)");
+    }
     println!("  at a budget of {}:", format_size(budget * 4096));
     println!("  Belady's MIN fetches         {}", pages(min));
     if a.file == *refs_path {

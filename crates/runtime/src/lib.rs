@@ -269,6 +269,7 @@ impl Runtime {
                         arena_pages: npages as u64,
                         evict_batch: cfg.evict_batch,
                         reserve_pages: u32::try_from(spare).unwrap_or(u32::MAX),
+                        releases: true,
                     },
                 )
                 .map_err(|e| RuntimeError::Trace(path.clone(), e))?,

@@ -1,20 +1,24 @@
 //! The policy trace (`FARMEM_TRACE=FILE`): every fault, prefetch, use of a
-//! prefetched page and eviction, in the order the runtime saw them, for
-//! `farmem trace` to replay under Belady's MIN and under farmem's policy
-//! (see the `farmem-sim` crate).
+//! prefetched page, eviction and range the program gives back, in the order
+//! the runtime saw them, for `farmem trace` to replay under Belady's MIN,
+//! LRU and farmem's policy (see the `farmem-sim` crate).
 //!
-//! Records are appended from the fault path (inside the SIGBUS handler), so
-//! the buffer is preallocated and flushed with raw `write` calls under a spin
-//! lock: nothing here allocates. The cost when tracing is off is one branch.
+//! Records are appended from the fault path (inside the SIGBUS handler) and
+//! from the calls that give pages back (with signals blocked), so the buffer
+//! is preallocated and flushed with raw `write` calls under a spin lock:
+//! nothing here allocates. The cost when tracing is off is one branch.
 //!
 //! File format (little-endian): a 48-byte header, then 8-byte records.
 //! ```text
-//! header: b"FMTRACE2" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
+//! header: b"FMTRACE3" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
 //!         | eviction batch u32 | free reserve u32 | 8 bytes zero
 //! record: bits 0-39 page | bits 48-55 detail | bits 56-63 kind
 //! ```
-//! Traces of the first format (`FMTRACE1`, 32 bytes, no eviction settings)
-//! read as batch 32 and no reserve, which is what their runtime did.
+//! Traces of the second format (`FMTRACE2`) are the same without
+//! [`Kind::Released`] records: their runtime did not write them, which
+//! [`Header::releases`] says. Traces of the first format (`FMTRACE1`, 32
+//! bytes, no eviction settings) read as batch 32 and no reserve, which is
+//! what their runtime did.
 
 use crate::sync::SpinLock;
 use farmem_sys::mem::Mapping;
@@ -23,8 +27,9 @@ use std::io::{self, Write as _};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-pub const MAGIC: &[u8; 8] = b"FMTRACE2";
+pub const MAGIC: &[u8; 8] = b"FMTRACE3";
 pub const HEADER_BYTES: usize = 48;
+const MAGIC_V2: &[u8; 8] = b"FMTRACE2";
 const MAGIC_V1: &[u8; 8] = b"FMTRACE1";
 const HEADER_V1_BYTES: usize = 32;
 /// Records buffered before a `write`.
@@ -132,6 +137,9 @@ pub struct Header {
     pub evict_batch: u32,
     /// `FARMEM_RESERVE`, as the runtime applied it (capped).
     pub reserve_pages: u32,
+    /// Whether the runtime recorded the pages the program gave back
+    /// ([`Kind::Released`]); traces made before it did read as false.
+    pub releases: bool,
 }
 
 impl Header {
@@ -149,9 +157,10 @@ impl Header {
 
     /// The header and its length, or None if `b` starts with neither format.
     pub fn decode(b: &[u8]) -> Option<(Header, usize)> {
-        let len = match b.get(..8) {
-            Some(m) if m == MAGIC => HEADER_BYTES,
-            Some(m) if m == MAGIC_V1 => HEADER_V1_BYTES,
+        let (len, releases) = match b.get(..8) {
+            Some(m) if m == MAGIC => (HEADER_BYTES, true),
+            Some(m) if m == MAGIC_V2 => (HEADER_BYTES, false),
+            Some(m) if m == MAGIC_V1 => (HEADER_V1_BYTES, false),
             _ => return None,
         };
         if b.len() < len {
@@ -168,6 +177,7 @@ impl Header {
                 arena_pages: u64_at(24),
                 evict_batch: if v2 { u32_at(32) } else { 32 },
                 reserve_pages: if v2 { u32_at(36) } else { 0 },
+                releases,
             },
             len,
         ))
@@ -314,8 +324,23 @@ mod tests {
             arena_pages: 1 << 30,
             evict_batch: 16,
             reserve_pages: 48,
+            releases: true,
         };
         assert_eq!(Header::decode(&h.encode()), Some((h, HEADER_BYTES)));
+        // A second-format trace has no release records, and says so.
+        let mut v2 = h.encode();
+        v2[..8].copy_from_slice(MAGIC_V2);
+        let (old, len) = Header::decode(&v2).expect("a second-format header");
+        assert_eq!(
+            (old, len),
+            (
+                Header {
+                    releases: false,
+                    ..h
+                },
+                HEADER_BYTES
+            )
+        );
         assert_eq!(Header::decode(b"not a trace at all, not at all!!"), None);
         // A first-format trace reads with the eviction its runtime used.
         let mut v1 = h.encode()[..HEADER_V1_BYTES].to_vec();

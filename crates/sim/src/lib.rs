@@ -22,9 +22,9 @@ use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// A reference string: dense page ids (in first-reference order), whether
-/// each reference wrote, and the number of distinct pages. A page the
-/// program gave back (freed) and used again gets a new id: its old content
-/// is dead, and keeping it helps no policy.
+/// each reference wrote, and the number of ids. A page the program gave back
+/// (freed) and used again gets a new id: its old content is dead, and keeping
+/// it helps no policy. So `distinct` counts a page freed and used again twice.
 #[derive(Debug, Clone, Default)]
 pub struct Refs {
     pub pages: Vec<u32>,
@@ -32,14 +32,18 @@ pub struct Refs {
     pub distinct: usize,
     /// Dense id -> page number in the arena (for the planner's strides).
     pub page_of: Vec<u64>,
-    /// Pages given back, in order: (i, id) releases `id` before reference
-    /// `pages[i]`.
+    /// Ids given back, in order: (i, id) releases `id` before reference
+    /// `pages[i]` (what MIN and LRU need).
     pub released: Vec<(usize, u32)>,
+    /// The ranges given back, in order: (i, first page, pages) before
+    /// reference `pages[i]`, whether or not the string referenced them (the
+    /// replay may hold pages of the range it prefetched).
+    pub freed: Vec<(usize, u64, u64)>,
 }
 
 impl Refs {
     /// The references of a trace (faults, write hits and waits for
-    /// prefetched pages), in order.
+    /// prefetched pages), in order, and the pages given back between them.
     pub fn from_records(records: &[u64]) -> Refs {
         let mut ids: HashMap<u64, u32> = HashMap::new();
         let mut r = Refs::default();
@@ -48,6 +52,7 @@ impl Refs {
                 continue;
             };
             if kind == Kind::Released {
+                r.freed.push((r.pages.len(), page, u64::from(detail) + 1));
                 for q in page..page + u64::from(detail) + 1 {
                     if let Some(id) = ids.remove(&q) {
                         r.released.push((r.pages.len(), id));
@@ -153,8 +158,8 @@ pub fn min_fetches_by_page(refs: &Refs, budget: usize) -> Vec<u32> {
 /// Pages fetched at a budget of `budget` pages by LRU that sees every hit
 /// (least recently used page out, demand fetching): the policy a kernel
 /// approximates with hardware access bits, which farmem cannot read here.
-/// A reference point between MIN and farmem's own policy, on the same
-/// string: references the string hides (see [`Refs`]) are hits LRU does not
+/// A reference point beside MIN, on the same string (farmem's policy
+/// may fetch more or less than it): references the string hides (see [`Refs`]) are hits LRU does not
 /// see either, so it may fetch a little more than it would on the full
 /// string.
 pub fn lru_fetches(refs: &Refs, budget: usize) -> u64 {
@@ -421,22 +426,27 @@ impl Sim {
         true
     }
 
-    /// The program gave `dead` back: their content is dropped wherever it
-    /// is (no write-back), their room freed, their refault history reset,
-    /// as the runtime's `release_pages` does.
-    fn release(&mut self, dead: &HashSet<u64>) {
-        for &p in dead {
-            if let Some(pg) = self.pages.remove(&p) {
-                if matches!(pg.slot, Slot::Resident | Slot::Parked) {
-                    self.resident -= 1;
+    /// The program gave the pages of `ranges` (first page, pages) back:
+    /// their content is dropped wherever it is (no write-back), prefetched
+    /// or not, their room freed, their refault history reset, as the
+    /// runtime's `release_pages` does.
+    fn release(&mut self, ranges: &[(u64, u64)]) {
+        let dead = |p: u64| ranges.iter().any(|&(a, n)| (a..a + n).contains(&p));
+        for &(a, n) in ranges {
+            for p in a..a + n {
+                if let Some(pg) = self.pages.remove(&p) {
+                    if matches!(pg.slot, Slot::Resident | Slot::Parked) {
+                        self.resident -= 1;
+                    }
+                    self.second.remove(&p);
+                    self.mains.remove(&p);
                 }
+                // No stamp reads as never evicted.
+                self.stamps.0.borrow_mut().remove(&key(p));
             }
-            self.second.remove(&p);
-            self.mains.remove(&p);
-            self.stamps.set_aux(key(p), 0);
         }
-        self.held.retain(|q| !dead.contains(q));
-        self.queues.retain(|id| !dead.contains(&u64::from(id)));
+        self.held.retain(|&q| !dead(q));
+        self.queues.retain(|id| !dead(u64::from(id)));
     }
 
     /// Page `p` leaves local memory for good.
@@ -738,14 +748,15 @@ fn simulate(
         r: Replay::default(),
         fetched_by_page: by_page.then(HashMap::new),
     };
-    let mut released = refs.released.iter().peekable();
+    let mut freed = refs.freed.iter().peekable();
+    let mut ranges = Vec::new();
     for (i, &id) in refs.pages.iter().enumerate() {
-        let mut dead = HashSet::new();
-        while let Some(&(_, r)) = released.next_if(|&&(at, _)| at <= i) {
-            dead.insert(refs.page_of[r as usize]);
+        ranges.clear();
+        while let Some(&(_, first, n)) = freed.next_if(|&&(at, _, _)| at <= i) {
+            ranges.push((first, n));
         }
-        if !dead.is_empty() {
-            s.release(&dead);
+        if !ranges.is_empty() {
+            s.release(&ranges);
         }
         s.reference(refs.page_of[id as usize], refs.writes[i]);
     }

@@ -136,6 +136,24 @@ fn the_replay_drops_released_pages() {
     assert!(replay(&kept, BUDGET, demand).fetched > replay(&released, BUDGET, demand).fetched);
 }
 
+/// Pages the replay prefetched and the string never referenced die with
+/// their range too: read again after the release, they are fetched again.
+#[test]
+fn a_release_drops_prefetched_pages_never_referenced() {
+    let mut events: Vec<(u64, Option<u64>)> = (0..16).map(|p| (BASE + p, None)).collect();
+    let refs = with_releases(&events);
+    let before = replay(&refs, 4096, set(PREFETCH, 0));
+    assert!(before.prefetched > 16, "{before:?}");
+    events.push((BASE, Some(1000)));
+    events.extend((20..40).map(|p| (BASE + p, None)));
+    let after = replay(&with_releases(&events), 4096, set(PREFETCH, 0));
+    assert!(after.faults > before.faults, "{before:?}\n{after:?}");
+    assert!(
+        after.fetched >= before.fetched + 20,
+        "{before:?}\n{after:?}"
+    );
+}
+
 /// LRU by its definition, in O(n * budget): the page used longest ago leaves.
 fn lru_naive(pages: &[u64], budget: usize) -> u64 {
     let mut stack: Vec<u64> = Vec::new();
@@ -154,7 +172,54 @@ fn lru_naive(pages: &[u64], budget: usize) -> u64 {
     misses
 }
 
+/// LRU by its definition over references (`None`) and releases of one
+/// page (`Some`): a released page leaves the stack.
+fn lru_naive_with_releases(events: &[(u64, bool)], budget: usize) -> u64 {
+    let mut stack: Vec<u64> = Vec::new();
+    let mut misses = 0;
+    for &(p, release) in events {
+        let at = stack.iter().position(|&q| q == p);
+        if release {
+            if let Some(i) = at {
+                stack.remove(i);
+            }
+            continue;
+        }
+        if let Some(i) = at {
+            stack.remove(i);
+        } else {
+            misses += 1;
+            if stack.len() == budget {
+                stack.remove(0);
+            }
+        }
+        stack.push(p);
+    }
+    misses
+}
+
 proptest::proptest! {
+    /// With pages given back among the references: LRU as defined, MIN
+    /// still below it, and the replay never fetching less than MIN.
+    #[test]
+    fn releases_keep_lru_exact_and_min_a_bound(
+        events in proptest::collection::vec((0u64..40, proptest::bool::weighted(0.1)), 0..400),
+        budget in 1usize..30,
+    ) {
+        let refs = with_releases(
+            &events
+                .iter()
+                .map(|&(p, rel)| (BASE + p, rel.then_some(1)))
+                .collect::<Vec<_>>(),
+        );
+        let lru = lru_fetches(&refs, budget);
+        proptest::prop_assert_eq!(lru, lru_naive_with_releases(&events, budget));
+        let min = min_fetches(&refs, budget);
+        proptest::prop_assert!(min <= lru);
+        let big = budget.max(4 * farmem_runtime::config::MAX_BATCH);
+        proptest::prop_assert!(replay(&refs, big, set(PREFETCH, HOLD)).fetched >= min_fetches(&refs, big));
+    }
+
     /// On any string: LRU as defined, never below MIN, and never fetching
     /// more with a larger budget (LRU is a stack algorithm).
     #[test]
