@@ -144,7 +144,7 @@ settings! {
         get breakdown -> bool = copy;
     /// Write the policy trace here.
     "TRACE" => trace: Option<PathBuf> = None;
-        documented "(none)", "Write the policy trace to this file: every fault, prefetch, use of a prefetched page and eviction, 8 bytes each (about 8 bytes per page moved). `%p` in the name becomes the process id: without it, every process of a job that uses far memory writes the same file and the last one to start wins. `farmem trace FILE` reads it: what prefetch brought and wasted, and the bytes fetched against Belady's MIN at the same budget.";
+        documented "(none)", "Write the policy trace to this file: every fault, prefetch, use of a prefetched page, eviction and range given back (freed), 8 bytes each (about 8 bytes per page moved). `%p` in the name becomes the process id: without it, every process of a job that uses far memory writes the same file and the last one to start wins. `farmem trace FILE` reads it: what prefetch brought and wasted, and the bytes fetched against Belady's MIN and LRU at the same budget.";
         flag Some(RunFlag {
             long: "--trace",
             help: "Write the policy trace to this file (read it with farmem trace)",
