@@ -307,11 +307,13 @@ impl Runtime {
         }
         // The policy trace learns that these pages died (the replay must not
         // keep them, and MIN must count a later use as a new page).
-        for first in (start..start + n).step_by(trace::RELEASE_MAX) {
-            let k = (start + n - first).min(trace::RELEASE_MAX);
-            // In range: 1 <= k <= RELEASE_MAX = 256.
-            #[allow(clippy::cast_possible_truncation)]
-            self.trace(trace::Kind::Released, first, (k - 1) as u8);
+        if let Some(t) = self.observe.tracer() {
+            for first in (start..start + n).step_by(trace::RELEASE_MAX) {
+                let k = (start + n - first).min(trace::RELEASE_MAX);
+                // In range: 1 <= k <= RELEASE_MAX = 256.
+                #[allow(clippy::cast_possible_truncation)]
+                t.record(trace::Kind::Released, first, (k - 1) as u8);
+            }
         }
         // A write stream over freed pages would bring the next allocation's
         // windows in writable on the old one's credit.

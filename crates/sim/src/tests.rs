@@ -156,24 +156,12 @@ fn a_release_drops_prefetched_pages_never_referenced() {
 
 /// LRU by its definition, in O(n * budget): the page used longest ago leaves.
 fn lru_naive(pages: &[u64], budget: usize) -> u64 {
-    let mut stack: Vec<u64> = Vec::new();
-    let mut misses = 0;
-    for &p in pages {
-        if let Some(i) = stack.iter().position(|&q| q == p) {
-            stack.remove(i);
-        } else {
-            misses += 1;
-            if stack.len() == budget {
-                stack.remove(0);
-            }
-        }
-        stack.push(p);
-    }
-    misses
+    let events: Vec<(u64, bool)> = pages.iter().map(|&p| (p, false)).collect();
+    lru_naive_with_releases(&events, budget)
 }
 
-/// LRU by its definition over references (`None`) and releases of one
-/// page (`Some`): a released page leaves the stack.
+/// [`lru_naive`] over references (`false`) and releases of one page
+/// (`true`): a released page leaves the stack.
 fn lru_naive_with_releases(events: &[(u64, bool)], budget: usize) -> u64 {
     let mut stack: Vec<u64> = Vec::new();
     let mut misses = 0;
