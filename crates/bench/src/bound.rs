@@ -117,20 +117,41 @@ pub fn shape_of(w: Workload, size: u64, o: &Options, line: &str) -> Option<Shape
         // wavefront). Only the input grid is written at set-up: the first
         // round's output grid is fresh (calloc'd), and writing it fetches
         // nothing.
+        //
+        // The blocked variants' buffers count too, where each is far memory:
+        // temporal's two a thread of `block + 2T` planes, wavefront's one
+        // ring (`buffer_bytes` in all). They are allocated inside the timed
+        // region (fresh in the first round) and written in every round, and
+        // at 4x they are sized to half the budget: leaving them out made the
+        // bound as loose again. A line without their figures counts none
+        // (still a bound, a looser one).
         Workload::Stencil7 => {
-            let grid = far(num("n").map(|n| n * n * n * 8)?);
+            let n = num("n")?;
+            let grid = far(n * n * n * 8);
             let steps = num("steps")?;
+            let t = num("T")?;
             let rounds = if matches!(o.variant(), "temporal" | "wavefront") {
-                steps.div_ceil(num("T")?)
+                steps.div_ceil(t)
             } else {
                 steps
             };
+            let buffers = match (o.variant(), num("buffer_bytes")) {
+                ("temporal", Some(total)) => match num("block") {
+                    Some(block) if block + 2 * t > 0 && n > 0 => {
+                        let each = (block + 2 * t) * n * n * 8;
+                        total / each * far(each)
+                    }
+                    _ => 0,
+                },
+                ("wavefront", Some(total)) => far(total),
+                _ => 0,
+            };
             Some(Shape {
                 rounds,
-                touched: 2 * grid,
-                fresh_first: grid,
+                touched: 2 * grid + buffers,
+                fresh_first: grid + buffers,
                 writing_rounds: rounds,
-                dirtied: grid,
+                dirtied: grid + buffers,
             })
         }
         // 14 arrays touched every iteration; p and wrk2 written.
@@ -332,6 +353,68 @@ mod tests {
                 "{v}"
             );
         }
+        // The same with temporal's buffers for 2 threads, 32 planes a block:
+        // four of 40 planes (320 pages, 1.25 MiB, far memory), 1,280 pages,
+        // fresh in round 1 and written in both. Round 1 fetches
+        // 2,304 - 1,792 - 256 = 256, round 2 2,304 - 256 = 2,048; each
+        // round leaves 512 + 1,280 - 256 dirty pages behind.
+        let with_buffers = "result n=64 steps=8 T=4 block=32 buffer_bytes=5242880";
+        assert_eq!(
+            bound(
+                Workload::Stencil7,
+                0,
+                &["stencil7", "--variant", "temporal"],
+                with_buffers,
+                256
+            ),
+            Bound {
+                fetched: 2304 * page,
+                written_back: 3072 * page
+            }
+        );
+        // Blocks of 8 planes make buffers of 16 planes (512 KiB): under
+        // farmem run's 1 MiB threshold, plain memory, so they do not count.
+        assert_eq!(
+            bound(
+                Workload::Stencil7,
+                0,
+                &["stencil7", "--variant", "temporal"],
+                "result n=64 steps=8 T=4 block=8 buffer_bytes=2097152",
+                256
+            ),
+            Bound {
+                fetched: 1024 * page,
+                written_back: 512 * page
+            }
+        );
+        // wavefront's ring of 3T = 12 planes (1.5 MiB): 384 pages.
+        assert_eq!(
+            bound(
+                Workload::Stencil7,
+                0,
+                &["stencil7", "--variant", "wavefront"],
+                "result n=64 steps=8 T=4 buffer_bytes=1572864",
+                256
+            ),
+            Bound {
+                fetched: (1024 + 384) * page,
+                written_back: 2 * (512 + 384 - 256) * page
+            }
+        );
+        // The naive sweep allocates none, whatever the line says.
+        assert_eq!(
+            bound(
+                Workload::Stencil7,
+                0,
+                &["stencil7", "--variant", "naive"],
+                with_buffers,
+                256
+            ),
+            Bound {
+                fetched: (256 + 7 * 768) * page,
+                written_back: 8 * 256 * page
+            }
+        );
     }
 
     /// The bound is never above what an optimal policy (Belady's MIN) does
