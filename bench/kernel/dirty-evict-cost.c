@@ -2,7 +2,8 @@
  *   wp:   UFFDIO_WRITEPROTECT the run (writers then wait), pwrite it to a
  *         memory file (the far copy), MADV_DONTNEED it.
  *   wp-batched: the same, but LAZY runs unmapped by one process_madvise
- *         (one TLB flush): farmem's eviction (Linux 6.16+).
+ *         (one TLB flush): farmem's eviction (process_madvise on itself:
+ *         Linux 6.15+; one flush a call: 6.16+).
  *   move: UFFDIO_MOVE the run out to a staging area (atomic against
  *         writers: the source becomes unmapped), pwrite it from there, and
  *         free the staging pages with one MADV_DONTNEED per LAZY runs.

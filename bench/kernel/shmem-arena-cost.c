@@ -16,8 +16,9 @@
  *   shmem, no second mapping: the same, but the page is copied between the
  *     two files by copy_file_range, so no second mapping of it needs
  *     unmapping when it is punched out.
- * The last line gives the shmem evictions' parts: the unmap, the write-back
- * and the punch, in ns per page evicted.
+ * The last lines give the evictions' parts, per arena kind and pattern over
+ * both rounds: the unmap, the write-back, and the write-protect (anon) or
+ * the punch (shmem), in ns per page evicted.
  *
  * Pages are scattered (every third page of 64 MiB: random faults, a graph
  * builder's victims) in batches of 32 (farmem's eviction batch), or runs of
@@ -62,8 +63,11 @@ static double now(void) {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-static double zap_ns, wb_ns, punch_ns;
-static size_t shm_pages;
+/* The evictions' parts, by arena kind and pattern (0: scattered, 1: runs),
+ * over both rounds: unmap, write back, and the punch (shmem) or the
+ * write-protect (anon); pages. */
+static double parts[3][2][3];
+static size_t part_pages[3][2];
 static volatile int stop;
 static void *spin(void *arg) {
     (void)arg;
@@ -158,15 +162,23 @@ static void evict(struct arena *r, const size_t *first, size_t runs, size_t n) {
         for (size_t i = 0; i < runs; i++) {
             must(fallocate(r->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(first[i] * PAGE), (off_t)(n * PAGE)) == 0, "punch");
         }
-        zap_ns += t1 - t0, wb_ns += t2 - t1, punch_ns += now() - t2;
-        shm_pages += runs * n;
+        double *pt = parts[r->shmem][n > 1];
+        pt[0] += t1 - t0, pt[1] += t2 - t1, pt[2] += now() - t2;
+        part_pages[r->shmem][n > 1] += runs * n;
     } else {
+        double t0 = now(), wp_ns = 0;
         for (size_t i = 0; i < runs; i++) {
+            double tw = now();
             struct uffdio_writeprotect wp = {.range = {(unsigned long)(r->a + first[i] * PAGE), n * PAGE}, .mode = UFFDIO_WRITEPROTECT_MODE_WP};
             must(ioctl(r->uffd, UFFDIO_WRITEPROTECT, &wp) == 0, "UFFDIO_WRITEPROTECT");
+            wp_ns += now() - tw;
             must(pwrite(far, r->a + first[i] * PAGE, n * PAGE, (off_t)(first[i] * PAGE)) == (ssize_t)(n * PAGE), "pwrite");
         }
+        double t1 = now();
         must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, runs, MADV_DONTNEED, 0) == (long)(runs * n * PAGE), "process_madvise");
+        double *pt = parts[0][n > 1];
+        pt[0] += now() - t1, pt[1] += t1 - t0 - wp_ns, pt[2] += wp_ns;
+        part_pages[0][n > 1] += runs * n;
     }
 }
 
@@ -223,8 +235,13 @@ int main(int argc, char **argv) {
             printf("\n");
         }
     }
-    printf("shmem evictions' parts, ns per page: unmap %.0f, write back %.0f, punch %.0f\n", zap_ns / (double)shm_pages,
-           wb_ns / (double)shm_pages, punch_ns / (double)shm_pages);
+    const char *kind[3] = {"anon", "shmem, 2 maps", "shmem, copies"};
+    for (int v = 0; v < 3; v++)
+        for (int k = 0; k < 2; k++) {
+            double pp = (double)part_pages[v][k];
+            printf("%s, %s: evict's parts, ns per page: unmap %.0f, write back %.0f, %s %.0f\n", kind[v], name[k],
+                   parts[v][k][0] / pp, parts[v][k][1] / pp, v ? "punch" : "write-protect", parts[v][k][2] / pp);
+        }
     stop = 1;
     if (threads)
         pthread_join(th, NULL);

@@ -118,40 +118,53 @@ pub fn shape_of(w: Workload, size: u64, o: &Options, line: &str) -> Option<Shape
         // round's output grid is fresh (calloc'd), and writing it fetches
         // nothing.
         //
-        // The blocked variants' buffers count too, where each is far memory:
-        // temporal's two a thread of `block + 2T` planes, wavefront's one
-        // ring (`buffer_bytes` in all). They are allocated inside the timed
-        // region (fresh in the first round) and written in every round, and
-        // at 4x they are sized to half the budget: leaving them out made the
-        // bound as loose again. A line without their figures counts none
-        // (still a bound, a looser one).
+        // The blocked variants' buffers count too, where their allocations
+        // are far memory (`buffer_bytes` and the block in the line; a line
+        // without them counts none: a looser bound, still a bound). Only
+        // what every round is sure to touch counts, at the fewest steps a
+        // round takes (the last may take fewer than T):
+        // - wavefront's one ring: levels 0 to ts-1 keep three planes each,
+        //   every round, in the same ring: touched and written every
+        //   round, fresh only in the first;
+        // - temporal's two buffers a thread: some thread takes the largest
+        //   block and writes that many planes of both of its buffers, but
+        //   which thread varies (`schedule(dynamic)`), so its buffers may
+        //   be fresh in any round: they count as written, never as
+        //   fetched.
+        // At 4x the buffers are sized to half the budget; without them the
+        // bound on writes was as loose again.
         Workload::Stencil7 => {
             let n = num("n")?;
-            let grid = far(n * n * n * 8);
+            let plane = n * n * 8;
+            let grid = far(n * plane);
             let steps = num("steps")?;
-            let t = num("T")?;
-            let rounds = if matches!(o.variant(), "temporal" | "wavefront") {
-                steps.div_ceil(t)
+            let blocked = matches!(o.variant(), "temporal" | "wavefront");
+            let (rounds, least_steps) = if blocked {
+                let t = num("T").filter(|&t| t > 0)?;
+                let rounds = steps.div_ceil(t);
+                (rounds, steps.saturating_sub(rounds.saturating_sub(1) * t))
             } else {
-                steps
+                (steps, 0)
             };
-            let buffers = match (o.variant(), num("buffer_bytes")) {
-                ("temporal", Some(total)) => match num("block") {
-                    Some(block) if block + 2 * t > 0 && n > 0 => {
-                        let each = (block + 2 * t) * n * n * 8;
-                        total / each * far(each)
+            let is_far = |bytes: Option<u64>| bytes.is_some_and(|b| far(b) > 0);
+            let (ring, pair) = match o.variant() {
+                "wavefront" if is_far(num("buffer_bytes")) => (least_steps * n.min(3) * plane, 0),
+                "temporal" => match (num("block"), num("T")) {
+                    (Some(block), Some(t))
+                        if block > 0 && is_far(Some((block + 2 * t) * plane)) =>
+                    {
+                        (0, 2 * largest_block(n, block, least_steps) * plane)
                     }
-                    _ => 0,
+                    _ => (0, 0),
                 },
-                ("wavefront", Some(total)) => far(total),
-                _ => 0,
+                _ => (0, 0),
             };
             Some(Shape {
                 rounds,
-                touched: 2 * grid + buffers,
-                fresh_first: grid + buffers,
+                touched: 2 * grid + ring,
+                fresh_first: grid + ring,
                 writing_rounds: rounds,
-                dirtied: grid + buffers,
+                dirtied: grid + ring + pair,
             })
         }
         // 14 arrays touched every iteration; p and wrk2 written.
@@ -224,6 +237,17 @@ pub fn shape_of(w: Workload, size: u64, o: &Options, line: &str) -> Option<Shape
             dirtied: 0,
         }),
     }
+}
+
+/// Planes in the largest of stencil7's temporal blocks, `block` planes of
+/// an `n`-plane grid each, with `ts` halo planes a side clamped at the
+/// grid's faces (as `temporal()` copies them into its buffers).
+fn largest_block(n: u64, block: u64, ts: u64) -> u64 {
+    (0..n)
+        .step_by(usize::try_from(block.max(1)).unwrap_or(usize::MAX))
+        .map(|z0| (z0 + block + ts).min(n) - z0.saturating_sub(ts))
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -353,11 +377,12 @@ mod tests {
                 "{v}"
             );
         }
-        // The same with temporal's buffers for 2 threads, 32 planes a block:
-        // four of 40 planes (320 pages, 1.25 MiB, far memory), 1,280 pages,
-        // fresh in round 1 and written in both. Round 1 fetches
-        // 2,304 - 1,792 - 256 = 256, round 2 2,304 - 256 = 2,048; each
-        // round leaves 512 + 1,280 - 256 dirty pages behind.
+        // temporal with buffers of 40 planes (block 32 + 2T: 1.25 MiB each,
+        // far memory) for 2 threads: both blocks take 36 planes (32 and 4
+        // of halo, the other 4 clamped at the grid's face), so a round is
+        // sure to write 2 x 36 planes of one thread's buffers (576 pages),
+        // fresh or not: the fetches stay 1,024 pages, and each round leaves
+        // at least 512 + 576 - 256 dirty pages behind.
         let with_buffers = "result n=64 steps=8 T=4 block=32 buffer_bytes=5242880";
         assert_eq!(
             bound(
@@ -368,8 +393,8 @@ mod tests {
                 256
             ),
             Bound {
-                fetched: 2304 * page,
-                written_back: 3072 * page
+                fetched: 1024 * page,
+                written_back: 2 * (512 + 576 - 256) * page
             }
         );
         // Blocks of 8 planes make buffers of 16 planes (512 KiB): under
@@ -387,18 +412,42 @@ mod tests {
                 written_back: 512 * page
             }
         );
-        // wavefront's ring of 3T = 12 planes (1.5 MiB): 384 pages.
+        // wavefront at n = 128 (a plane is 32 pages, a grid 4,096): its
+        // ring of 3T = 12 planes (1.5 MiB) is far memory, and every round
+        // touches all of it, fresh only in round 1. With 1,024 pages
+        // resident: round 1 fetches 8,576 - 4,480 - 1,024 = 3,072, round 2
+        // 8,576 - 1,024 = 7,552; each round leaves 4,096 + 384 - 1,024
+        // dirty pages behind.
+        let ring = |steps: u64| format!("result n=128 steps={steps} T=4 buffer_bytes=1572864");
+        let wave = ["stencil7", "--variant", "wavefront"];
+        assert_eq!(
+            bound(Workload::Stencil7, 0, &wave, &ring(8), 1024),
+            Bound {
+                fetched: (3072 + 7552) * page,
+                written_back: 2 * (4096 + 384 - 1024) * page
+            }
+        );
+        // With 6 steps the last round takes 2: only levels 0 and 1 (6
+        // planes, 192 pages) are sure to be touched every round.
+        assert_eq!(
+            bound(Workload::Stencil7, 0, &wave, &ring(6), 1024),
+            Bound {
+                fetched: (3072 + 8192 + 192 - 1024) * page,
+                written_back: 2 * (4096 + 192 - 1024) * page
+            }
+        );
+        // At n = 64 the same ring is 384 KiB: plain memory, not counted.
         assert_eq!(
             bound(
                 Workload::Stencil7,
                 0,
-                &["stencil7", "--variant", "wavefront"],
-                "result n=64 steps=8 T=4 buffer_bytes=1572864",
+                &wave,
+                "result n=64 steps=8 T=4 buffer_bytes=393216",
                 256
             ),
             Bound {
-                fetched: (1024 + 384) * page,
-                written_back: 2 * (512 + 384 - 256) * page
+                fetched: 1024 * page,
+                written_back: 512 * page
             }
         );
         // The naive sweep allocates none, whatever the line says.
@@ -415,6 +464,17 @@ mod tests {
                 written_back: 8 * 256 * page
             }
         );
+    }
+
+    /// The largest temporal block, halo included, clamped at the faces.
+    #[test]
+    fn largest_block_by_hand() {
+        // 10 planes in blocks of 4, halo 2: [0,4) takes 0..6 (6), [4,8)
+        // takes 2..10 (8), [8,10) takes 6..10 (4).
+        assert_eq!(largest_block(10, 4, 2), 8);
+        // One block covers the grid: the grid itself.
+        assert_eq!(largest_block(10, 16, 4), 10);
+        assert_eq!(largest_block(0, 4, 2), 0);
     }
 
     /// The bound is never above what an optimal policy (Belady's MIN) does
