@@ -21,4 +21,6 @@ mgwq mgw.run mgw.refs 14936K
 cgw cgw.run cgw.refs
 cgwq cgw.run cgw.refs 2805K
 st4x run.tr refs.tr
+spw spw.run spw.refs
+spwh spw.run spw.refs 6132K
 CASES
