@@ -27,40 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef UFFDIO_MOVE
-#define _UFFDIO_MOVE 0x05
-struct uffdio_move {
-    __u64 dst, src, len, mode;
-    __s64 move;
-};
-#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
-#define UFFD_FEATURE_MOVE (1 << 16)
-#endif
+#include "kbench.h"
 
 #define PIDFD_SELF_THREAD_GROUP (-10001)
 #define PAGE 4096UL
 #define PAGES (1UL << 14)
-
-static void must(int ok, const char *what) {
-    if (!ok) {
-        perror(what);
-        exit(1);
-    }
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static volatile int stop;
-static void *spin(void *arg) {
-    (void)arg;
-    while (!stop) {
-    }
-    return NULL;
-}
 
 static int uffd, mfd;
 static char *arena, *stage, *src;
@@ -111,7 +82,7 @@ int main(int argc, char **argv) {
         size_t n = 0;
         for (int rep = 0; rep < 3; rep++) {
             populate();
-            double t = now();
+            double t = now_ns();
             n = 0;
             for (size_t i = 0; i + run <= PAGES; i += 2 * run) {
                 char *a = arena + i * PAGE;
@@ -121,9 +92,9 @@ int main(int argc, char **argv) {
                 must(madvise(a, run * PAGE, MADV_DONTNEED) == 0, "madvise");
                 n += run;
             }
-            twp += now() - t;
+            twp += now_ns() - t;
             populate();
-            t = now();
+            t = now_ns();
             struct iovec iov[16];
             size_t k = 0;
             for (size_t i = 0; i + run <= PAGES; i += 2 * run) {
@@ -142,9 +113,9 @@ int main(int argc, char **argv) {
             if (k > 0)
                 must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, k, MADV_DONTNEED, 0) == (long)(k * run * PAGE),
                      "process_madvise (Linux 6.15+)");
-            twb += now() - t;
+            twb += now_ns() - t;
             populate();
-            t = now();
+            t = now_ns();
             k = 0;
             for (size_t i = 0; i + run <= PAGES; i += 2 * run) {
                 char *a = arena + i * PAGE, *s = stage + k * 64 * PAGE;
@@ -157,11 +128,11 @@ int main(int argc, char **argv) {
                 }
             }
             must(madvise(stage, 16 * 64 * PAGE, MADV_DONTNEED) == 0, "madvise stage");
-            tmv += now() - t;
+            tmv += now_ns() - t;
         }
         printf("%5zu %10.0f %12.0f %10.0f\n", run, twp / (3.0 * n), twb / (3.0 * n), tmv / (3.0 * n));
     }
-    stop = 1;
+    spin_stop = 1;
     if (threads)
         pthread_join(th, NULL);
     return 0;

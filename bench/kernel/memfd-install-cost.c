@@ -26,22 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kbench.h"
+
 #define PAGE 4096L
 #define FILE_BYTES (512L << 20)
 #define REGION_BYTES (64L << 20)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void must(int ok, const char *what) {
-    if (!ok) {
-        perror(what);
-        exit(1);
-    }
-}
 
 static uint64_t crc(const char *p) {
     uint64_t c = 0;
@@ -83,7 +72,7 @@ int main(int argc, char **argv) {
     must(ioctl(uffd, UFFDIO_REGISTER, &r) == 0, "UFFDIO_REGISTER");
     volatile uint64_t sink = 0;
     for (int round = 1; round <= 2; round++) {
-        double t = now(), per[4];
+        double t = now_ns() * 1e-9, per[4];
         long n = 0;
         for (long p = 0; p + b <= npages; p += b, n++) {
             char *dst = region + (p * PAGE) % REGION_BYTES;
@@ -92,8 +81,8 @@ int main(int argc, char **argv) {
                 sink += crc(slot + k * PAGE);
             install(uffd, dst, slot, run);
         }
-        per[0] = (now() - t) / (double)(n * b) * 1e6;
-        t = now();
+        per[0] = (now_ns() * 1e-9 - t) / (double)(n * b) * 1e6;
+        t = now_ns() * 1e-9;
         n = 0;
         for (long p = 0; p + b <= npages; p += b, n++) {
             char *dst = region + (p * PAGE) % REGION_BYTES;
@@ -104,8 +93,8 @@ int main(int argc, char **argv) {
             install(uffd, dst, m, run);
             munmap(m, (size_t)run);
         }
-        per[1] = (now() - t) / (double)(n * b) * 1e6;
-        t = now();
+        per[1] = (now_ns() * 1e-9 - t) / (double)(n * b) * 1e6;
+        t = now_ns() * 1e-9;
         n = 0;
         for (long p = 0; p + b <= npages; p += b, n++) {
             char *dst = region + (p * PAGE) % REGION_BYTES, *m = whole + p * PAGE;
@@ -115,12 +104,12 @@ int main(int argc, char **argv) {
             install(uffd, dst, m, run);
             must(madvise(m, (size_t)run, MADV_DONTNEED) == 0, "MADV_DONTNEED (file)");
         }
-        per[2] = (now() - t) / (double)(n * b) * 1e6;
-        t = now();
+        per[2] = (now_ns() * 1e-9 - t) / (double)(n * b) * 1e6;
+        t = now_ns() * 1e-9;
         n = 0;
         for (long p = 0; p + b <= npages; p += b, n++)
             must(pread(fd, slot, (size_t)run, p * PAGE) == run, "pread");
-        per[3] = (now() - t) / (double)(n * b) * 1e6;
+        per[3] = (now_ns() * 1e-9 - t) / (double)(n * b) * 1e6;
         printf("round %d, runs of %ld pages, us/page: pread+crc+copy+unmap %.3f | map+crc+copy+munmap+unmap %.3f | "
                "populate+crc+copy+drop+unmap %.3f | pread alone %.3f\n",
                round, b, per[0], per[1], per[2], per[3]);

@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kbench.h"
+
 #ifndef UFFDIO_CONTINUE_MODE_WP
 #define UFFDIO_CONTINUE_MODE_WP ((__u64)1 << 1)
 #endif
@@ -50,32 +52,11 @@
 #define PAGES (1UL << 14)
 #define BATCH 32
 
-static void must(int ok, const char *what) {
-    if (!ok) {
-        perror(what);
-        exit(1);
-    }
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
 /* The evictions' parts, by arena kind and pattern (0: scattered, 1: runs),
  * over both rounds: unmap, write back, and the punch (shmem) or the
  * write-protect (anon); pages. */
 static double parts[3][2][3];
 static size_t part_pages[3][2];
-static volatile int stop;
-static void *spin(void *arg) {
-    (void)arg;
-    while (!stop) {
-    }
-    return NULL;
-}
-
 static int far;          /* the far copy: a memory file */
 static char *buf;        /* anon's receive buffer, one run */
 static char *zero_src;   /* source for the first fill */
@@ -148,9 +129,9 @@ static void evict(struct arena *r, const size_t *first, size_t runs, size_t n) {
         iov[i].iov_len = n * PAGE;
     }
     if (r->shmem) {
-        double t0 = now();
+        double t0 = now_ns();
         must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, runs, MADV_DONTNEED, 0) == (long)(runs * n * PAGE), "process_madvise");
-        double t1 = now();
+        double t1 = now_ns();
         for (size_t i = 0; i < runs; i++) {
             if (r->shmem == 2) {
                 loff_t i2 = (loff_t)(first[i] * PAGE), o = (loff_t)(first[i] * PAGE);
@@ -158,26 +139,26 @@ static void evict(struct arena *r, const size_t *first, size_t runs, size_t n) {
             } else
                 must(pwrite(far, r->alias + first[i] * PAGE, n * PAGE, (off_t)(first[i] * PAGE)) == (ssize_t)(n * PAGE), "pwrite");
         }
-        double t2 = now();
+        double t2 = now_ns();
         for (size_t i = 0; i < runs; i++) {
             must(fallocate(r->mfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(first[i] * PAGE), (off_t)(n * PAGE)) == 0, "punch");
         }
         double *pt = parts[r->shmem][n > 1];
-        pt[0] += t1 - t0, pt[1] += t2 - t1, pt[2] += now() - t2;
+        pt[0] += t1 - t0, pt[1] += t2 - t1, pt[2] += now_ns() - t2;
         part_pages[r->shmem][n > 1] += runs * n;
     } else {
-        double t0 = now(), wp_ns = 0;
+        double t0 = now_ns(), wp_ns = 0;
         for (size_t i = 0; i < runs; i++) {
-            double tw = now();
+            double tw = now_ns();
             struct uffdio_writeprotect wp = {.range = {(unsigned long)(r->a + first[i] * PAGE), n * PAGE}, .mode = UFFDIO_WRITEPROTECT_MODE_WP};
             must(ioctl(r->uffd, UFFDIO_WRITEPROTECT, &wp) == 0, "UFFDIO_WRITEPROTECT");
-            wp_ns += now() - tw;
+            wp_ns += now_ns() - tw;
             must(pwrite(far, r->a + first[i] * PAGE, n * PAGE, (off_t)(first[i] * PAGE)) == (ssize_t)(n * PAGE), "pwrite");
         }
-        double t1 = now();
+        double t1 = now_ns();
         must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, runs, MADV_DONTNEED, 0) == (long)(runs * n * PAGE), "process_madvise");
         double *pt = parts[0][n > 1];
-        pt[0] += now() - t1, pt[1] += t1 - t0 - wp_ns, pt[2] += wp_ns;
+        pt[0] += now_ns() - t1, pt[1] += t1 - t0 - wp_ns, pt[2] += wp_ns;
         part_pages[0][n > 1] += runs * n;
     }
 }
@@ -190,15 +171,15 @@ static void pass(struct arena *r, size_t n, size_t gap, double *tin, double *tou
     for (size_t p = 0; p + gap * runs <= PAGES; p += gap * runs) {
         for (size_t i = 0; i < runs; i++)
             first[i] = p + i * gap;
-        double t = now();
+        double t = now_ns();
         for (size_t i = 0; i < runs; i++)
             install(r, first[i], n);
-        *tin += now() - t;
+        *tin += now_ns() - t;
         for (size_t i = 0; i < runs; i++)
             dirty(r, first[i], n);
-        t = now();
+        t = now_ns();
         evict(r, first, runs, n);
-        *tout += now() - t;
+        *tout += now_ns() - t;
         *pages += runs * n;
     }
 }
@@ -242,7 +223,7 @@ int main(int argc, char **argv) {
             printf("%s, %s: evict's parts, ns per page: unmap %.0f, write back %.0f, %s %.0f\n", kind[v], name[k],
                    parts[v][k][0] / pp, parts[v][k][1] / pp, v ? "punch" : "write-protect", parts[v][k][2] / pp);
         }
-    stop = 1;
+    spin_stop = 1;
     if (threads)
         pthread_join(th, NULL);
     return 0;

@@ -24,40 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef UFFDIO_MOVE
-#define _UFFDIO_MOVE 0x05
-struct uffdio_move {
-    __u64 dst, src, len, mode;
-    __s64 move;
-};
-#define UFFDIO_MOVE _IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)
-#define UFFD_FEATURE_MOVE (1 << 10)
-#endif
+#include "kbench.h"
 
 #define PAGE 4096L
 #define ROUNDS 20000
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void must(int ok, const char *what) {
-    if (!ok) {
-        perror(what);
-        exit(1);
-    }
-}
-
-static volatile int spinning = 1;
-
-static void *spin(void *arg) {
-    (void)arg;
-    while (spinning)
-        ;
-    return NULL;
-}
 
 static void move(int uffd, char *dst, char *src, long len) {
     struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
@@ -88,7 +58,7 @@ int main(int argc, char **argv) {
     struct uffdio_register r2 = {.range = {(unsigned long)stage, (unsigned long)(b * PAGE)}, .mode = UFFDIO_REGISTER_MODE_MISSING};
     must(ioctl(uffd, UFFDIO_REGISTER, &r1) == 0 && ioctl(uffd, UFFDIO_REGISTER, &r2) == 0, "UFFDIO_REGISTER");
 
-    double t = now();
+    double t = now_ns() * 1e-9;
     for (int i = 0; i < ROUNDS; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         struct uffdio_copy c = {.dst = (unsigned long)d, .src = (unsigned long)src, .len = (unsigned long)(b * PAGE), .mode = 0, .copy = 0};
@@ -96,9 +66,9 @@ int main(int argc, char **argv) {
         d[0]++;
         must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
     }
-    double copy = (now() - t) / ROUNDS / (double)b * 1e6;
+    double copy = (now_ns() * 1e-9 - t) / ROUNDS / (double)b * 1e6;
 
-    t = now();
+    t = now_ns() * 1e-9;
     for (int i = 0; i < ROUNDS; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         stage[0]++; /* a receive would write the staging page first */
@@ -106,7 +76,7 @@ int main(int argc, char **argv) {
         d[0]++;
         move(uffd, stage, d, b * PAGE);
     }
-    double mv = (now() - t) / ROUNDS / (double)b * 1e6;
+    double mv = (now_ns() * 1e-9 - t) / ROUNDS / (double)b * 1e6;
 
     /* What a fetch slot would do without recycled pages: move its received
      * pages in, populate fresh pages for the next receive, unmap victims.
@@ -115,7 +85,7 @@ int main(int argc, char **argv) {
     must(slot != MAP_FAILED, "mmap");
     madvise(slot, (size_t)(b * PAGE), MADV_NOHUGEPAGE);
     memset(slot, 3, (size_t)(b * PAGE));
-    t = now();
+    t = now_ns() * 1e-9;
     for (int i = 0; i < ROUNDS; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         slot[0]++;
@@ -124,14 +94,14 @@ int main(int argc, char **argv) {
         d[0]++;
         must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
     }
-    double mvpop = (now() - t) / ROUNDS / (double)b * 1e6;
+    double mvpop = (now_ns() * 1e-9 - t) / ROUNDS / (double)b * 1e6;
 
-    t = now();
+    t = now_ns() * 1e-9;
     for (int i = 0; i < ROUNDS; i++)
         memcpy(stage, src + (i & 1), (size_t)(b * PAGE) - 1);
-    double cp = (now() - t) / ROUNDS / (double)b * 1e6;
+    double cp = (now_ns() * 1e-9 - t) / ROUNDS / (double)b * 1e6;
 
-    t = now();
+    t = now_ns() * 1e-9;
     for (int i = 0; i < ROUNDS / 8; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         for (long k = 0; k < b; k++)
@@ -139,9 +109,9 @@ int main(int argc, char **argv) {
         for (long k = 0; k < b; k++)
             move(uffd, stage + k * PAGE, d + k * PAGE, PAGE);
     }
-    double one = (now() - t) / (ROUNDS / 8) / (double)b * 1e6;
+    double one = (now_ns() * 1e-9 - t) / (ROUNDS / 8) / (double)b * 1e6;
 
-    spinning = 0;
+    spin_stop = 1;
     if (spin_on)
         pthread_join(spinner, NULL);
     printf("%sbatch %ld pages: copy in + DONTNEED out %.3f us/page | move in + out %.3f us/page | "

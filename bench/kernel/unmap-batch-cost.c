@@ -16,23 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kbench.h"
+
 #define PIDFD_SELF_THREAD_GROUP (-10001)
 #define PAGE 4096UL
 #define PAGES (1UL << 15)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static volatile int stop;
-static void *spin(void *arg) {
-    (void)arg;
-    while (!stop) {
-    }
-    return NULL;
-}
 
 static void touch(char *a) {
     for (size_t i = 0; i < PAGES; i++)
@@ -53,15 +41,15 @@ int main(int argc, char **argv) {
         size_t n = 0;
         for (int rep = 0; rep < 4; rep++) {
             touch(a);
-            double t = now();
+            double t = now_ns();
             for (size_t i = 0; i + 3 * batch <= PAGES; i += 3 * batch)
                 for (size_t j = 0; j < batch; j++)
                     madvise(a + (i + 3 * j) * PAGE, PAGE, MADV_DONTNEED);
-            each += now() - t;
+            each += now_ns() - t;
             touch(a);
             struct iovec iov[64];
             n = 0;
-            t = now();
+            t = now_ns();
             for (size_t i = 0; i + 3 * batch <= PAGES; i += 3 * batch) {
                 for (size_t j = 0; j < batch; j++) {
                     iov[j].iov_base = a + (i + 3 * j) * PAGE;
@@ -75,12 +63,12 @@ int main(int argc, char **argv) {
                 }
                 n += batch;
             }
-            batched += now() - t;
+            batched += now_ns() - t;
         }
         printf("batch %2zu: madvise each %6.0f ns/page, process_madvise %6.0f ns/page\n", batch,
                each / (4.0 * n), batched / (4.0 * n));
     }
-    stop = 1;
+    spin_stop = 1;
     if (threads)
         pthread_join(th, NULL);
     return 0;

@@ -139,20 +139,22 @@ pub fn shape_of(w: Workload, size: u64, o: &Options, line: &str) -> Option<Shape
             let grid = far(n * plane);
             let steps = num("steps")?;
             let blocked = matches!(o.variant(), "temporal" | "wavefront");
-            let (rounds, least_steps) = if blocked {
+            let (rounds, least_steps, t) = if blocked {
                 let t = num("T").filter(|&t| t > 0)?;
                 let rounds = steps.div_ceil(t);
-                (rounds, steps.saturating_sub(rounds.saturating_sub(1) * t))
+                (
+                    rounds,
+                    steps.saturating_sub(rounds.saturating_sub(1) * t),
+                    t,
+                )
             } else {
-                (steps, 0)
+                (steps, 0, 0)
             };
             let is_far = |bytes: Option<u64>| bytes.is_some_and(|b| far(b) > 0);
             let (ring, pair) = match o.variant() {
                 "wavefront" if is_far(num("buffer_bytes")) => (least_steps * n.min(3) * plane, 0),
-                "temporal" => match (num("block"), num("T")) {
-                    (Some(block), Some(t))
-                        if block > 0 && is_far(Some((block + 2 * t) * plane)) =>
-                    {
+                "temporal" => match num("block") {
+                    Some(block) if block > 0 && is_far(Some((block + 2 * t) * plane)) => {
                         (0, 2 * largest_block(n, block, least_steps) * plane)
                     }
                     _ => (0, 0),
