@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Where a page's time goes, an OLD tree against this one (issue 42): one
+# program under `farmem run --local LOCAL --stats` with FARMEM_BREAKDOWN=1,
+# alternating old and new, ROUNDS rounds, on the default page path (memory
+# files from the embedded server). Prints, per run, the wall time, the
+# program's own time where it prints one (NPB's "Time in seconds"), the pages
+# moved, and farmem's ns per page for each part of the breakdown; then the
+# median of each over the rounds, side by side. A part that moved by less
+# than the spread between rounds of one side has not moved.
+# usage: bench/ab/ab-breakdown.sh OLD_TREE ROUNDS LOCAL -- PROGRAM [ARG...]
+#   OLD_TREE: `git worktree add /tmp/old COMMIT`, built with cargo build --release.
+#   LOCAL: the budget, as `farmem run --local` takes it (217M).
+#   PROGRAM: anything farmem runs (NPB-CPP's NPB-OMP/bin/mg.B, fetched, never
+#   copied here). OMP_NUM_THREADS (environment): its threads (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+usage() { echo "usage: $0 OLD_TREE ROUNDS LOCAL -- PROGRAM [ARG...]" >&2; exit 2; }
+[ $# -ge 5 ] && [ "$4" = -- ] || usage
+[ -x "$1/target/release/farmem" ] || { echo "$0: no $1/target/release/farmem (build the old tree with cargo build --release)" >&2; exit 2; }
+OLD=$(cd "$1" && pwd); ROUNDS=$2; LOCAL=$3; shift 4
+[[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "$0: ROUNDS must be 1-99, not '$ROUNDS'" >&2; exit 2; }
+[[ $LOCAL =~ ^[1-9][0-9]*[KMG]$ ]] || { echo "$0: LOCAL must be a size such as 217M, not '$LOCAL'" >&2; exit 2; }
+command -v "$1" >/dev/null || { echo "$0: no program '$1'" >&2; exit 2; }
+BENCH_COMMAND="bench/ab/ab-breakdown.sh $OLD $ROUNDS $LOCAL -- $*"
+. bench/lib/results-dir.sh
+results_dir ab-breakdown
+keep_output
+cargo build --release --quiet
+NEW=$PWD/target/release/farmem
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} FARMEM_BREAKDOWN=1
+echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $(git rev-parse --short HEAD)"
+echo "program: $* at --local $LOCAL, $OMP_NUM_THREADS threads"
+
+# One run: "key value" lines (wall, own, pages, then each part's ns/page).
+one() {
+    local farmem=$1 out
+    shift
+    out=$({ /usr/bin/time -f "wall %e" "$farmem" run --local "$LOCAL" --stats -- "$@"; } 2>&1) || {
+        echo "$0: the run failed:" >&2
+        echo "$out" | tail -20 >&2
+        exit 1
+    }
+    awk '
+        /^wall / { print "wall_s", $2 }
+        /Time in seconds/ { print "own_s", $NF }
+        /where the time went/ { for (i = 1; i <= NF; i++) if ($i == "in,") print "pages_in", $(i - 2) }
+        /^    [a-z]/ {
+            # "    part name   total-ms   ns/page [note]": the name is what
+            # comes before the first number, ns/page the second number.
+            part = ""; got = 0
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^[0-9.]+$/) { got++; if (got == 2) { ns = $i; break } }
+                else if (got == 0) part = part (part == "" ? "" : "_") $i
+            }
+            gsub(/[:()+]/, "", part); gsub(/_+/, "_", part)
+            if (got == 2) print part, ns
+        }' <<<"$out"
+}
+
+for r in $(seq "$ROUNDS"); do
+    for side in old new; do
+        f=$NEW; [ $side = old ] && f=$OLD/target/release/farmem
+        one "$f" "$@" > "$R/$side-$r.txt"
+        printf 'round %s %s: %s\n' "$r" "$side" "$(tr '\n' ' ' < "$R/$side-$r.txt")"
+    done
+done
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+echo
+printf '%-34s %12s %12s   (median of %s rounds; ns per page unless named)\n' part old new "$ROUNDS"
+while read -r k _; do
+    o=$(cat "$R"/old-*.txt | awk -v k="$k" '$1 == k { print $2 }' | median)
+    n=$(cat "$R"/new-*.txt | awk -v k="$k" '$1 == k { print $2 }' | median)
+    printf '%-34s %12s %12s\n' "$k" "$o" "$n"
+done < <(cat "$R/old-1.txt" "$R/new-1.txt" | awk '!seen[$1]++')
