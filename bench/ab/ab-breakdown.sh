@@ -28,7 +28,7 @@ keep_output
 cargo build --release --quiet
 NEW=$PWD/target/release/farmem
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} FARMEM_BREAKDOWN=1
-echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $(git rev-parse --short HEAD)"
+echo "old: $OLD ($(git -C "$OLD" rev-parse --short HEAD))  new: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo " with uncommitted changes")"
 echo "program: $* at --local $LOCAL, $OMP_NUM_THREADS threads"
 
 # One run: "key value" lines (wall, own, pages, then each part's ns/page).
@@ -64,7 +64,7 @@ for r in $(seq "$ROUNDS"); do
         printf 'round %s %s: %s\n' "$r" "$side" "$(tr '\n' ' ' < "$R/$side-$r.txt")"
     done
 done
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) printf "%.10g\n", v[(NR + 1) / 2]; else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo
 printf '%-34s %12s %12s   (median of %s rounds; ns per page unless named)\n' part old new "$ROUNDS"
 while read -r k _; do
