@@ -53,13 +53,8 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     size_t lazy = argc > 2 ? (size_t)atoi(argv[2]) : 8;
     must(lazy >= 1 && lazy <= 16, "LAZY must be 1-16");
-    pthread_t th;
-    if (threads)
-        must(pthread_create(&th, NULL, spin, NULL) == 0, "pthread_create");
-    uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-    must(uffd >= 0, "userfaultfd");
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_MOVE | UFFD_FEATURE_PAGEFAULT_FLAG_WP};
-    must(ioctl(uffd, UFFDIO_API, &api) == 0, "UFFDIO_API (UFFDIO_MOVE needs Linux 6.8+)");
+    spin_start(threads);
+    uffd = uffd_open(O_CLOEXEC, UFFD_FEATURE_MOVE | UFFD_FEATURE_PAGEFAULT_FLAG_WP, "UFFDIO_API (UFFDIO_MOVE needs Linux 6.8+)");
     arena = mmap(NULL, PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     stage = mmap(NULL, 16 * 64 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     src = mmap(NULL, 64 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -132,8 +127,6 @@ int main(int argc, char **argv) {
         }
         printf("%5zu %10.0f %12.0f %10.0f\n", run, twp / (3.0 * n), twb / (3.0 * n), tmv / (3.0 * n));
     }
-    spin_stop = 1;
-    if (threads)
-        pthread_join(th, NULL);
+    spin_end();
     return 0;
 }

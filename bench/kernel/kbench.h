@@ -6,10 +6,15 @@
 #ifndef KBENCH_H
 #define KBENCH_H
 
+#include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef UFFDIO_MOVE
 #define _UFFDIO_MOVE 0x05
@@ -37,13 +42,36 @@ static inline double now_ns(void) {
     return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
-/* The spinning thread runs until `spin_stop` is set. */
+/* A userfaultfd opened with `flags` (O_CLOEXEC, O_NONBLOCK) and handshaken
+ * for `features`; `what` names what a refusal means (the kernel lacks a
+ * feature). */
+static inline int uffd_open(int flags, __u64 features, const char *what) {
+    int fd = (int)syscall(SYS_userfaultfd, flags);
+    must(fd >= 0, "userfaultfd");
+    struct uffdio_api api = {.api = UFFD_API, .features = features};
+    must(ioctl(fd, UFFDIO_API, &api) == 0, what);
+    return fd;
+}
+
+/* The spinning thread, started by `spin_start(1)`, runs until `spin_end`. */
 static volatile int spin_stop;
+static pthread_t spinner;
+static int spinning;
 static inline void *spin(void *arg) {
     (void)arg;
     while (!spin_stop) {
     }
     return NULL;
+}
+static inline void spin_start(int on) {
+    spinning = on;
+    if (on)
+        must(pthread_create(&spinner, NULL, spin, NULL) == 0, "pthread_create");
+}
+static inline void spin_end(void) {
+    spin_stop = 1;
+    if (spinning)
+        pthread_join(spinner, NULL);
 }
 
 #endif

@@ -58,10 +58,7 @@ int main(int argc, char **argv) {
     must(w != MAP_FAILED, "mmap");
     memset(w, 7, (size_t)FILE_BYTES);
     munmap(w, (size_t)FILE_BYTES);
-    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    must(uffd >= 0, "userfaultfd");
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_SIGBUS};
-    must(ioctl(uffd, UFFDIO_API, &api) == 0, "UFFDIO_API");
+    int uffd = uffd_open(O_CLOEXEC | O_NONBLOCK, UFFD_FEATURE_SIGBUS, "UFFDIO_API");
     char *region = mmap(NULL, (size_t)REGION_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     char *slot = mmap(NULL, (size_t)run, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char *whole = mmap(NULL, (size_t)FILE_BYTES, PROT_READ, MAP_SHARED, fd, 0);

@@ -73,12 +73,10 @@ struct arena {
  * memory file copied to and from by copy_file_range. */
 static void open_arena(struct arena *r, int shmem) {
     r->shmem = shmem;
-    r->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-    must(r->uffd >= 0, "userfaultfd");
-    struct uffdio_api api = {.api = UFFD_API,
-                             .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP |
-                                         (shmem ? UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0)};
-    must(ioctl(r->uffd, UFFDIO_API, &api) == 0, "UFFDIO_API");
+    r->uffd = uffd_open(O_CLOEXEC,
+                        UFFD_FEATURE_PAGEFAULT_FLAG_WP |
+                            (shmem ? UFFD_FEATURE_MINOR_SHMEM | UFFD_FEATURE_WP_HUGETLBFS_SHMEM : 0),
+                        "UFFDIO_API");
     if (shmem) {
         r->mfd = memfd_create("arena", MFD_CLOEXEC);
         must(r->mfd >= 0 && ftruncate(r->mfd, (off_t)(PAGES * PAGE)) == 0, "memfd");
@@ -186,9 +184,7 @@ static void pass(struct arena *r, size_t n, size_t gap, double *tin, double *tou
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
-    pthread_t th;
-    if (threads)
-        must(pthread_create(&th, NULL, spin, NULL) == 0, "pthread_create");
+    spin_start(threads);
     far = memfd_create("far", MFD_CLOEXEC);
     must(far >= 0 && ftruncate(far, (off_t)(PAGES * PAGE)) == 0, "memfd far");
     buf = mmap(NULL, 64 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -223,8 +219,6 @@ int main(int argc, char **argv) {
             printf("%s, %s: evict's parts, ns per page: unmap %.0f, write back %.0f, %s %.0f\n", kind[v], name[k],
                    parts[v][k][0] / pp, parts[v][k][1] / pp, v ? "punch" : "write-protect", parts[v][k][2] / pp);
         }
-    spin_stop = 1;
-    if (threads)
-        pthread_join(th, NULL);
+    spin_end();
     return 0;
 }

@@ -38,13 +38,8 @@ int main(int argc, char **argv) {
     long b = argc > 1 ? atol(argv[1]) : 32;
     must(b >= 1 && b <= 512, "BATCH must be 1..512");
     int spin_on = argc > 2 && strcmp(argv[2], "spin") == 0;
-    pthread_t spinner;
-    if (spin_on)
-        must(pthread_create(&spinner, NULL, spin, NULL) == 0, "pthread_create");
-    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-    must(uffd >= 0, "userfaultfd");
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_SIGBUS | UFFD_FEATURE_MOVE};
-    must(ioctl(uffd, UFFDIO_API, &api) == 0, "UFFDIO_API (UFFDIO_MOVE needs Linux 6.8+)");
+    spin_start(spin_on);
+    int uffd = uffd_open(O_CLOEXEC | O_NONBLOCK, UFFD_FEATURE_SIGBUS | UFFD_FEATURE_MOVE, "UFFDIO_API (UFFDIO_MOVE needs Linux 6.8+)");
     long len = b * PAGE * 64;
     char *arena = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     char *stage = mmap(NULL, (size_t)(b * PAGE), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -111,9 +106,7 @@ int main(int argc, char **argv) {
     }
     double one = (now_ns() * 1e-9 - t) / (ROUNDS / 8) / (double)b * 1e6;
 
-    spin_stop = 1;
-    if (spin_on)
-        pthread_join(spinner, NULL);
+    spin_end();
     printf("%sbatch %ld pages: copy in + DONTNEED out %.3f us/page | move in + out %.3f us/page | "
            "move in + populate + DONTNEED out %.3f us/page | "
            "memcpy 4 KiB %.3f us | move one page per ioctl, in + out %.3f us/page\n",

@@ -29,9 +29,7 @@ static void touch(char *a) {
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
-    pthread_t th;
-    if (threads && pthread_create(&th, NULL, spin, NULL) != 0)
-        return 2;
+    spin_start(threads);
     char *a = mmap(NULL, PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a == MAP_FAILED)
         return 2;
@@ -68,8 +66,6 @@ int main(int argc, char **argv) {
         printf("batch %2zu: madvise each %6.0f ns/page, process_madvise %6.0f ns/page\n", batch,
                each / (4.0 * n), batched / (4.0 * n));
     }
-    spin_stop = 1;
-    if (threads)
-        pthread_join(th, NULL);
+    spin_end();
     return 0;
 }

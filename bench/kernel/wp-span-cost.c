@@ -73,13 +73,8 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     size_t runs = argc > 2 ? (size_t)atoi(argv[2]) : 8;
     must(runs >= 1 && runs <= 64, "RUNS must be 1-64");
-    pthread_t th;
-    if (threads)
-        must(pthread_create(&th, NULL, spin, NULL) == 0, "pthread_create");
-    uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-    must(uffd >= 0, "userfaultfd");
-    struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP};
-    must(ioctl(uffd, UFFDIO_API, &api) == 0, "UFFDIO_API");
+    spin_start(threads);
+    uffd = uffd_open(O_CLOEXEC, UFFD_FEATURE_PAGEFAULT_FLAG_WP, "UFFDIO_API");
     arena = mmap(NULL, PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     char *src = mmap(NULL, 64 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     must(arena != MAP_FAILED && src != MAP_FAILED, "mmap");
@@ -111,8 +106,6 @@ int main(int argc, char **argv) {
     for (size_t r = 0; r < 2; r++)
         for (size_t g = 0; g < 5; g++)
             printf("%5zu %5zu %8.0f %8.0f\n", run_lens[r], gaps[g], batch(0, runs, run_lens[r], gaps[g]), batch(1, runs, run_lens[r], gaps[g]));
-    spin_stop = 1;
-    if (threads)
-        pthread_join(th, NULL);
+    spin_end();
     return 0;
 }
