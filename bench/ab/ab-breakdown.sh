@@ -13,14 +13,18 @@
 #   PROGRAM: anything farmem runs (NPB-CPP's NPB-OMP/bin/mg.B, fetched, never
 #   copied here). OMP_NUM_THREADS (environment): its threads (2).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 usage() { echo "usage: $0 OLD_TREE ROUNDS LOCAL -- PROGRAM [ARG...]" >&2; exit 2; }
 [ $# -ge 5 ] && [ "$4" = -- ] || usage
+# Paths are the caller's: resolve them before moving to the repository.
 [ -x "$1/target/release/farmem" ] || { echo "$0: no $1/target/release/farmem (build the old tree with cargo build --release)" >&2; exit 2; }
 OLD=$(cd "$1" && pwd); ROUNDS=$2; LOCAL=$3; shift 4
 [[ $ROUNDS =~ ^[1-9][0-9]?$ ]] || { echo "$0: ROUNDS must be 1-99, not '$ROUNDS'" >&2; exit 2; }
 [[ $LOCAL =~ ^[1-9][0-9]*[KMG]$ ]] || { echo "$0: LOCAL must be a size such as 217M, not '$LOCAL'" >&2; exit 2; }
-command -v "$1" >/dev/null || { echo "$0: no program '$1'" >&2; exit 2; }
+PROGRAM=$(command -v "$1") || { echo "$0: no program '$1'" >&2; exit 2; }
+case $PROGRAM in /*) ;; *) PROGRAM=$PWD/$PROGRAM ;; esac
+shift
+set -- "$PROGRAM" "$@"
+cd "$(dirname "$0")/../.."
 BENCH_COMMAND="bench/ab/ab-breakdown.sh $OLD $ROUNDS $LOCAL -- $*"
 . bench/lib/results-dir.sh
 results_dir ab-breakdown
@@ -43,8 +47,10 @@ one() {
     awk '
         /^wall / { print "wall_s", $2 }
         /Time in seconds/ { print "own_s", $NF }
-        /where the time went/ { for (i = 1; i <= NF; i++) if ($i == "in,") print "pages_in", $(i - 2) }
-        /^    [a-z]/ {
+        # The parts follow this line, indented by four; the next stat ends them.
+        parts && /^  [a-z]/ { parts = 0 }
+        /where the time went/ { parts = 1; for (i = 1; i <= NF; i++) if ($i == "in,") print "pages_in", $(i - 2) }
+        parts && /^    [a-z]/ {
             # "    part name   total-ms   ns/page [note]": the name is what
             # comes before the first number, ns/page the second number.
             part = ""; got = 0

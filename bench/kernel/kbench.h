@@ -6,6 +6,7 @@
 #ifndef KBENCH_H
 #define KBENCH_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
@@ -65,8 +66,11 @@ static inline void *spin(void *arg) {
 }
 static inline void spin_start(int on) {
     spinning = on;
-    if (on)
-        must(pthread_create(&spinner, NULL, spin, NULL) == 0, "pthread_create");
+    if (on) {
+        /* pthread_create returns its error instead of setting errno. */
+        errno = pthread_create(&spinner, NULL, spin, NULL);
+        must(errno == 0, "pthread_create");
+    }
 }
 static inline void spin_end(void) {
     spin_stop = 1;

@@ -158,13 +158,21 @@ impl MemfdPages {
     /// One copy of a write: page i to server `server_of(i)`, if any; a run
     /// of consecutive pages of one chunk on one server is one `pwritev`.
     /// Runs into a chunk another thread is writing go last (see the module
-    /// comment).
+    /// comment), so a page must not appear twice in one write: its older
+    /// bytes could land last.
     fn write_copy(
         &self,
         pages: &[u64],
         data: &[&[u8]],
         server_of: impl Fn(usize) -> Option<usize>,
     ) -> Result<(), Failure> {
+        debug_assert!(
+            pages
+                .iter()
+                .enumerate()
+                .all(|(i, p)| !pages[..i].contains(p)),
+            "a page twice in one write"
+        );
         let mut later = [(0usize, 0usize, 0usize); MAX_BATCH];
         let mut n_later = 0;
         let mut i = 0;
@@ -333,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn runs_into_a_chunk_being_written_are_written_last_and_all_land() {
+    fn runs_into_a_chunk_being_written_all_land_and_its_flag_is_left_alone() {
         let m = two_chunks();
         // Another thread is writing chunk 0: its runs wait for the end of
         // the batch, and are written all the same.
@@ -374,7 +382,7 @@ mod tests {
     }
 
     /// Thread `t`'s batch in round `round`: pages of its parity (each page
-    /// has one writer and one content), scattered over both chunks.
+    /// has one writer), scattered over both chunks.
     fn batch(t: u64, round: u64) -> Vec<u64> {
         (0..16u64)
             .map(|i| {
@@ -388,6 +396,11 @@ mod tests {
             .collect()
     }
 
+    /// The byte page `p` is filled with in round `r`: a page's rounds differ.
+    fn content(p: u64, r: u64) -> u8 {
+        u8::try_from((p + r) % 251).expect("under 251")
+    }
+
     #[test]
     fn two_threads_writing_one_chunk_lose_no_page() {
         let m = Arc::new(two_chunks());
@@ -398,7 +411,7 @@ mod tests {
                     for round in 0..200 {
                         let pages = batch(t, round);
                         let data: Vec<Vec<u8>> =
-                            pages.iter().map(|&p| page_of((p % 251) as u8)).collect();
+                            pages.iter().map(|&p| page_of(content(p, round))).collect();
                         write(&m, &pages, &data).expect("write");
                     }
                 })
@@ -407,15 +420,22 @@ mod tests {
         for w in writers {
             w.join().expect("writer");
         }
-        let written: std::collections::BTreeSet<u64> = (0..2)
-            .flat_map(|t| (0..200).flat_map(move |r| batch(t, r)))
-            .collect();
-        assert!(written.len() > 500);
-        for p in written {
+        // Each page must hold what its writer wrote last.
+        let mut last = std::collections::BTreeMap::new();
+        for t in 0..2 {
+            for r in 0..200 {
+                for p in batch(t, r) {
+                    last.insert(p, r);
+                }
+            }
+        }
+        assert!(last.len() > 500);
+        for (p, r) in last {
             let got = read_back(&m, &[p]);
+            let want = content(p, r);
             assert!(
-                got.iter().all(|&b| b == (p % 251) as u8),
-                "page {p} does not hold what was written to it"
+                got.iter().all(|&b| b == want),
+                "page {p} does not hold what round {r} wrote last"
             );
         }
         for c in [0, CHUNK_PAGES] {
