@@ -25,7 +25,7 @@
 //!
 //! Writers of one file wait for each other: shmem takes the file's lock for
 //! every write, so two threads writing pages of one chunk go one at a time
-//! (3.0–3.2 µs a page each, against 1.45 µs into two files;
+//! (3.0–3.3 µs a page each, against 1.5 µs into two files;
 //! `bench/kernel/memfd-write-contention.c`). A write-back therefore first
 //! writes the runs whose chunk no other thread of this process is writing,
 //! and only then the rest. The flag that says so is a hint, never a lock:
