@@ -150,7 +150,9 @@ impl Runtime {
         }
         // Dirty pages stop changing before they are copied (writers fault
         // and wait; see `finish_eviction`).
-        self.protect_dirty(&held[..h], &held_was[..h]);
+        let mut dirty = [0usize; MAX_BATCH];
+        let m = dirty_in_order(&held[..h], &held_was[..h], &mut dirty);
+        self.protect_dirty(&dirty[..m]);
         for i in 0..h {
             // SAFETY: the page is mapped (Evicting pages stay mapped until
             // the zap below) and either clean or write-protected, so nothing
@@ -292,27 +294,14 @@ impl Runtime {
         self.observe.stats().evictions.add(victims.len() as u64);
     }
 
-    /// Write-protect the dirty ones of `victims` (one ioctl per run of
-    /// consecutive pages: each flushes TLBs on every CPU), so that no write
-    /// slips in between the copy taken of them and the unmap; writers fault
-    /// and wait for the eviction to finish.
-    ///
-    /// Victims come in the queues' order, where the windows of several
-    /// streams (two threads, several arrays) interleave: in address order
-    /// they form fewer runs (NPB MG class B at half, two threads: 18% fewer
-    /// calls; docs/benchmarks.md).
-    fn protect_dirty(&self, victims: &[usize], was: &[PageWord]) {
+    /// Write-protect `dirty` (victims in address order, from
+    /// [`dirty_in_order`]; one ioctl per run of consecutive pages: each
+    /// flushes TLBs on every CPU), so that no write slips in between the
+    /// copy taken of them and the unmap; writers fault and wait for the
+    /// eviction to finish.
+    fn protect_dirty(&self, dirty: &[usize]) {
         let timed = self.span();
-        let mut dirty = [0usize; MAX_BATCH];
-        let mut m = 0;
-        for (i, &q) in victims.iter().enumerate() {
-            if page::needs_writeback(was[i].state()) {
-                dirty[m] = q;
-                m += 1;
-            }
-        }
-        dirty[..m].sort_unstable();
-        for r in runs(m, |j| dirty[j] == dirty[j - 1] + 1) {
+        for r in runs(dirty.len(), |j| dirty[j] == dirty[j - 1] + 1) {
             if let Err(e) = self.arena.uffd().write_protect(
                 self.addr_of(dirty[r.start]),
                 r.len() * PAGE_SIZE,
@@ -363,32 +352,20 @@ impl Runtime {
     /// The victims are Evicting (owned by this thread) and out of the ring.
     pub(crate) fn finish_eviction(&self, victims: &[usize], was: &[PageWord]) {
         let retire = self.span();
+        let mut dirty = [0usize; MAX_BATCH];
+        let m = dirty_in_order(victims, was, &mut dirty);
+        self.protect_dirty(&dirty[..m]);
+        let timed = self.span();
         let mut wb_pages = [0u64; MAX_BATCH];
         let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
-        let mut m = 0;
-        for (i, &q) in victims.iter().enumerate() {
-            if page::needs_writeback(was[i].state()) {
-                wb_pages[m] = q as u64;
-                m += 1;
-            }
-        }
-        // In address order, a run of pages is one write (see `protect_dirty`).
-        wb_pages[..m].sort_unstable();
-        self.protect_dirty(victims, was);
-        let timed = self.span();
-        for (k, &q) in wb_pages[..m].iter().enumerate() {
+        for (k, &q) in dirty[..m].iter().enumerate() {
+            wb_pages[k] = q as u64;
             // SAFETY: the page is mapped (Evicting pages stay mapped until the
             // zap below) and write-protected, so nothing changes it while the
             // slice lives.
-            wb_data[k] = unsafe {
-                std::slice::from_raw_parts(
-                    self.addr_of(farmem_sys::usize_from(q)) as *const u8,
-                    PAGE_SIZE,
-                )
-            };
-            self.arena
-                .sums()
-                .record(farmem_sys::usize_from(q), wb_data[k]);
+            wb_data[k] =
+                unsafe { std::slice::from_raw_parts(self.addr_of(q) as *const u8, PAGE_SIZE) };
+            self.arena.sums().record(q, wb_data[k]);
         }
         if m > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
@@ -446,4 +423,22 @@ impl Runtime {
             self.finish_eviction(&vs[..chunk.len()], &was[..chunk.len()]);
         }
     }
+}
+
+/// The dirty ones of `victims` (by their words before eviction, `was`) into
+/// `out`, in address order; how many. Victims come in the queues' order,
+/// where the windows of several streams (two threads, several arrays)
+/// interleave: in address order they form fewer runs, so fewer
+/// write-protect calls and writes (NPB MG class B at half, two threads: 18%
+/// fewer; docs/benchmarks.md).
+fn dirty_in_order(victims: &[usize], was: &[PageWord], out: &mut [usize; MAX_BATCH]) -> usize {
+    let mut m = 0;
+    for (&q, w) in victims.iter().zip(was) {
+        if page::needs_writeback(w.state()) {
+            out[m] = q;
+            m += 1;
+        }
+    }
+    out[..m].sort_unstable();
+    m
 }
