@@ -23,9 +23,17 @@ pub(crate) struct Budget {
     resident: &'static AtomicUsize,
     /// Pages pinned by `FM_ADV_PIN` and by system calls on far buffers.
     pinned: AtomicUsize,
-    /// The replacement queues. Together they hold exactly the pages whose
-    /// state is Clean, MakingDirty or Dirty (so never more than `pages`).
+    /// The replacement queues. Together they hold the pages whose state is
+    /// Clean, MakingDirty or Dirty (never more than `pages`), plus one entry
+    /// for each page marked STALE (never more than `stale_cap`).
     queues: SpinLock<Queues>,
+    /// Pages marked STALE (`page::STALE`): entries left in the queues.
+    stale: AtomicUsize,
+    stale_cap: usize,
+    /// Pages evicted with a block per victim the queues chose, ×16, over
+    /// recent batches: the queues are asked for fewer victims when blocks
+    /// come along, so a batch stays about as large as asked.
+    along: AtomicUsize,
     /// Pages on their way out, still local: see [`crate::hold`].
     hold: Hold,
 }
@@ -44,8 +52,55 @@ impl Budget {
             resident,
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(queues),
+            stale: AtomicUsize::new(0),
+            stale_cap: crate::replacement::stale_cap(pages),
+            along: AtomicUsize::new(0),
             hold,
         }
+    }
+
+    /// Count one more page marked STALE, if the queues have room for its
+    /// entry; the caller marks it, or gives the count back with
+    /// [`Budget::unstale`].
+    pub(crate) fn try_stale(&self) -> bool {
+        let mut cur = self.stale.load(Ordering::Acquire);
+        while cur < self.stale_cap {
+            match self.stale.compare_exchange_weak(
+                cur,
+                cur + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// How many victims to ask the queues for, for a batch of `k` pages.
+    pub(crate) fn victims_to_choose(&self, k: usize) -> usize {
+        (k * 16 / (16 + self.along.load(Ordering::Relaxed))).max(1)
+    }
+
+    /// A batch: the queues chose `chosen` victims, `along` more came with
+    /// their blocks. A moving average (racy updates only blur it).
+    pub(crate) fn chose(&self, chosen: usize, along: usize) {
+        if let Some(per_victim) = (along * 16).checked_div(chosen) {
+            let now = self.along.load(Ordering::Relaxed);
+            self.along
+                .store((now * 3 + per_victim) / 4, Ordering::Relaxed);
+        }
+    }
+
+    /// Pages marked STALE now.
+    pub(crate) fn stale(&self) -> usize {
+        self.stale.load(Ordering::Acquire)
+    }
+
+    /// A page's STALE mark was cleared.
+    pub(crate) fn unstale(&self) {
+        self.stale.fetch_sub(1, Ordering::AcqRel);
     }
 
     pub(crate) fn pages(&self) -> usize {

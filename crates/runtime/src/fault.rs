@@ -346,10 +346,8 @@ impl Runtime {
             // A refault, judged by its real distance like one from the
             // backend: a hot page's is short, and it is protected.
             let mut queues = self.budget.queues();
-            if !queues.admit(page_u32(p), Some(stamp), Fetched::Alone) {
-                drop(queues);
-                farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
-            }
+            let w = self.arena.table().load(p);
+            self.admit(&mut queues, p, w, Some(stamp), Fetched::Alone);
         }
         self.observe.stats().hold_reused.add(1);
         self.charge(timed, Phase::Admit);

@@ -5,8 +5,8 @@
 //! and hand them to the replacement queues.
 
 use crate::cost::Phase;
-use crate::page::{self, Event};
-use crate::replacement::{fetched_as, page_u32, Aux as _, Fetched};
+use crate::page::{self, Event, PageWord};
+use crate::replacement::{fetched_as, page_u32, Aux as _, Fetched, Queues};
 use crate::{runs, Runtime};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::uffd::CopyOutcome;
@@ -86,14 +86,33 @@ impl Runtime {
         };
         let mut queues = self.budget.queues();
         for &q in pages {
-            let seq = self.arena.table().load(q).has(page::ADV_SEQUENTIAL);
-            let refault = (!seq).then(|| self.arena.table().aux(page_u32(q)));
-            if !queues.admit(page_u32(q), refault, fetched) {
-                drop(queues);
-                farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
-            }
+            let w = self.arena.table().load(q);
+            let refault =
+                (!w.has(page::ADV_SEQUENTIAL)).then(|| self.arena.table().aux(page_u32(q)));
+            self.admit(&mut queues, q, w, refault, fetched);
         }
         drop(queues);
         self.charge(timed, Phase::Admit);
+    }
+
+    /// Admit installed page `q` (word `w`, loaded after its install) to
+    /// `queues`, whose lock the caller holds. A page evicted out of its turn
+    /// still has its old entry (STALE): that entry serves it again, so that
+    /// no page is ever in the queues twice.
+    pub(crate) fn admit(
+        &self,
+        queues: &mut Queues,
+        q: usize,
+        w: PageWord,
+        refault: Option<u32>,
+        fetched: Fetched,
+    ) {
+        if w.has(page::STALE) && self.arena.table().clear_stale(q) {
+            self.budget.unstale();
+            return;
+        }
+        if !queues.admit(page_u32(q), refault, fetched) {
+            farmem_sys::fatal(b"farmem: internal error: replacement queues overflow\n");
+        }
     }
 }

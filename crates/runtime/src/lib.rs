@@ -352,6 +352,38 @@ impl Runtime {
         )
     }
 
+    /// Check the replacement queues against the page table: every resident
+    /// page has exactly one entry, every other entry belongs to a page
+    /// marked STALE, each STALE page has one, and the STALE count is right.
+    /// For tests, with no fault in flight; `Err` says what is wrong.
+    #[doc(hidden)]
+    pub fn check_queues(&self) -> Result<(), String> {
+        let _block = farmem_sys::signal::SignalBlock::new();
+        let q = self.budget.queues();
+        let mut seen = std::collections::HashMap::new();
+        q.for_each(|p| *seen.entry(p as usize).or_insert(0usize) += 1);
+        let mut stale = 0;
+        for p in 0..self.arena.npages() {
+            let w = self.arena.table().load(p);
+            let n = seen.get(&p).copied().unwrap_or(0);
+            stale += usize::from(w.has(page::STALE));
+            let want = usize::from(w.state().is_resident() || w.has(page::STALE));
+            if n != want {
+                return Err(format!(
+                    "page {p} ({w:?}, {:?}) has {n} queue entries",
+                    w.state()
+                ));
+            }
+        }
+        if stale != self.budget.stale() {
+            return Err(format!(
+                "{stale} pages marked STALE, counted {}",
+                self.budget.stale()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn reset_latency(&self) {
         self.observe.stats().fault_ns.reset();
     }

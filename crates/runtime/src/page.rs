@@ -17,6 +17,9 @@
 //!  bit 11    HELD           Absent, but its content is in the local hold (see
 //!                           `hold.rs`): a fault reinstalls it without the network
 //!  bit 12    HELD_DIRTY     the held content is newer than the backend's
+//!  bit 13    HIDDEN         under the program's PROT_NONE (see below)
+//!  bit 14    STALE          evicted with a dirty neighbour, out of its turn: its
+//!                           entry in the replacement queues is still there
 //!  bits 16-31 pins          > 0: never evicted (FM_ADV_PIN, or a system call in flight)
 //! ```
 //!
@@ -53,6 +56,12 @@ pub const HELD_DIRTY: u32 = 1 << 12;
 /// the program nor eviction (which copies a page out by its address) could
 /// read it. Eviction and the hold go on as usual.
 pub const HIDDEN: u32 = 1 << 13;
+/// Evicted beside a dirty victim of its block (`eviction.rs`), out of its
+/// turn: the page's entry in the replacement queues was left where it was.
+/// Whichever comes first under the queues' lock, the page's next admission
+/// or the queues reaching that entry, clears the mark; the entry then serves
+/// the readmitted page, or is dropped.
+pub const STALE: u32 = 1 << 14;
 pub const ADVICE_MASK: u32 = ADV_SEQUENTIAL | ADV_RANDOM | ADV_READ_MOSTLY;
 pub const PIN_SHIFT: u32 = 16;
 pub const PIN_ONE: u32 = 1 << PIN_SHIFT;
@@ -138,6 +147,15 @@ pub enum Event {
     MadeDirty,
     /// An evictor takes a resident, unpinned page.
     EvictStart,
+    /// An evictor takes a resident, unpinned page beside a dirty victim of
+    /// its block, leaving its queue entry behind (see [`STALE`]).
+    EvictNeighbour,
+    /// An evictor holds an absent page (never one in the hold) while it
+    /// write-protects a span of victims around it, so that no other thread
+    /// installs the page inside that span.
+    Reserve,
+    /// The evictor lets a reserved page go, unchanged.
+    Unreserve,
     /// The owner unmapped the page; `written_back` when it sent the content.
     Evicted {
         written_back: bool,
@@ -212,6 +230,11 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         (State::Clean | State::Dirty, Event::EvictStart) if w.pins() == 0 => {
             w.with_state(State::Evicting)
         }
+        (State::Clean | State::Dirty, Event::EvictNeighbour) if w.pins() == 0 && !w.has(STALE) => {
+            PageWord(w.0 | STALE).with_state(State::Evicting)
+        }
+        (State::Absent, Event::Reserve) if !w.has(HELD) => w.with_state(State::Evicting),
+        (State::Evicting, Event::Unreserve) if !w.has(HELD) => w.with_state(State::Absent),
         // Out of the hold for good.
         (State::Absent, Event::EvictStart) if w.pins() == 0 && w.has(HELD) => {
             w.with_state(State::Evicting)
@@ -337,6 +360,12 @@ mod tests {
         Hold,
         /// Evict a held page for good.
         Recycle,
+        /// Evict beside a dirty victim of the block (marked STALE).
+        Neighbour,
+        /// Hold an absent page while a span around it is write-protected.
+        Reserve,
+        /// The page's next admission (or its queue entry's drop) clears STALE.
+        ClearStale,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -349,7 +378,10 @@ mod tests {
             Just(Op::Prefetch),
             Just(Op::AsyncPrefetch),
             Just(Op::Hold),
-            Just(Op::Recycle)
+            Just(Op::Recycle),
+            Just(Op::Neighbour),
+            Just(Op::Reserve),
+            Just(Op::ClearStale)
         ]
     }
 
@@ -407,8 +439,8 @@ mod tests {
                             m.mapped = Some(m.latest);
                         }
                     }
-                    Op::Evict if w.has(HELD) => {}
-                    Op::Evict => match next(w, Event::EvictStart) {
+                    Op::Evict | Op::Neighbour if w.has(HELD) => {}
+                    Op::Evict | Op::Neighbour => match next(w, if matches!(op, Op::Evict) { Event::EvictStart } else { Event::EvictNeighbour }) {
                         Ok(ev) => {
                             prop_assert_eq!(m.pins, 0);
                             let wb = needs_writeback(w.state());
@@ -420,8 +452,21 @@ mod tests {
                             let recoverable = if w.has(ON_SERVER) { m.server } else { Some(0) };
                             prop_assert_eq!(recoverable, Some(m.latest), "eviction lost a write");
                         }
-                        Err(_) => prop_assert!(m.pins > 0 || !w.state().is_resident()),
+                        Err(_) => prop_assert!(m.pins > 0 || !w.state().is_resident() || (matches!(op, Op::Neighbour) && w.has(STALE))),
                     },
+                    Op::Reserve => match next(w, Event::Reserve) {
+                        Ok(r) => {
+                            prop_assert!(w.state() == State::Absent && !w.has(HELD));
+                            // Nobody claims, pins into residency or evicts a reserved page.
+                            prop_assert!(next(r, Event::Claim { prefetch: false }).is_err(), "a reserved page was claimed");
+                            prop_assert!(next(r, Event::ClaimAsync).is_err());
+                            prop_assert!(next(r, Event::EvictNeighbour).is_err());
+                            let back = next(r, Event::Unreserve).unwrap();
+                            prop_assert_eq!(back, w, "a reservation changed the page");
+                        }
+                        Err(_) => prop_assert!(w.state() != State::Absent || w.has(HELD)),
+                    },
+                    Op::ClearStale => { w = PageWord(w.0 & !STALE); }
                     Op::Hold => match next(w, Event::EvictStart) {
                         Ok(ev) if w.state().is_resident() => {
                             prop_assert_eq!(m.pins, 0);
@@ -460,12 +505,12 @@ mod tests {
 
         /// No event ever changes the ALLOCATED bit or the advice bits.
         #[test]
-        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..12) {
+        fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..15) {
             let w = PageWord(bits | ALLOCATED);
             let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
                 Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
                 Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync,
-                Event::Held{dirty:true}];
+                Event::Held{dirty:true}, Event::EvictNeighbour, Event::Reserve, Event::Unreserve];
             if let Ok(n) = next(w, events[ev]) {
                 prop_assert!(n.has(ALLOCATED));
                 prop_assert_eq!(n.0 & ADVICE_MASK, w.0 & ADVICE_MASK);

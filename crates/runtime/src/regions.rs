@@ -281,6 +281,10 @@ impl Runtime {
             loop {
                 let w = self.settle(p);
                 if self.arena.table().cas(p, w, PageWord(0)) {
+                    if w.has(page::STALE) {
+                        // Its entry goes with the retain below.
+                        self.budget.unstale();
+                    }
                     if w.state().is_resident() {
                         resident_freed += 1;
                     }

@@ -107,6 +107,9 @@ pub struct Stats {
     /// Of those, pages evicted while the faulting thread's own request was
     /// on the wire (see `Runtime::refill`).
     pub evicted_overlapped: Counter,
+    /// Of those, pages that left with a lone dirty victim of their block
+    /// (see `Runtime::take_neighbours`).
+    pub evicted_with_block: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -140,6 +143,7 @@ pub struct Snapshot {
     pub evictions: u64,
     /// Of `evictions`, pages evicted while a fault's request was on the wire.
     pub evicted_overlapped: u64,
+    pub evicted_with_block: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -187,6 +191,7 @@ impl Stats {
             bytes_written_back: self.pages_written_back.get() * page,
             evictions: self.evictions.get(),
             evicted_overlapped: self.evicted_overlapped.get(),
+            evicted_with_block: self.evicted_with_block.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -229,6 +234,7 @@ impl Snapshot {
             bytes_written_back: d(self.bytes_written_back, before.bytes_written_back),
             evictions: d(self.evictions, before.evictions),
             evicted_overlapped: d(self.evicted_overlapped, before.evicted_overlapped),
+            evicted_with_block: d(self.evicted_with_block, before.evicted_with_block),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
@@ -296,7 +302,7 @@ impl Snapshot {
              \x20 fetched from backend           {:>12}\n\
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
-             \x20 evicted pages                  {:>12} ({} while a fetch was on the wire)\n\
+             \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -312,6 +318,7 @@ impl Snapshot {
             sz(self.bytes_written_back),
             self.evictions,
             self.evicted_overlapped,
+            self.evicted_with_block,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

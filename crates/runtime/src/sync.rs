@@ -245,6 +245,13 @@ impl Ring {
         Some(v)
     }
 
+    /// Call `f` on every entry, in order.
+    pub fn for_each(&self, mut f: impl FnMut(u64)) {
+        for r in 0..self.len {
+            f(self.buf[(self.head + r) % self.buf.len()]);
+        }
+    }
+
     /// Keep only the entries for which `keep` holds, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
         let n = self.len;

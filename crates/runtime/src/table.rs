@@ -68,6 +68,11 @@ impl PageTable {
         }
     }
 
+    /// Clear page `p`'s [`page::STALE`] mark; whether it was set.
+    pub(crate) fn clear_stale(&self, p: usize) -> bool {
+        self.word(p).fetch_and(!page::STALE, Ordering::AcqRel) & page::STALE != 0
+    }
+
     /// A transition the caller owns and that cannot fail unless an invariant
     /// is broken; stop rather than continue with a corrupt page table.
     pub(crate) fn must(&self, p: usize, ev: Event) {
