@@ -3,7 +3,7 @@
 
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
-use crate::replacement::{page_u32, Aux as _, Take};
+use crate::replacement::{page_u32, Aux as _, Take, BLOCK};
 use crate::trace;
 use crate::{runs, Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
@@ -28,41 +28,49 @@ impl Runtime {
         let k = self.budget.victims_to_choose(k.min(MAX_BATCH));
         let mut taken = 0;
         let mut main_victim = [false; MAX_BATCH];
-        let (n, stamp) = self
-            .budget
-            .queues()
-            .evict(&mut victims[..k], |q, from_main| {
-                let w = self.arena.table().load(q as usize);
-                if !w.state().is_resident() {
-                    // The entry of a page evicted out of its turn (STALE),
-                    // which has not come back since.
-                    if self.arena.table().clear_stale(q as usize) {
-                        self.budget.unstale();
-                    }
-                    return Take::Drop;
+        let mut queues = self.budget.queues();
+        let (n, stamp) = queues.evict(&mut victims[..k], |q, from_main| {
+            let w = self.arena.table().load(q as usize);
+            if !w.state().is_resident() {
+                // The entry of a page evicted out of its turn (STALE),
+                // which has not come back since.
+                if self.arena.table().clear_stale(q as usize) {
+                    self.budget.unstale();
                 }
-                // READ_MOSTLY clean pages and prefetched pages not yet used get
-                // one more pass (see `page::next`).
-                if self
-                    .arena
-                    .table()
-                    .transition(q as usize, Event::SecondChance)
-                    .is_ok()
-                {
-                    return Take::Keep;
+                return Take::Drop;
+            }
+            // READ_MOSTLY clean pages and prefetched pages not yet used get
+            // one more pass (see `page::next`).
+            if self
+                .arena
+                .table()
+                .transition(q as usize, Event::SecondChance)
+                .is_ok()
+            {
+                return Take::Keep;
+            }
+            match next(w, Event::EvictStart) {
+                Ok(nw) if self.arena.table().cas(q as usize, w, nw) => {
+                    // The policy lists victims in the order they are taken.
+                    was[taken] = w;
+                    main_victim[taken] = from_main;
+                    taken += 1;
+                    Take::Taken
                 }
-                match next(w, Event::EvictStart) {
-                    Ok(nw) if self.arena.table().cas(q as usize, w, nw) => {
-                        // The policy lists victims in the order they are taken.
-                        was[taken] = w;
-                        main_victim[taken] = from_main;
-                        taken += 1;
-                        Take::Taken
-                    }
-                    // Pinned, being made dirty, or changed just now: keep it.
-                    _ => Take::Keep,
-                }
-            });
+                // Pinned, being made dirty, or changed just now: keep it.
+                _ => Take::Keep,
+            }
+        });
+        // A victim where main keeps most of the surrounding 64 pages is at
+        // the edge of a loop's kept set (NPB MG): its neighbours are likely
+        // kept pages, and taking them along cost MG 17% more bytes. A
+        // scattered writer's main pages are spread thin (GAPBS: about 14 in
+        // 64 at a quarter), so its blocks still come along.
+        let mut near_kept = [false; MAX_BATCH];
+        for i in 0..n {
+            near_kept[i] = usize::from(queues.kept_near(victims[i])) > BLOCK / 2;
+        }
+        drop(queues);
         if n > 0 {
             let mut vs = [0usize; MAX_BATCH];
             let mut ws = [PageWord(0); MAX_BATCH];
@@ -104,7 +112,7 @@ impl Runtime {
                 }
                 let mut reserved = [0usize; MAX_BATCH];
                 let (total, r) = if self.cfg.evict_block {
-                    self.take_neighbours(&mut vs, &mut ws, n, stamp, &mut reserved)
+                    self.take_neighbours(&mut vs, &mut ws, &near_kept, n, stamp, &mut reserved)
                 } else {
                     (n, 0)
                 };
@@ -123,8 +131,9 @@ impl Runtime {
     }
 
     /// Beside each lone dirty victim (the only victim of its block of
-    /// [`NEIGHBOURHOOD`] pages), take the block's other dirty, unpinned
-    /// pages as victims too, and reserve its absent ones, so that one
+    /// [`NEIGHBOURHOOD`] pages, and not `near_kept`), take the block's other
+    /// dirty, unpinned pages that are not prefetched-and-unused as victims
+    /// too, and reserve its absent ones, so that one
     /// write-protect call (one TLB shootdown) covers what would have cost one
     /// each. `vs[..n]`, `ws[..n]` are the victims chosen by the queues; the
     /// neighbours are appended (marked STALE: their queue entries stay) and
@@ -136,12 +145,15 @@ impl Runtime {
     /// farmem's time there; a lone dirty victim's block held 7.6 other dirty
     /// resident pages on average (BFS `-g 19` at a quarter,
     /// docs/benchmarks.md). Without hit information the neighbours are as
-    /// likely to be used again as the victim; on a stream, victims come in
-    /// runs and are not lone.
+    /// likely to be used again as the victim. A stream's victims mostly come
+    /// in runs; where one is lone at the edge of a loop's kept set, its
+    /// block is left alone (`near_kept`), and a stream's prefetched pages,
+    /// not yet reached, are never taken.
     fn take_neighbours(
         &self,
         vs: &mut [usize; MAX_BATCH],
         ws: &mut [PageWord; MAX_BATCH],
+        near_kept: &[bool; MAX_BATCH],
         n: usize,
         stamp: u32,
         reserved: &mut [usize; MAX_BATCH],
@@ -150,7 +162,7 @@ impl Runtime {
         let (mut total, mut r) = (n, 0);
         let npages = self.arena.npages();
         for i in 0..n {
-            if ws[i].state() != State::Dirty {
+            if ws[i].state() != State::Dirty || near_kept[i] {
                 continue;
             }
             let first = vs[i] - vs[i] % NEIGHBOURHOOD;
@@ -159,8 +171,9 @@ impl Runtime {
                 .iter()
                 .enumerate()
                 .all(|(j, u)| j == i || !block.contains(u));
-            let takeable =
-                |w: PageWord| w.state() == State::Dirty && w.pins() == 0 && !w.has(page::STALE);
+            let takeable = |w: PageWord| {
+                w.state() == State::Dirty && w.pins() == 0 && !w.has(page::STALE | page::PREFETCHED)
+            };
             // The block's words share a cache line or two: counting first is cheap.
             let dirty = block
                 .clone()

@@ -205,7 +205,7 @@ impl Queues {
     }
 
     /// Main's pages in the block of page `p`.
-    fn kept_near(&self, p: u32) -> u16 {
+    pub fn kept_near(&self, p: u32) -> u16 {
         self.blocks
             .get((p >> BLOCK_SHIFT) as usize)
             .copied()
