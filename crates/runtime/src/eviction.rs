@@ -193,6 +193,9 @@ impl Runtime {
                 .iter()
                 .enumerate()
                 .all(|(j, u)| j == i || !block.contains(u));
+            if !lone {
+                continue;
+            }
             let takeable = |w: PageWord| {
                 w.state() == State::Dirty && w.pins() == 0 && !w.has(page::STALE | page::PREFETCHED)
             };
@@ -201,7 +204,7 @@ impl Runtime {
                 .clone()
                 .filter(|&q| q != vs[i] && takeable(table.load(q)))
                 .count();
-            if !lone || dirty < MIN_NEIGHBOURS {
+            if dirty < MIN_NEIGHBOURS {
                 continue;
             }
             if total + dirty > MAX_BATCH
