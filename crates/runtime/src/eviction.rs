@@ -450,20 +450,26 @@ impl Runtime {
     fn protect_dirty(&self, dirty: &[usize]) {
         let timed = self.span();
         for r in runs(dirty.len(), |j| dirty[j] == dirty[j - 1] + 1) {
-            if let Err(e) = self.arena.uffd().write_protect(
-                self.addr_of(dirty[r.start]),
-                r.len() * PAGE_SIZE,
-                true,
-            ) {
-                let mut mb = MsgBuf::new();
-                let _ = writeln!(
-                    mb,
-                    "farmem: cannot write-protect far pages for eviction: {e}"
-                );
-                farmem_sys::fatal(mb.as_bytes());
-            }
+            self.protect_run(dirty[r.start], r.len());
         }
         self.charge(timed, Phase::EvictProtect);
+    }
+
+    /// Write-protect `n` pages from `first` (one ioctl, one TLB shootdown);
+    /// a failure stops the program, as a write could otherwise be lost.
+    fn protect_run(&self, first: usize, n: usize) {
+        if let Err(e) = self
+            .arena
+            .uffd()
+            .write_protect(self.addr_of(first), n * PAGE_SIZE, true)
+        {
+            let mut mb = MsgBuf::new();
+            let _ = writeln!(
+                mb,
+                "farmem: cannot write-protect far pages for eviction: {e}"
+            );
+            farmem_sys::fatal(mb.as_bytes());
+        }
     }
 
     /// Write-protect the dirty ones of `victims` (by `was`), one call per
@@ -494,18 +500,7 @@ impl Runtime {
             ) else {
                 continue;
             };
-            if let Err(e) = self.arena.uffd().write_protect(
-                self.addr_of(span[a].0),
-                (b - a + 1) * PAGE_SIZE,
-                true,
-            ) {
-                let mut mb = MsgBuf::new();
-                let _ = writeln!(
-                    mb,
-                    "farmem: cannot write-protect far pages for eviction: {e}"
-                );
-                farmem_sys::fatal(mb.as_bytes());
-            }
+            self.protect_run(span[a].0, b - a + 1);
         }
         self.charge(timed, Phase::EvictProtect);
     }

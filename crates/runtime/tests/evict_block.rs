@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 mod common;
-use common::{with_transport, Region, PAGE};
+use common::{scattered_next as next, with_transport, Region, PAGE};
 
 const BUDGET: usize = 4 << 20;
 
@@ -24,13 +24,6 @@ fn rt() -> &'static Runtime {
         .unwrap();
         farmem_runtime::init(cfg).expect("init")
     })
-}
-
-/// The page after `p` in a walk that visits each of `pages` (a power of
-/// two) once per period, in an order no prefetch stream follows.
-fn next(p: usize, pages: usize, round: u64) -> usize {
-    let round = usize::try_from(round).expect("a small round");
-    (p * 1_103_515_245 + 12_345 + 2 * round) % pages
 }
 
 fn tag(t: usize, p: usize, round: u64) -> u64 {

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 // Not every shared helper is needed here (the transport is fixed).
 #[allow(dead_code)]
 mod common;
-use common::{Region, PAGE};
+use common::{scattered_next as next, Region, PAGE};
 
 const BUDGET: usize = 4 << 20;
 
@@ -23,14 +23,6 @@ fn rt() -> &'static Runtime {
         .unwrap();
         farmem_runtime::init(cfg).expect("init")
     })
-}
-
-/// The page after `p` in a walk over `pages` (a power of two) that visits
-/// each once per period (an LCG with a ≡ 1 mod 4 and c odd), in an order no
-/// prefetch stream follows, so that faults are mostly single demand pages.
-fn next(p: usize, pages: usize, round: u64) -> usize {
-    let round = usize::try_from(round).expect("a small round");
-    (p * 1_103_515_245 + 12_345 + 2 * round) % pages
 }
 
 /// Two threads write every page of their half of 8× the budget, then read

@@ -50,3 +50,12 @@ pub fn with_transport(cfg: &str) -> String {
         _ => cfg.to_string(),
     }
 }
+
+/// The page after `p` in a walk over `pages` (a power of two) that visits
+/// each once per period (an LCG with a ≡ 1 mod 4 and c odd), in an order no
+/// prefetch stream follows, so that faults are mostly single demand pages.
+#[allow(dead_code)] // not every test program walks
+pub fn scattered_next(p: usize, pages: usize, round: u64) -> usize {
+    let round = usize::try_from(round).expect("a small round");
+    (p * 1_103_515_245 + 12_345 + 2 * round) % pages
+}
