@@ -98,9 +98,10 @@ impl Budget {
         self.stale.load(Ordering::Acquire)
     }
 
-    /// A page's STALE mark was cleared.
-    pub(crate) fn unstale(&self) {
-        self.stale.fetch_sub(1, Ordering::AcqRel);
+    /// `n` pages' STALE marks were cleared, and their entries are gone or
+    /// serve them again.
+    pub(crate) fn unstale(&self, n: usize) {
+        self.stale.fetch_sub(n, Ordering::AcqRel);
     }
 
     pub(crate) fn pages(&self) -> usize {

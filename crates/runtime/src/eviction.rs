@@ -36,7 +36,7 @@ impl Runtime {
                 // The entry of a page evicted out of its turn (STALE),
                 // which has not come back since.
                 if self.arena.table().clear_stale(q as usize) {
-                    self.budget.unstale();
+                    self.budget.unstale(1);
                 }
                 return Take::Drop;
             }
@@ -171,7 +171,7 @@ impl Runtime {
         // No more dirty pages than a batch of `asked` victims like these
         // would hold: the neighbours are all dirty, and a fault that evicts
         // a dirtier batch waits longer for it (faultlat's two threads at 4×
-        // with half the pages dirty: p99 194–224 µs against 112–131 µs
+        // with half the pages dirty: p99 173–240 µs against 101–142 µs
         // without the blocks). Where every victim is dirty (a scattered
         // writer) the batch is all dirty either way, and only room limits
         // it; the first such batches teach `victims_to_choose` to ask for
@@ -230,7 +230,7 @@ impl Runtime {
                             total += 1;
                             table.set_aux(page_u32(q), stamp);
                         }
-                        _ => self.budget.unstale(),
+                        _ => self.budget.unstale(1),
                     }
                 } else if w.state() == State::Absent {
                     if let Ok(nw) = next(w, Event::Reserve) {
@@ -620,7 +620,7 @@ impl Runtime {
                     && !self.arena.table().load(q).state().is_resident();
                 // Ours (Evicting), or left by a page evicted out of its turn.
                 if gone && self.arena.table().clear_stale(q) {
-                    self.budget.unstale();
+                    self.budget.unstale(1);
                 }
                 !gone
             });

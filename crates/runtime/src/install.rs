@@ -108,7 +108,7 @@ impl Runtime {
         fetched: Fetched,
     ) {
         if w.has(page::STALE) && self.arena.table().clear_stale(q) {
-            self.budget.unstale();
+            self.budget.unstale(1);
             return;
         }
         if !queues.admit(page_u32(q), refault, fetched) {

@@ -457,10 +457,13 @@ mod tests {
                     Op::Reserve => match next(w, Event::Reserve) {
                         Ok(r) => {
                             prop_assert!(w.state() == State::Absent && !w.has(HELD));
-                            // Nobody claims, pins into residency or evicts a reserved page.
+                            // Nobody claims (a fault, a prefetch, a pinned touch) or evicts a reserved page.
                             prop_assert!(next(r, Event::Claim { prefetch: false }).is_err(), "a reserved page was claimed");
+                            prop_assert!(next(r, Event::Claim { prefetch: true }).is_err(), "a reserved page was prefetched");
                             prop_assert!(next(r, Event::ClaimAsync).is_err());
+                            prop_assert!(next(r, Event::EvictStart).is_err());
                             prop_assert!(next(r, Event::EvictNeighbour).is_err());
+                            prop_assert!(next(r, Event::Reserve).is_err());
                             let back = next(r, Event::Unreserve).unwrap();
                             prop_assert_eq!(back, w, "a reservation changed the page");
                         }

@@ -276,15 +276,15 @@ impl Runtime {
     pub(crate) fn release_pages(&self, start: usize, n: usize) {
         let _block = farmem_sys::signal::SignalBlock::new();
         let mut resident_freed = 0;
+        let mut stale = 0;
         let mut on_server = false;
         for p in start..start + n {
             loop {
                 let w = self.settle(p);
                 if self.arena.table().cas(p, w, PageWord(0)) {
-                    if w.has(page::STALE) {
-                        // Its entry goes with the retain below.
-                        self.budget.unstale();
-                    }
+                    // Its entry goes with the retain below; counted out only
+                    // then, so the rings never hold more than the count allows.
+                    stale += usize::from(w.has(page::STALE));
                     if w.state().is_resident() {
                         resident_freed += 1;
                     }
@@ -306,6 +306,7 @@ impl Runtime {
         self.budget
             .queues()
             .retain(|q| !(start..start + n).contains(&(q as usize)));
+        self.budget.unstale(stale);
         for p in start..start + n {
             self.arena.table().set_aux(page_u32(p), 0);
         }

@@ -68,6 +68,12 @@ pub fn stale_cap(budget: usize) -> usize {
     budget
 }
 
+/// Room in each ring beyond the resident and STALE pages' entries: an
+/// entry left for a page evicted between its install and its admission
+/// (`Runtime::evict_range` can take it there) lasts until the queues reach
+/// it, and a full ring stops the program.
+const SLACK: usize = crate::MAX_BATCH;
+
 /// How an admitted page was fetched: alone (a demand page, a probe), or in
 /// a window of a stream, whose pages may gather the kept set into blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,8 +196,8 @@ impl Queues {
     pub fn new(budget: usize, probation_min: usize, npages: usize) -> Queues {
         let probation = (budget / 8).max(probation_min).min(budget / 2);
         Queues {
-            probation: Ring::with_capacity(budget + stale_cap(budget)),
-            main: Ring::with_capacity(budget + stale_cap(budget)),
+            probation: Ring::with_capacity(budget + stale_cap(budget) + SLACK),
+            main: Ring::with_capacity(budget + stale_cap(budget) + SLACK),
             // A large table comes zeroed from the kernel: untouched blocks
             // cost no memory.
             blocks: vec![0; npages.div_ceil(BLOCK)].into_boxed_slice(),

@@ -37,7 +37,8 @@ fn tag(t: usize, p: usize, round: u64) -> u64 {
 /// written; no `pread` may fail (a span write-protected over a page that
 /// the eviction does not own would make the kernel's write fail with
 /// EFAULT); and the queues must hold one entry per resident or STALE page,
-/// before and after the region is freed and a new one is used.
+/// before and after the region is freed and a new one is used. A fourth
+/// thread writes and frees regions of its own all the while.
 #[test]
 fn blocks_leave_together_and_lose_nothing() {
     // A page write-protected while marked Dirty makes its writer fault
@@ -81,6 +82,27 @@ fn blocks_leave_together_and_lose_nothing() {
                     }
                 });
             }
+            // Meanwhile regions of a budget's size are written scattered and
+            // freed, with their pages among the blocks and the STALE ones.
+            s.spawn(move || {
+                for round in 0..6u64 {
+                    let f = Region::new(rt(), BUDGET);
+                    let pages = BUDGET / PAGE;
+                    let mut p = 0;
+                    for _ in 0..pages {
+                        p = next(p, pages, round);
+                        f.word(p * per_page)
+                            .store(tag(3, p, round), Ordering::Relaxed);
+                    }
+                    for p in 0..pages {
+                        assert_eq!(
+                            f.word(p * per_page).load(Ordering::Relaxed),
+                            tag(3, p, round),
+                            "life {life}: freed region, page {p}"
+                        );
+                    }
+                }
+            });
             // The reader: pages of the other half, in the same scattered order.
             let r = &r;
             s.spawn(move || {
