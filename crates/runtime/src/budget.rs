@@ -88,8 +88,12 @@ impl Budget {
     pub(crate) fn chose(&self, chosen: usize, along: usize) {
         if let Some(per_victim) = (along * 16).checked_div(chosen) {
             let now = self.along.load(Ordering::Relaxed);
-            self.along
-                .store((now * 3 + per_victim) / 4, Ordering::Relaxed);
+            let next = (now * 3 + per_victim) / 4;
+            // Unchanged (no blocks, none lately): no write to a line every
+            // evicting thread reads.
+            if next != now {
+                self.along.store(next, Ordering::Relaxed);
+            }
         }
     }
 

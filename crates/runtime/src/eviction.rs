@@ -67,9 +67,12 @@ impl Runtime {
         // kept pages, and taking them along cost MG 17% more bytes. A
         // scattered writer's main pages are spread thin (GAPBS: about 14 in
         // 64 at a quarter), so its blocks still come along.
+        let blocks = self.cfg.evict_block && self.budget.hold().slots() == 0;
         let mut near_kept = [false; MAX_BATCH];
-        for i in 0..n {
-            near_kept[i] = usize::from(queues.kept_near(victims[i])) > BLOCK / 2;
+        if blocks {
+            for i in 0..n {
+                near_kept[i] = usize::from(queues.kept_near(victims[i])) > BLOCK / 2;
+            }
         }
         drop(queues);
         if n > 0 {
@@ -112,7 +115,7 @@ impl Runtime {
                     self.arena.table().set_aux(v, stamp);
                 }
                 let mut reserved = [0usize; MAX_BATCH];
-                let (total, r) = if self.cfg.evict_block {
+                let (total, r) = if blocks {
                     self.take_neighbours(
                         &mut vs,
                         &mut ws,
@@ -125,10 +128,12 @@ impl Runtime {
                     (n, 0)
                 };
                 self.budget.chose(n, total - n);
-                self.observe
-                    .stats()
-                    .evicted_with_block
-                    .add((total - n) as u64);
+                if total > n {
+                    self.observe
+                        .stats()
+                        .evicted_with_block
+                        .add((total - n) as u64);
+                }
                 self.evict_spanning(&vs[..total], &ws[..total], &reserved[..r]);
                 self.charge(timed, Phase::EvictChoose);
                 return total;
@@ -183,6 +188,9 @@ impl Runtime {
             (asked * dirty_now).div_ceil(n.max(1))
         };
         let npages = self.arena.npages();
+        let takeable = |w: PageWord| {
+            w.state() == State::Dirty && w.pins() == 0 && !w.has(page::STALE | page::PREFETCHED)
+        };
         for i in 0..n {
             if ws[i].state() != State::Dirty || near_kept[i] {
                 continue;
@@ -196,9 +204,6 @@ impl Runtime {
             if !lone {
                 continue;
             }
-            let takeable = |w: PageWord| {
-                w.state() == State::Dirty && w.pins() == 0 && !w.has(page::STALE | page::PREFETCHED)
-            };
             // The block's words share a cache line or two: counting first is cheap.
             let dirty = block
                 .clone()
