@@ -29,15 +29,22 @@ thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
-fn stripe() -> usize {
+/// This thread's number: 0 for the first thread to ask, 1 for the next,
+/// and so on, chosen once per thread (no system call, safe in the SIGBUS
+/// handler).
+pub(crate) fn thread_number() -> usize {
     STRIPE.with(|s| {
         let mut v = s.get();
         if v == usize::MAX {
-            v = NEXT_STRIPE.fetch_add(1, Relaxed) % STRIPES;
+            v = NEXT_STRIPE.fetch_add(1, Relaxed);
             s.set(v);
         }
         v
     })
+}
+
+fn stripe() -> usize {
+    thread_number() % STRIPES
 }
 
 impl Counter {

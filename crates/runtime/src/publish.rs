@@ -25,7 +25,7 @@ use thiserror::Error;
 const MAGIC: [u8; 8] = *b"FARMSTAT";
 /// Bumped whenever [`Published`] or [`Stats`] change shape: a reader of
 /// another build refuses a file it cannot read rather than misread it.
-const LAYOUT: u32 = 5;
+const LAYOUT: u32 = 6;
 /// Servers whose health is published (more are counted, not named).
 pub const MAX_SERVERS: usize = 64;
 const NAME: usize = 64;
@@ -279,7 +279,7 @@ impl Board {
             Err(_) => match Mapping::anonymous(size.next_multiple_of(farmem_sys::PAGE_SIZE), false)
             {
                 Ok(m) => (m, None),
-                // No 20 KiB of memory at start: nothing else would run either.
+                // No memory for a few pages at start: nothing else would run either.
                 Err(e) => farmem_sys::fatal(
                     format!("farmem: cannot map the statistics page: {e}\n").as_bytes(),
                 ),

@@ -209,14 +209,25 @@ impl Planner {
                 && (0..gap / s.stride)
                     .all(|j| u64::try_from(s.next + s.stride * j).is_ok_and(&resident))
         };
-        if let Some(i) = self
-            .streams
-            .iter()
-            .position(|s| s.seen >= 2 && (s.next == pi || (s.window > 0 && through(s))))
-        {
-            return self.follow(i, p, pi);
+        // One pass over the streams finds both a confirmed stream to follow
+        // (which wins wherever it is) and the first candidate that `begin`
+        // would confirm: scattered faults follow none, and two passes over
+        // the 2 KiB of streams were most of planning's cost there (GAPBS
+        // BFS's graph build at a quarter; docs/benchmarks.md).
+        let mut candidate = None;
+        for (i, s) in self.streams.iter().enumerate() {
+            if s.seen >= 2 && (s.next == pi || (s.window > 0 && through(s))) {
+                return self.follow(i, p, pi);
+            }
+            if candidate.is_none()
+                && s.seen == 1
+                && s.next != pi
+                && (pi - s.next).abs() <= MAX_STRIDE
+            {
+                candidate = Some(i);
+            }
         }
-        self.begin(p, pi, resident)
+        self.begin(p, pi, candidate, resident)
     }
 
     /// Demand fault `p` (`pi`) met confirmed stream `i`: grow its window.
@@ -270,13 +281,16 @@ impl Planner {
     /// Demand fault `p` (`pi`) followed no confirmed stream: confirm a
     /// candidate, start one from resident pages behind it, or note it as a
     /// candidate.
-    fn begin(&mut self, p: u64, pi: i64, resident: impl Fn(u64) -> bool) -> Plan {
-        // A candidate (one fault seen) close enough to give a stride.
-        if let Some(i) = self
-            .streams
-            .iter()
-            .position(|s| s.seen == 1 && s.next != pi && (pi - s.next).abs() <= MAX_STRIDE)
-        {
+    /// `candidate`: the first stream that has seen one fault, close enough
+    /// to `pi` to give a stride (found by `plan`'s pass).
+    fn begin(
+        &mut self,
+        p: u64,
+        pi: i64,
+        candidate: Option<usize>,
+        resident: impl Fn(u64) -> bool,
+    ) -> Plan {
+        if let Some(i) = candidate {
             let stride = pi - self.streams[i].next;
             // Where this region's prefetches have been used, two faults
             // are proof enough: its record proves the pattern.

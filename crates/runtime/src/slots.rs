@@ -14,6 +14,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 pub(crate) const FETCH_SLOTS: usize = 64;
+/// A slot's busy flag, alone on its cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Flag(AtomicBool);
+
 /// Marks a parked slot entry (a token may be 0: slot 0, page 0).
 const PARKED: u64 = 1 << 62;
 
@@ -83,7 +88,7 @@ impl Token {
 
 pub(crate) struct Slots {
     map: Mapping,
-    busy: Vec<AtomicBool>,
+    busy: Vec<Flag>,
     /// Slots held by asynchronous reads. At most half, so that a demand
     /// fault (which waits for a slot) never waits on requests in flight that
     /// only a later drain would complete.
@@ -113,7 +118,7 @@ impl Slots {
     pub(crate) fn new() -> io::Result<Slots> {
         Ok(Slots {
             map: Mapping::anonymous(Slots::bytes(), true)?,
-            busy: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
+            busy: (0..FETCH_SLOTS).map(|_| Flag::default()).collect(),
             in_flight: AtomicUsize::new(0),
             parked: (0..FETCH_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             arrived: (0..FETCH_SLOTS).map(|_| AtomicBool::new(false)).collect(),
@@ -132,12 +137,18 @@ impl Slots {
 
     /// A free slot, waiting for one if all are taken.
     pub(crate) fn acquire(&self) -> Slot<'_> {
-        let start = farmem_sys::gettid().unsigned_abs() as usize; // a tid is positive
+        // Each thread starts at its own slot, and each flag has its own
+        // cache line: two threads faulting at once then take their slots
+        // without fighting over a line (one line for all 64 flags, and a
+        // `gettid` call per fault to pick the start, were 0.6% and 0.3% of
+        // GAPBS BFS's CPU at a quarter; docs/benchmarks.md).
+        let start = crate::counter::thread_number();
         let backoff = Backoff::new();
         loop {
             for i in 0..self.busy.len() {
                 let k = (start + i) % self.busy.len();
                 if self.busy[k]
+                    .0
                     .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
@@ -158,6 +169,7 @@ impl Slots {
         }
         let k = (0..self.busy.len()).find(|&k| {
             self.busy[k]
+                .0
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
         });
@@ -229,7 +241,7 @@ impl Slot<'_> {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.slots.busy[self.i].store(false, Ordering::Release);
+        self.slots.busy[self.i].0.store(false, Ordering::Release);
     }
 }
 
@@ -253,7 +265,7 @@ impl AsyncSlot<'_> {
 
 impl Drop for AsyncSlot<'_> {
     fn drop(&mut self) {
-        self.slots.busy[self.i].store(false, Ordering::Release);
+        self.slots.busy[self.i].0.store(false, Ordering::Release);
         self.slots.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -298,9 +310,9 @@ mod tests {
         assert!(s.take_parked(|t| t.first == 8).is_none());
         let (g, t) = s.take_parked(|t| t.first == 7).unwrap();
         assert_eq!((g.index(), t), (i, window));
-        assert!(s.busy[i].load(Ordering::Acquire));
+        assert!(s.busy[i].0.load(Ordering::Acquire));
         drop(g);
-        assert!(!s.busy[i].load(Ordering::Acquire));
+        assert!(!s.busy[i].0.load(Ordering::Acquire));
         assert_eq!(s.in_flight.load(Ordering::Acquire), 0);
     }
 
