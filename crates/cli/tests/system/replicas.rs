@@ -31,11 +31,18 @@ pub(crate) fn start_integrity(servers: &[String], redundancy: &str) -> (Child, P
     // there (CI once killed one 107 ms after the spawn, before fm_init
     // connected). The program publishes its counters for `farmem stat`
     // only once it has a session on every server.
+    //
+    // The board must be this child's: a program killed outright leaves its
+    // file, and pids are reused (32,768 of them here), so a file with the
+    // child's pid can be an earlier program's. CI once read such a file (one
+    // server, not four) and waited for a rejoin it could never see. Only a
+    // board whose writer is alive, the same pid started at the same time,
+    // is the child's (the child renames its own over a stale one).
     let board = farmem_runtime::publish::dir(false)
         .unwrap()
         .join(format!("{}.stats", child.id()));
     let started = Instant::now();
-    while !board.exists()
+    while !farmem_runtime::publish::Reader::open(&board).is_ok_and(|r| r.alive())
         && child.try_wait().unwrap().is_none()
         && started.elapsed() < Duration::from_secs(60)
     {
