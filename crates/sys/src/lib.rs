@@ -166,16 +166,6 @@ pub fn cpu_relax() {
     std::hint::spin_loop();
 }
 
-/// The kernel thread id of the caller.
-pub fn gettid() -> i32 {
-    // SAFETY: no preconditions.
-    let tid = unsafe { crate::raw_syscall!(libc::SYS_gettid) };
-    // The kernel returns a pid_t (an i32) widened to a long: it fits.
-    #[allow(clippy::cast_possible_truncation)]
-    let tid = tid as i32;
-    tid
-}
-
 /// The C library's `syscall(3)`, found past any interposer.
 ///
 /// farmem's own system calls (socket transfers of far pages, `madvise` on

@@ -407,10 +407,11 @@ impl UcxPages {
         Some(Held { index: i, lane })
     }
 
-    /// Any free lane, starting at one chosen by the thread id.
+    /// Any free lane, starting at one chosen by the thread's number (no
+    /// system call, as the fetch slots choose theirs).
     fn any_lane(&self) -> Result<Held<'_>, Failure> {
         let n = self.lanes.len();
-        let start = farmem_sys::usize_from(u64::from(farmem_sys::gettid().unsigned_abs())) % n;
+        let start = crate::counter::thread_number() % n;
         let backoff = Backoff::new();
         loop {
             match take_any(&self.lanes, start) {
