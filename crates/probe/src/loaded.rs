@@ -561,10 +561,12 @@ mod tests {
     }
 
     /// The idle point is the plain chase of `farmem probe latency` at the
-    /// same size: the same measurement, so the two agree (medians of
-    /// alternating runs; they print how closely). Asserted within 1.5x, which
-    /// catches a different working set or page size and no timer noise: how
-    /// close they are is a benchmark figure, not a test.
+    /// same size: the same measurement, so the two agree (alternating runs;
+    /// they print how closely). Asserted on the fastest of each within 1.5x,
+    /// which catches a different working set or page size and no timer
+    /// noise: a busy host only adds time, and the medians of a run beside
+    /// a loaded CI job differed by 1.57x (347.5 against 221.9 ns). How close
+    /// they are is a benchmark figure, not a test.
     #[test]
     fn idle_point_agrees_with_the_latency_probe() {
         let bytes = 256 << 20;
@@ -584,9 +586,10 @@ mod tests {
             a.push(idle_point(&buf, &p).unwrap());
             b.push(crate::chase::measure(&buf, bytes, &lp));
         }
-        let (a, b) = (crate::median(&mut a), crate::median(&mut b));
+        let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let (a, b) = (fastest(&a), fastest(&b));
         eprintln!(
-            "idle point {a:.1} ns, latency probe {b:.1} ns at {} MiB",
+            "idle point {a:.1} ns, latency probe {b:.1} ns at {} MiB (fastest of 5)",
             bytes >> 20
         );
         assert!(
