@@ -36,14 +36,10 @@ progs=(
     "stencil7 16M|$W/stencil7 16777216 temporal 4 4 --block 18"
 )
 if [ -n "${NPB:-}" ]; then
+    . bench/lib/npb.sh
     for kc in ${NPB_KERNELS:-mg.W cg.W}; do
-        k=${kc%.*} c=${kc#*.}
-        case "$k.$c" in
-        [a-z][a-z].[SWABC]) ;;
-        *) echo "NPB_KERNELS: '$kc' is not KERNEL.CLASS (e.g. mg.W, mg.B)" >&2; exit 2 ;;
-        esac
-        [ -x "$NPB/NPB-OMP/bin/$kc" ] || make -C "$NPB/NPB-OMP" "$k" CLASS="$c" >/dev/null
-        progs+=("$k $c|$NPB/NPB-OMP/bin/$kc")
+        bin=$(npb_binary "$NPB" "$kc")
+        progs+=("${kc%.*} ${kc#*.}|$bin")
     done
 fi
 # memcached under PREFIX... (none: all-local), loaded and read back by the

@@ -39,10 +39,11 @@
 //! (the set to gather was formed in an earlier phase, at that phase's
 //! distances), except that a page that came alone (a hash table's, a
 //! graph's random reads) is displaced so only from a block that keeps under
-//! half as many main pages as the newcomer's, or, when its own block keeps
-//! at least 5/8 of its pages in main ([`HOLE_KEPT`]), from a block keeping
-//! [`HOLE_MARGIN`] fewer. That last rule finishes the gathering: once blocks
-//! are mostly kept, their remaining holes are single pages that come alone,
+//! half as many main pages as the newcomer's. A newcomer that came alone
+//! may itself displace a main page when its own block keeps at least 5/8
+//! of its pages in main (`HOLE_KEPT`) and the old page's block
+//! `HOLE_MARGIN` fewer. That rule finishes the gathering: once blocks are
+//! mostly kept, their remaining holes are single pages that come alone,
 //! and without it every block kept a few holes, each a fault of its own
 //! (NPB CG class A at 70% of its footprint, replayed: 6.9x MIN in 280 k
 //! runs; with it 3.9x in 160 k). Random reads rarely find a block that
