@@ -69,7 +69,9 @@ const BLOCK_SHIFT: u32 = BLOCK.trailing_zeros();
 /// A page that came alone may displace a main page if its block keeps at
 /// least this many main pages (5/8 of [`BLOCK`]) and the old page's block
 /// [`HOLE_MARGIN`] fewer: it fills a hole in a block that is nearly kept
-/// whole (see the module comment).
+/// whole (see the module comment). Each such swap moves a kept page to a
+/// block keeping at least a margin more, so swaps by this rule never undo
+/// one another: two blocks cannot trade a page back and forth.
 const HOLE_KEPT: u16 = 40;
 const HOLE_MARGIN: u16 = 8;
 
@@ -283,8 +285,10 @@ impl Queues {
         for _ in 0..LOOK.min(self.main.len()) {
             let Some(old) = self.main.pop() else { break };
             let colder = dist_of(old) / 2 > d;
-            // The block count is read only for a windowed newcomer: a
-            // scattered cache miss under the lock on the fault path.
+            // The old page's block count is read only for a windowed
+            // newcomer or a hole in a nearly kept block: a scattered cache
+            // miss under the lock on the fault path, which random reads
+            // (whose blocks keep few pages) do not pay.
             let gather = match fetched {
                 Fetched::InRun => {
                     let near = self.kept_near(page_of(old));
