@@ -235,6 +235,11 @@ impl Ring {
         true
     }
 
+    /// The entry `i` places from the front, if there is one.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        (i < self.len).then(|| self.buf[(self.head + i) % self.buf.len()])
+    }
+
     pub fn pop(&mut self) -> Option<u64> {
         if self.len == 0 {
             return None;
