@@ -71,6 +71,9 @@ const LOOK: usize = 8;
 /// displace: of those that qualify, it takes the one whose block keeps the
 /// fewest main pages (see the module comment).
 const LOOK_IN_RUN: usize = 64;
+/// A block keeping at most this many main pages is thin enough: the look
+/// stops at the first page from one that may be displaced.
+const THIN: u16 = 8;
 /// Pages per block whose main pages are counted (see the module comment):
 /// a prefetch window's worth.
 pub const BLOCK: usize = 64;
@@ -357,6 +360,9 @@ impl Queues {
             let gather = near < kept_here && (came_in_run(old) || near < kept_here / 2);
             if (colder || gather) && best.is_none_or(|(_, b)| near < b) {
                 best = Some((i, near));
+                if near <= THIN {
+                    break;
+                }
             }
         }
         let passed = best.map_or(n, |(i, _)| i);
