@@ -39,8 +39,8 @@
 //! oldest) and, of the pages it may displace, takes the one from the block
 //! keeping the fewest: the first that qualified was mostly a hole punched
 //! in a block kept nearly whole, which the next sweep fetched as a run of
-//! its own (NPB MG class B at half: 21-28% fewer runs replayed, for 1-2%
-//! fewer pages). How the old page was admitted does not protect it
+//! its own (NPB MG class B at half and a quarter: 28-30% fewer runs
+//! replayed, for 1-2% fewer pages). How the old page was admitted does not protect it
 //! (the set to gather was formed in an earlier phase, at that phase's
 //! distances), except that a page that came alone (a hash table's, a
 //! graph's random reads) is displaced so only from a block that keeps under
@@ -195,6 +195,14 @@ pub fn fetched_as(first: u64, last: u64, n: usize) -> Fetched {
     }
 }
 
+/// Main's pages in the block of page `p`, by `blocks`.
+fn kept_in(blocks: &[u16], p: u32) -> u16 {
+    blocks
+        .get((p >> BLOCK_SHIFT) as usize)
+        .copied()
+        .unwrap_or(0)
+}
+
 /// Count page `p` into main's blocks (`joined`) or out of them.
 fn count(blocks: &mut [u16], p: u32, joined: bool) {
     if let Some(c) = blocks.get_mut((p >> BLOCK_SHIFT) as usize) {
@@ -240,10 +248,7 @@ impl Queues {
 
     /// Main's pages in the block of page `p`.
     pub fn kept_near(&self, p: u32) -> u16 {
-        self.blocks
-            .get((p >> BLOCK_SHIFT) as usize)
-            .copied()
-            .unwrap_or(0)
+        kept_in(&self.blocks, p)
     }
 
     /// Push `e` to main's back, counted.
@@ -339,8 +344,8 @@ impl Queues {
     /// entries, those admitted at over twice its distance or sitting in a
     /// block that keeps fewer main pages (gathering), the one whose block
     /// keeps the fewest, taken out of main. The entries before it go to
-    /// main's back, those after it stay where they were; with none, all
-    /// examined go to the back.
+    /// main's back, those after it stay where they were; with none, the
+    /// first [`LOOK`] go to the back, as a failed look always moved them.
     ///
     /// Taking the first that qualifies, as a page that came alone does,
     /// mostly punched a hole in a block kept nearly whole: the oldest main
@@ -348,14 +353,20 @@ impl Queues {
     /// qualifies before any thin block's page is seen. NPB MG class B at
     /// half kept about 540 of its main blocks at 48-63 of 64 pages, and
     /// each hole cost its own run (7.5 pages a run fetched, replayed).
-    /// Reading 64 entries (512 bytes, in order) and their blocks' counts
-    /// (a table of 2 bytes per 64 pages) costs little beside a window.
+    ///
+    /// Most looks fail (a loop's refaults, main full: NPB CG class A
+    /// admitted 5% of its refaults), so what a failed look costs is what
+    /// counts: reading 64 entries in order and their blocks' counts added
+    /// about 60 ns a page admitted; moving all 64 to the back as well
+    /// added 140 (`FARMEM_BREAKDOWN`, one thread).
     fn thinnest_to_displace(&mut self, kept_here: u16, d: u32) -> Option<u64> {
         let mut best: Option<(usize, u16)> = None;
-        let n = LOOK_IN_RUN.min(self.main.len());
-        for i in 0..n {
-            let old = self.main.get(i)?;
-            let near = self.kept_near(page_of(old));
+        let (a, b) = self.main.front(LOOK_IN_RUN);
+        let n = a.len() + b.len();
+        // Two plain loops over the ring's slices, not an indexed walk: this
+        // runs for every page of a window while main is full.
+        for (i, &old) in a.iter().chain(b).enumerate() {
+            let near = kept_in(&self.blocks, page_of(old));
             let colder = dist_of(old) / 2 > d;
             let gather = near < kept_here && (came_in_run(old) || near < kept_here / 2);
             if (colder || gather) && best.is_none_or(|(_, b)| near < b) {
@@ -365,11 +376,7 @@ impl Queues {
                 }
             }
         }
-        let passed = best.map_or(n, |(i, _)| i);
-        for _ in 0..passed {
-            let e = self.main.pop()?;
-            self.main.push(e);
-        }
+        self.main.rotate(best.map_or(n.min(LOOK), |(i, _)| i));
         best.and_then(|_| self.main.pop())
     }
 
@@ -778,7 +785,10 @@ mod tests {
         );
         // The entries passed over went to main's back, the rest stayed: the
         // oldest main page is now block 1's next.
-        assert_eq!(q.main.get(0).map(page_of), Some(b(1) + 1));
+        assert_eq!(
+            q.main.front(1).0.first().copied().map(page_of),
+            Some(b(1) + 1)
+        );
         assert_eq!((q.main_len(), q.counted()), (896, 896));
     }
 

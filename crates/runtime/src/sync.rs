@@ -247,9 +247,34 @@ impl Ring {
         true
     }
 
-    /// The entry `i` places from the front, if there is one.
-    pub fn get(&self, i: usize) -> Option<u64> {
-        (i < self.len).then(|| self.buf[self.at(i)])
+    /// The first `n` entries (at most all), as the two slices of the
+    /// buffer they lie in, in order.
+    pub fn front(&self, n: usize) -> (&[u64], &[u64]) {
+        let n = n.min(self.len);
+        let first = n.min(self.buf.len() - self.head);
+        (
+            &self.buf[self.head..self.head + first],
+            &self.buf[..n - first],
+        )
+    }
+
+    /// Move the first `k` entries (at most all) to the back, in order.
+    pub fn rotate(&mut self, k: usize) {
+        let k = k.min(self.len);
+        if self.len + k <= self.buf.len() {
+            // The k slots past the back are free: copy, then drop the front.
+            for j in 0..k {
+                let (from, to) = (self.at(j), self.at(self.len + j));
+                self.buf[to] = self.buf[from];
+            }
+            self.head = self.at(k);
+        } else {
+            for _ in 0..k {
+                if let Some(v) = self.pop() {
+                    self.push(v);
+                }
+            }
+        }
     }
 
     pub fn pop(&mut self) -> Option<u64> {
@@ -287,43 +312,6 @@ impl Ring {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Any sequence of pushes at either end, pops and retains, wrapping
-        /// around a small ring many times: the ring holds what a VecDeque
-        /// holds, in the same order, and refuses a push only when full.
-        #[test]
-        fn the_ring_is_a_bounded_deque(
-            ops in proptest::collection::vec((0u8..5, any::<u64>()), 1..400),
-            cap in 1usize..9,
-        ) {
-            let mut r = super::Ring::with_capacity(cap);
-            let mut d = std::collections::VecDeque::new();
-            for (op, v) in ops {
-                match op {
-                    0 | 1 => {
-                        let ok = if op == 0 { r.push(v) } else { r.push_front(v) };
-                        prop_assert_eq!(ok, d.len() < cap);
-                        if ok && op == 0 { d.push_back(v) } else if ok { d.push_front(v) }
-                    }
-                    2 | 3 => prop_assert_eq!(r.pop(), d.pop_front()),
-                    _ => {
-                        r.retain(|x| x % 3 != v % 3);
-                        d.retain(|x| x % 3 != v % 3);
-                    }
-                }
-                prop_assert_eq!(r.len(), d.len());
-                for i in 0..=cap {
-                    prop_assert_eq!(r.get(i), d.get(i).copied());
-                }
-                let mut all = Vec::new();
-                r.for_each(|x| all.push(x));
-                prop_assert_eq!(all, d.iter().copied().collect::<Vec<_>>());
-            }
-        }
-    }
-
     #[test]
     fn a_failed_try_lock_leaves_the_holder_its_lock() {
         let l = super::SpinLock::new(0);
@@ -385,9 +373,11 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// The ring behaves as a bounded VecDeque.
+        /// The ring behaves as a bounded VecDeque, wrapping around many
+        /// times: pushes at either end, pops, rotations (with the slots past
+        /// the back free or not) and retains; `front` shows its first entries.
         #[test]
-        fn ring_matches_vecdeque(ops in proptest::collection::vec((0u8..4, any::<u64>()), 0..300), cap in 1usize..16) {
+        fn ring_matches_vecdeque(ops in proptest::collection::vec((0u8..5, any::<u64>()), 0..300), cap in 1usize..16) {
             let mut r = Ring::with_capacity(cap);
             let mut m = std::collections::VecDeque::new();
             for (op, v) in ops {
@@ -395,9 +385,18 @@ mod tests {
                     0 if v % 2 == 0 => { let ok = r.push_front(v); prop_assert_eq!(ok, m.len() < cap); if ok { m.push_front(v); } }
                     0 | 1 => { let ok = r.push(v); prop_assert_eq!(ok, m.len() < cap); if ok { m.push_back(v); } }
                     2 => prop_assert_eq!(r.pop(), m.pop_front()),
+                    3 => {
+                        let k = usize::try_from(v % 20).unwrap();
+                        r.rotate(k);
+                        m.rotate_left(k.min(m.len()));
+                    }
                     _ => { r.retain(|x| x % 3 != v % 3); m.retain(|x| x % 3 != v % 3); }
                 }
                 prop_assert_eq!(r.len(), m.len());
+                let k = usize::try_from(v % 20).unwrap();
+                let (a, b) = r.front(k);
+                let front: Vec<u64> = a.iter().chain(b).copied().collect();
+                prop_assert_eq!(front, m.iter().take(k).copied().collect::<Vec<_>>());
             }
             let rest: Vec<u64> = std::iter::from_fn(|| r.pop()).collect();
             prop_assert_eq!(rest, m.into_iter().collect::<Vec<_>>());
