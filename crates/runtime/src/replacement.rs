@@ -35,7 +35,7 @@
 //! may also displace a main page that sits in a block keeping fewer main
 //! pages than the newcomer's. On a loop each swap is neutral in misses, and
 //! blocks drift apart until each is kept whole or streamed whole: the kept
-//! part becomes runs. Such a page looks further ([`LOOK_IN_RUN`] of main's
+//! part becomes runs. Such a page looks further (64 of main's
 //! oldest) and, of the pages it may displace, takes the one from the block
 //! keeping the fewest: the first that qualified was mostly a hole punched
 //! in a block kept nearly whole, which the next sweep fetched as a run of
