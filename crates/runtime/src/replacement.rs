@@ -35,12 +35,12 @@
 //! may also displace a main page that sits in a block keeping fewer main
 //! pages than the newcomer's. On a loop each swap is neutral in misses, and
 //! blocks drift apart until each is kept whole or streamed whole: the kept
-//! part becomes runs. Such a page looks further (64 of main's
-//! oldest) and, of the pages it may displace, takes the one from the block
-//! keeping the fewest: the first that qualified was mostly a hole punched
-//! in a block kept nearly whole, which the next sweep fetched as a run of
-//! its own (NPB MG class B at half and a quarter: 28-30% fewer runs
-//! replayed, for 1-2% fewer pages). How the old page was admitted does not protect it
+//! part becomes runs. Such a page looks further (64 of main's oldest) and,
+//! of the pages it may displace, takes the one from the block keeping the
+//! fewest: the first that qualified was mostly a hole punched in a block
+//! kept nearly whole, which the next sweep fetched as a run of its own
+//! (NPB MG class B at half and a quarter: 28-30% fewer runs replayed, for
+//! 1-2% fewer pages). How the old page was admitted does not protect it
 //! (the set to gather was formed in an earlier phase, at that phase's
 //! distances), except that a page that came alone (a hash table's, a
 //! graph's random reads) is displaced so only from a block that keeps under
@@ -355,15 +355,16 @@ impl Queues {
     /// each hole cost its own run (7.5 pages a run fetched, replayed).
     ///
     /// Most looks fail (a loop's refaults, main full: NPB CG class A
-    /// admitted 5% of its refaults), so what a failed look costs is what
-    /// counts: reading 64 entries in order and their blocks' counts added
-    /// about 60 ns a page admitted; moving all 64 to the back as well
-    /// added 140 (`FARMEM_BREAKDOWN`, one thread).
+    /// admitted 6% of its refaults), so what a failed look costs is what
+    /// counts. With one thread (`FARMEM_BREAKDOWN`), reading 64 entries in
+    /// order and their blocks' counts took an admission from 51-61 to
+    /// 117-122 ns a page; moving all 64 to main's back on a failed look
+    /// as well, to 190-198.
     fn thinnest_to_displace(&mut self, kept_here: u16, d: u32) -> Option<u64> {
         let mut best: Option<(usize, u16)> = None;
         let (a, b) = self.main.front(LOOK_IN_RUN);
         let n = a.len() + b.len();
-        // Two plain loops over the ring's slices, not an indexed walk: this
+        // The ring's two slices read in order, not an indexed walk: this
         // runs for every page of a window while main is full.
         for (i, &old) in a.iter().chain(b).enumerate() {
             let near = kept_in(&self.blocks, page_of(old));
