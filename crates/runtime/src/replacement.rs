@@ -195,14 +195,6 @@ pub fn fetched_as(first: u64, last: u64, n: usize) -> Fetched {
     }
 }
 
-/// Main's pages in the block of page `p`, by `blocks`.
-fn kept_in(blocks: &[u16], p: u32) -> u16 {
-    blocks
-        .get((p >> BLOCK_SHIFT) as usize)
-        .copied()
-        .unwrap_or(0)
-}
-
 /// Count page `p` into main's blocks (`joined`) or out of them.
 fn count(blocks: &mut [u16], p: u32, joined: bool) {
     if let Some(c) = blocks.get_mut((p >> BLOCK_SHIFT) as usize) {
@@ -248,7 +240,10 @@ impl Queues {
 
     /// Main's pages in the block of page `p`.
     pub fn kept_near(&self, p: u32) -> u16 {
-        kept_in(&self.blocks, p)
+        self.blocks
+            .get((p >> BLOCK_SHIFT) as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Push `e` to main's back, counted.
@@ -345,9 +340,9 @@ impl Queues {
     /// block that keeps fewer main pages (gathering; an old page that came
     /// alone only among the first [`LOOK`], and from a block keeping under
     /// half as many, as before), the one whose block keeps the fewest,
-    /// taken out of main. The entries before it go to
-    /// main's back, those after it stay where they were; with none, the
-    /// first [`LOOK`] go to the back, as a failed look always moved them.
+    /// taken out of main. The entries before it go to main's back, those
+    /// after it stay where they were; with none, the first [`LOOK`] go to
+    /// the back, as a failed look always moved them.
     ///
     /// Taking the first that qualifies, as a page that came alone does,
     /// mostly punched a hole in a block kept nearly whole: the oldest main
@@ -373,7 +368,7 @@ impl Queues {
         // The ring's two slices read in order, not an indexed walk: this
         // runs for every page of a window while main is full.
         for (i, &old) in a.iter().chain(b).enumerate() {
-            let near = kept_in(&self.blocks, page_of(old));
+            let near = self.kept_near(page_of(old));
             let colder = dist_of(old) / 2 > d;
             let gather =
                 near < kept_here && (came_in_run(old) || (i < LOOK && near < kept_here / 2));
