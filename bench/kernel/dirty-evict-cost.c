@@ -7,6 +7,12 @@
  *   move: UFFDIO_MOVE the run out to a staging area (atomic against
  *         writers: the source becomes unmapped), pwrite it from there, and
  *         free the staging pages with one MADV_DONTNEED per LAZY runs.
+ *   lazyfree: no write-protect. LAZY runs at a time: one
+ *         process_madvise(MADV_FREE) (the pages become clean and lazily
+ *         freeable: a later write dirties them again, and the kernel then
+ *         keeps them), pwrite each run, one process_madvise(MADV_PAGEOUT),
+ *         which frees those not written since. "kept" counts the pages
+ *         still mapped after it (mincore).
  * Runs of 1, 16 and 64 pages, every other run of a 64 MiB arena (so no two
  * runs are adjacent); pages installed writable (dirty) by UFFDIO_COPY. With
  * THREADS=1 a second thread spins meanwhile, so every TLB flush must reach
@@ -71,9 +77,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < PAGES; i += 64)
         write_back(src, i * PAGE, 64 * PAGE);
     printf("%s, staging freed every %zu runs; ns per page\n", threads ? "a second thread spinning" : "one thread", lazy);
-    printf("%5s %10s %12s %10s\n", "run", "wp", "wp-batched", "move");
+    printf("%5s %10s %12s %10s %10s %6s\n", "run", "wp", "wp-batched", "move", "lazyfree", "kept");
     for (size_t run = 1; run <= 64; run *= (run == 1 ? 16 : 4)) {
-        double twp = 0, twb = 0, tmv = 0;
+        double twp = 0, twb = 0, tmv = 0, tlf = 0;
+        size_t kept = 0;
         size_t n = 0;
         for (int rep = 0; rep < 3; rep++) {
             populate();
@@ -124,8 +131,31 @@ int main(int argc, char **argv) {
             }
             must(madvise(stage, 16 * 64 * PAGE, MADV_DONTNEED) == 0, "madvise stage");
             tmv += now_ns() - t;
+            populate();
+            t = now_ns();
+            k = 0;
+            for (size_t i = 0; i + run <= PAGES; i += 2 * run) {
+                iov[k].iov_base = arena + i * PAGE;
+                iov[k].iov_len = run * PAGE;
+                if (++k == lazy || i + 3 * run > PAGES) {
+                    must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, k, MADV_FREE, 0) == (long)(k * run * PAGE),
+                         "process_madvise MADV_FREE");
+                    for (size_t j = 0; j < k; j++)
+                        write_back(iov[j].iov_base, (size_t)((char *)iov[j].iov_base - arena), run * PAGE);
+                    must(syscall(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, iov, k, MADV_PAGEOUT, 0) == (long)(k * run * PAGE),
+                         "process_madvise MADV_PAGEOUT");
+                    k = 0;
+                }
+            }
+            tlf += now_ns() - t;
+            unsigned char vec[64];
+            for (size_t i = 0; i + run <= PAGES; i += 2 * run) {
+                must(mincore(arena + i * PAGE, run * PAGE, vec) == 0, "mincore");
+                for (size_t j = 0; j < run; j++)
+                    kept += vec[j] & 1;
+            }
         }
-        printf("%5zu %10.0f %12.0f %10.0f\n", run, twp / (3.0 * n), twb / (3.0 * n), tmv / (3.0 * n));
+        printf("%5zu %10.0f %12.0f %10.0f %10.0f %6zu\n", run, twp / (3.0 * n), twb / (3.0 * n), tmv / (3.0 * n), tlf / (3.0 * n), kept);
     }
     spin_end();
     return 0;

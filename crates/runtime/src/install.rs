@@ -109,6 +109,7 @@ impl Runtime {
     ) {
         if w.has(page::STALE) && self.arena.table().clear_stale(q) {
             self.budget.unstale(1);
+            self.observe.stats().block_back_soon.add(1);
             return;
         }
         if !queues.admit(page_u32(q), refault, fetched) {

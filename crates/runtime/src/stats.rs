@@ -121,6 +121,9 @@ pub struct Stats {
     /// Of those, pages that left with a lone dirty victim of their block
     /// (see `Runtime::take_neighbours`).
     pub evicted_with_block: Counter,
+    /// Of those, pages that came back before the queues reached their old
+    /// entry (still STALE when admitted again): a block taken too early.
+    pub block_back_soon: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -155,6 +158,8 @@ pub struct Snapshot {
     /// Of `evictions`, pages evicted while a fault's request was on the wire.
     pub evicted_overlapped: u64,
     pub evicted_with_block: u64,
+    /// Of `evicted_with_block`, pages that came back while still STALE.
+    pub block_back_soon: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -203,6 +208,7 @@ impl Stats {
             evictions: self.evictions.get(),
             evicted_overlapped: self.evicted_overlapped.get(),
             evicted_with_block: self.evicted_with_block.get(),
+            block_back_soon: self.block_back_soon.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -246,6 +252,7 @@ impl Snapshot {
             evictions: d(self.evictions, before.evictions),
             evicted_overlapped: d(self.evicted_overlapped, before.evicted_overlapped),
             evicted_with_block: d(self.evicted_with_block, before.evicted_with_block),
+            block_back_soon: d(self.block_back_soon, before.block_back_soon),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
@@ -313,7 +320,7 @@ impl Snapshot {
              \x20 fetched from backend           {:>12}\n\
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
-             \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block)\n\
+             \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block, {} of them back soon)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -330,6 +337,7 @@ impl Snapshot {
             self.evictions,
             self.evicted_overlapped,
             self.evicted_with_block,
+            self.block_back_soon,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

@@ -132,6 +132,14 @@ fn blocks_leave_together_and_lose_nothing() {
             s.evicted_with_block,
             s.evictions
         );
+        // Each page that came back while STALE left with a block once; the
+        // writers go round their pages again, so some come back soon.
+        assert!(
+            s.block_back_soon > 0 && s.block_back_soon <= s.evicted_with_block,
+            "life {life}: {} pages back soon of {} evicted with a block: {s:?}",
+            s.block_back_soon,
+            s.evicted_with_block
+        );
         for t in 0..2 {
             for p in 0..part {
                 let got = r

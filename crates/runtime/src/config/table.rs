@@ -183,7 +183,7 @@ settings! {
         get evict_batch -> u32 = copy;
     /// Lone dirty victims take their block's dirty pages along.
     "EVICT_BLOCK" => evict_block: bool = true;
-        documented "`1`", "`1`: a dirty victim that is the only one of its aligned block of 16 pages takes the block's other dirty pages (two at least) out with it, so that one write-protect call, and one TLB shootdown, covers them all instead of one each. This is what scattered writers pay most for (a graph build at a quarter of its footprint). Streams evict in runs and take few blocks (NPB MG at half: 1–2% more bytes); a victim amid a loop's kept pages takes none. Off while `FARMEM_HOLD` is above 0. `0`: every victim is chosen by the replacement policy alone.";
+        documented "`1`", "`1`: a dirty victim that is the only one of its aligned block of 16 pages takes the block's other dirty pages (two at least) out with it, so that one write-protect call, and one TLB shootdown, covers them all instead of one each. This is what scattered writers pay most for (a graph build at a quarter of its footprint). Streams evict in runs and take few blocks (NPB MG at half: 1–2% more bytes); a victim amid a loop's kept pages takes none. Off while `FARMEM_HOLD` is above 0, and none fits in a round of `FARMEM_EVICT_BATCH=64` (the most). Where the pages around a scattered writer's victims are still in use, the blocks cost more than they save: GAPBS BFS `-g 20` at half its footprint fetched twice the bytes with them (`--stats` counts the pages that left with a block and came back soon). `0`: every victim is chosen by the replacement policy alone.";
         flag None;
         parse parse::boolean;
         show show::flag;
