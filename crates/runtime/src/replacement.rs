@@ -35,12 +35,12 @@
 //! may also displace a main page that sits in a block keeping fewer main
 //! pages than the newcomer's. On a loop each swap is neutral in misses, and
 //! blocks drift apart until each is kept whole or streamed whole: the kept
-//! part becomes runs. Such a page looks further (64 of main's oldest) and,
-//! of the pages it may displace, takes the one from the block keeping the
-//! fewest: the first that qualified was mostly a hole punched in a block
-//! kept nearly whole, which the next sweep fetched as a run of its own
-//! (NPB MG class B at half and a quarter: 28% fewer runs replayed, for
-//! 1-2% fewer pages). How the old page was admitted does not protect it
+//! part becomes runs. Such a page looks further (`LOOK_IN_RUN`, 64 of
+//! main's oldest) and, of the pages it may displace, takes the one from the
+//! block keeping the fewest: the first that qualified was mostly a hole
+//! punched in a block kept nearly whole, which the next sweep fetched as a
+//! run of its own (NPB MG class B at half and a quarter: 28% fewer runs
+//! replayed, for 1-2% fewer pages). How the old page was admitted does not protect it
 //! (the set to gather was formed in an earlier phase, at that phase's
 //! distances), except that a page that came alone (a hash table's, a
 //! graph's random reads) is displaced so only from a block that keeps under
@@ -372,7 +372,7 @@ impl Queues {
             let colder = dist_of(old) / 2 > d;
             let gather =
                 near < kept_here && (came_in_run(old) || (i < LOOK && near < kept_here / 2));
-            if (colder || gather) && best.is_none_or(|(_, b)| near < b) {
+            if (colder || gather) && best.is_none_or(|(_, fewest)| near < fewest) {
                 best = Some((i, near));
                 if near <= THIN {
                     break;
