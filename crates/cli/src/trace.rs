@@ -177,6 +177,10 @@ pub fn run(a: Args) -> Result<()> {
         replay.runs,
         replay.fetched as f64 / replay.runs.max(1) as f64
     );
+    println!(
+        "  main pages displaced         {} (each leaves alone: a write-protect call of its own if dirty)",
+        replay.displaced
+    );
     if let Some(range) = a.by_range {
         let mut rows = Ranges::new(range);
         for &id in &refs.pages {

@@ -178,7 +178,13 @@ impl Runtime {
         // So does a read where a write stream expects its next fault (a
         // read-modify-write sweep reading ahead of its writes; `dirty`).
         let dirty = write || (plan.stride == 1 && self.writable_ahead(p, p + win.span, n));
-        self.install(&win.pages[..n], &src[..n], slot.buf(), dirty);
+        self.install(
+            &win.pages[..n],
+            &src[..n],
+            slot.buf(),
+            dirty,
+            plan.stream.is_some(),
+        );
         drop(slot);
         if spare && !refilled {
             // Nothing was on the wire to hide it behind (a zero-filled

@@ -23,8 +23,17 @@ impl Runtime {
     /// write-protected (clean). Afterwards they are resident and in the
     /// replacement queues. A received page whose checksum differs is read
     /// again or stops the program before anything is mapped
-    /// ([`Runtime::verify_sum`]).
-    pub(crate) fn install(&self, pages: &[usize], src: &[usize], buf: *mut u8, dirty: bool) {
+    /// ([`Runtime::verify_sum`]). `stream`: they were fetched for a stream
+    /// (its window, or pipelined ahead of it), which the replacement
+    /// queues weigh when one page comes alone ([`Fetched::AloneInStream`]).
+    pub(crate) fn install(
+        &self,
+        pages: &[usize],
+        src: &[usize],
+        buf: *mut u8,
+        dirty: bool,
+        stream: bool,
+    ) {
         let page_of = |j: usize| buf.wrapping_add(j * PAGE_SIZE);
         let timed = self.span();
         for (&q, &j) in pages.iter().zip(src) {
@@ -81,7 +90,7 @@ impl Runtime {
         // or not (a loop is prefetched as a stream); SEQUENTIAL pages are not
         // to be kept.
         let fetched = match (pages.first(), pages.last()) {
-            (Some(&a), Some(&b)) => fetched_as(a as u64, b as u64, pages.len()),
+            (Some(&a), Some(&b)) => fetched_as(a as u64, b as u64, pages.len(), stream),
             _ => Fetched::Alone,
         };
         let mut queues = self.budget.queues();

@@ -263,6 +263,7 @@ impl Runtime {
             &src[..k],
             self.streams.slots().buf(slot),
             dirty,
+            true,
         );
         self.observe.stats().pages_fetched.add(k as u64);
     }

@@ -241,6 +241,9 @@ pub struct Replay {
     pub prefetch_wasted: u64,
     /// References that found their page in the hold.
     pub hold_reused: u64,
+    /// Main pages displaced by a refaulting page: each leaves alone, and a
+    /// dirty one costs a write-protect call of its own on the way out.
+    pub displaced: u64,
     /// Prefetched and wasted pages by the reason they were prefetched for
     /// ([`trace::Why`] as index).
     pub prefetched_by_why: [u64; Why::COUNT],
@@ -465,7 +468,8 @@ impl Sim {
         }
         let id = key(p);
         let refault = Some(self.stamps.aux(id));
-        self.queues.admit(id, refault, Fetched::Alone);
+        // A pipelined window's first page, as the runtime's `unpark`.
+        self.queues.admit(id, refault, Fetched::AloneInStream);
     }
 
     fn used(&mut self, p: u64) {
@@ -479,8 +483,17 @@ impl Sim {
     }
 
     /// Fetch the absent pages of `list` (the first is the demand page unless
-    /// `all_prefetch`), parking `park` if given.
-    fn fetch(&mut self, list: &[u64], demand: bool, park: Option<u64>, write: bool, why: Why) {
+    /// `all_prefetch`), parking `park` if given. `stream`: the window was
+    /// planned for a stream or pipelined ahead of one.
+    fn fetch(
+        &mut self,
+        list: &[u64],
+        demand: bool,
+        park: Option<u64>,
+        write: bool,
+        why: Why,
+        stream: bool,
+    ) {
         let room = self.resident + list.len() <= self.budget;
         self.reserve(list.len());
         if demand && room {
@@ -491,7 +504,7 @@ impl Sim {
             self.r.runs += 1 + list.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64;
         }
         let fetched = match (list.first(), list.last()) {
-            (Some(&a), Some(&b)) => fetched_as(a, b, list.len()),
+            (Some(&a), Some(&b)) => fetched_as(a, b, list.len(), stream),
             _ => Fetched::Alone,
         };
         for (k, &q) in list.iter().enumerate() {
@@ -619,7 +632,7 @@ impl Sim {
             Vec::new()
         };
         if !list.is_empty() {
-            self.fetch(&list, false, Some(start), write, Why::Pipelined);
+            self.fetch(&list, false, Some(start), write, Why::Pipelined, true);
         }
         let next = i64::try_from(start).unwrap_or(i64::MAX);
         self.planner.moved(i, next, list.len().max(win));
@@ -648,7 +661,7 @@ impl Sim {
         if let (Some(i), true) = (plan.stream, span < plan.pages) {
             self.planner.moved(i, pi + plan.stride * span as i64, span);
         }
-        self.fetch(&list, true, None, write, plan.why);
+        self.fetch(&list, true, None, write, plan.why, plan.stream.is_some());
         if plan.pipeline && span == plan.pages {
             let start = p + span as u64;
             let want = self.planner.pipeline_window(start, span);
@@ -659,7 +672,7 @@ impl Sim {
             };
             if let (false, Some(i)) = (ahead.is_empty(), plan.stream) {
                 let k = ahead.len();
-                self.fetch(&ahead, false, Some(start), write, Why::Pipelined);
+                self.fetch(&ahead, false, Some(start), write, Why::Pipelined, true);
                 self.planner
                     .moved(i, i64::try_from(start).unwrap_or(i64::MAX), k);
             }
@@ -760,6 +773,7 @@ fn simulate(
         }
         s.reference(refs.page_of[id as usize], refs.writes[i]);
     }
+    s.r.displaced = s.queues.displaced;
     (s.r, s.fetched_by_page)
 }
 
