@@ -51,13 +51,16 @@ if [ -n "${NPB:-}" ]; then
         progs+=("$kc|$bin")
     done
 fi
-# One replay: MIN, pages fetched and runs, as "min pages runs".
+# One replay: MIN, pages fetched, runs and main pages displaced (each of
+# which leaves alone: a write-protect call of its own when dirty; "-" from
+# a build whose trace does not print them), as "min pages runs displaced".
 replay() {
     "$1" trace "$DIR/$2.run" --refs "$DIR/$2.refs" --budget "$3" | awk '
         /Belady/ {m = $4} /policy, replayed/ {p = $4} /runs fetched, replayed/ {r = $4}
-        END {print m, p, r}'
+        /main pages displaced/ {d = $4}
+        END {print m, p, r, (d == "" ? "-" : d)}'
 }
-echo "program | budget | MIN | old: pages (x MIN), runs | new: pages (x MIN), runs | new/old pages, runs"
+echo "program | budget | MIN | old: pages (x MIN), runs, displaced | new: pages (x MIN), runs, displaced | new/old pages, runs"
 for e in "${progs[@]}"; do
     IFS='|' read -r name cmd <<<"$e"
     if [ ! -s "$DIR/$name.rss" ]; then
@@ -69,10 +72,11 @@ for e in "${progs[@]}"; do
     [ -s "$DIR/$name.run" ] || "$NEW" run --local $((rss / 2))K --trace "$DIR/$name.run" -- $cmd >/dev/null 2>&1
     for pct in $PERCENTS; do
         b=$((rss * pct / 100))K
-        read -r min op or < <(replay "$OLD" "$name" "$b")
-        read -r _ np nr < <(replay "$NEW" "$name" "$b")
-        awk -v n="$name" -v pct="$pct" -v b="$b" -v m="$min" -v op="$op" -v or="$or" -v np="$np" -v nr="$nr" 'BEGIN {
-            printf "%s | %s%% (%s) | %d | %d (%.2fx), %d | %d (%.2fx), %d | %.3f, %.3f\n",
-                n, pct, b, m, op, op / m, or, np, np / m, nr, np / op, nr / or }'
+        read -r min op or od < <(replay "$OLD" "$name" "$b")
+        read -r _ np nr nd < <(replay "$NEW" "$name" "$b")
+        awk -v n="$name" -v pct="$pct" -v b="$b" -v m="$min" -v op="$op" -v or="$or" -v od="$od" \
+            -v np="$np" -v nr="$nr" -v nd="$nd" 'BEGIN {
+            printf "%s | %s%% (%s) | %d | %d (%.2fx), %d, %s | %d (%.2fx), %d, %s | %.3f, %.3f\n",
+                n, pct, b, m, op, op / m, or, od, np, np / m, nr, nd, np / op, nr / or }'
     done
 done
