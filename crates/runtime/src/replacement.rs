@@ -677,9 +677,10 @@ mod tests {
             }
         }
 
-        /// Bring the absent pages of `window` in together (evicting first);
-        /// returns the pages fetched and the runs they came in.
-        fn fetch(&mut self, window: &[u32]) -> (usize, usize) {
+        /// Bring the absent pages of `window` in together (evicting first),
+        /// for a stream if `stream`; returns the pages fetched and the runs
+        /// they came in.
+        fn fetch(&mut self, window: &[u32], stream: bool) -> (usize, usize) {
             let list: Vec<u32> = window
                 .iter()
                 .copied()
@@ -698,7 +699,7 @@ mod tests {
                     self.resident.remove(&x);
                 }
             }
-            let fetched = fetched_as(u64::from(first), u64::from(last), list.len(), false);
+            let fetched = fetched_as(u64::from(first), u64::from(last), list.len(), stream);
             for &p in &list {
                 assert!(self.q.admit(p, Some(self.aux.aux(p)), fetched));
                 self.resident.insert(p);
@@ -743,7 +744,7 @@ mod tests {
             let mut total = (0, 0);
             for start in (0..n).step_by(w as usize) {
                 let window: Vec<u32> = (start..(start + w).min(n)).collect();
-                let (f, r) = self.fetch(&window);
+                let (f, r) = self.fetch(&window, true);
                 total = (total.0 + f, total.1 + r);
             }
             total
@@ -760,7 +761,7 @@ mod tests {
         for offset in 0..3 {
             let pages: Vec<u32> = (offset..n).step_by(3).collect();
             for window in pages.chunks(16) {
-                l.fetch(window);
+                l.fetch(window, false);
             }
         }
         l.assert_dust(4);
@@ -780,7 +781,7 @@ mod tests {
         let mut l = Windows::new(n, b);
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..20_000 {
-            l.fetch(&[below(&mut x, n)]);
+            l.fetch(&[below(&mut x, n)], false);
         }
         l.assert_dust(2);
         // Without gathering pages that came alone: 2.2 pages a run.
@@ -922,18 +923,19 @@ mod tests {
             prop_assert!(ours <= loop_bound(opt, n as usize, b, rounds), "b={} n={} ours {} opt {}", b, n, ours, opt);
         }
 
-        /// Windows of any length at any place, with evictions between them
-        /// and pages freed now and then (`retain`): the queues hold exactly
-        /// the resident pages, and the blocks count exactly main's.
+        /// Windows of any length at any place, for a stream or not, with
+        /// evictions between them and pages freed now and then (`retain`):
+        /// the queues hold exactly the resident pages, and the blocks count
+        /// exactly main's.
         #[test]
         fn windows_keep_the_block_counts(
-            windows in proptest::collection::vec((0u32..300, 1u32..20, 0u32..4), 1..300),
+            windows in proptest::collection::vec((0u32..300, 1u32..20, 0u32..4, any::<bool>()), 1..300),
             b in 8usize..80,
         ) {
             let mut l = Windows::new(320, b);
-            for (start, len, free) in windows {
+            for (start, len, free, stream) in windows {
                 let w: Vec<u32> = (start..start + len).collect();
-                l.fetch(&w[..(len as usize).min(b)]);
+                l.fetch(&w[..(len as usize).min(b)], stream);
                 if free == 0 {
                     // Free the window's pages, as a program's free() would.
                     let gone: HashSet<u32> = w.iter().copied().collect();
