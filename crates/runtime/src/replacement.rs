@@ -58,11 +58,13 @@
 //! page does and takes the thinnest block's page: among only the first
 //! `LOOK`, the hole mostly found no block `HOLE_MARGIN` thinner, and NPB MG
 //! class B at half kept its holes (each a lone fault, a lone install and a
-//! lone write-protect on the way out: 300 k of its 520 k write-protect
-//! calls covered one page). Demand pages without a stream keep the short
-//! look: each displaced page leaves alone, and a graph build's scattered
-//! writes, given the long look, displaced 2.9 times as many for no fewer
-//! faults (GAPBS BFS `-g 19` at a quarter: 12% slower).
+//! lone write-protect on the way out: 305 k of its first 500 k
+//! write-protect calls covered one page). Demand pages without a stream
+//! keep the short look: each displaced page leaves alone, and a graph
+//! build's scattered writes, given the long look, displaced 2.9 times as
+//! many for no fewer faults (GAPBS BFS `-g 19` at a quarter: 12% slower).
+//! Even the streams' holes double that build's displacements, for 2.3%
+//! more faults (docs/design.md, Replacement).
 //!
 //! Hints take precedence: SEQUENTIAL pages never enter main; READ_MOSTLY clean
 //! pages get a second pass; pinned pages are skipped by the caller.
@@ -118,9 +120,10 @@ const SLACK: usize = crate::MAX_BATCH;
 pub enum Fetched {
     Alone,
     InRun,
-    /// One page, fetched for a stream: the only absent page of its window
-    /// (the rest kept), or a pipelined window's first page (installed when
-    /// the program reaches it). Kept in the queues as [`Fetched::Alone`].
+    /// Fetched for a stream but not as a run of five pages or more: the only
+    /// absent page of its window (the rest kept), a pipelined window's first
+    /// page (installed when the program reaches it), or a short window.
+    /// Kept in the queues as [`Fetched::Alone`].
     AloneInStream,
 }
 
