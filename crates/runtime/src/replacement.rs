@@ -99,6 +99,12 @@ const BLOCK_SHIFT: u32 = BLOCK.trailing_zeros();
 const HOLE_KEPT: u16 = 40;
 const HOLE_MARGIN: u16 = 8;
 
+/// Whether a main page from a block keeping `near` main pages may make room
+/// for a hole in a block keeping `kept_here` (see [`HOLE_KEPT`]).
+fn fills_hole(kept_here: u16, near: u16) -> bool {
+    kept_here >= HOLE_KEPT && near + HOLE_MARGIN <= kept_here
+}
+
 /// Most entries the queues keep for pages evicted out of their turn (see
 /// `page::STALE`), beyond one per resident page: the rings have room for
 /// them. An entry lasts until its page comes back or the queues reach it,
@@ -348,7 +354,7 @@ impl Queues {
             let old = self.main.pop()?;
             let colder = dist_of(old) / 2 > d;
             let hole =
-                kept_here >= HOLE_KEPT && self.kept_near(page_of(old)) + HOLE_MARGIN <= kept_here;
+                kept_here >= HOLE_KEPT && fills_hole(kept_here, self.kept_near(page_of(old)));
             if colder || hole {
                 return Some(old);
             }
@@ -400,7 +406,7 @@ impl Queues {
             let near = self.kept_near(page_of(old));
             let colder = dist_of(old) / 2 > d;
             let gather = if hole {
-                near + HOLE_MARGIN <= kept_here && (came_in_run(old) || i < LOOK)
+                fills_hole(kept_here, near) && (came_in_run(old) || i < LOOK)
             } else {
                 near < kept_here && (came_in_run(old) || (i < LOOK && near < kept_here / 2))
             };
