@@ -463,6 +463,11 @@ impl Runtime {
     /// Write-protect `n` pages from `first` (one ioctl, one TLB shootdown);
     /// a failure stops the program, as a write could otherwise be lost.
     fn protect_run(&self, first: usize, n: usize) {
+        let stats = self.observe.stats();
+        stats.protect_calls.add(1);
+        if n == 1 {
+            stats.protect_lone.add(1);
+        }
         if let Err(e) = self
             .arena
             .uffd()
@@ -532,10 +537,13 @@ impl Runtime {
         }
         // SAFETY: these pages are owned by this eviction; readers that touch
         // them now fault and wait for the Absent state.
-        if let Err(e) = unsafe { farmem_sys::mem::discard(&ranges[..n]) } {
-            let mut mb = MsgBuf::new();
-            let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
-            farmem_sys::fatal(mb.as_bytes());
+        match unsafe { farmem_sys::mem::discard(&ranges[..n]) } {
+            Ok(calls) => self.observe.stats().unmap_calls.add(calls as u64),
+            Err(e) => {
+                let mut mb = MsgBuf::new();
+                let _ = writeln!(mb, "farmem: cannot unmap evicted far pages: {e}");
+                farmem_sys::fatal(mb.as_bytes());
+            }
         }
         self.charge(timed, Phase::EvictUnmap);
     }

@@ -124,6 +124,14 @@ pub struct Stats {
     /// Of those, pages that came back before the queues reached their old
     /// entry (still STALE when admitted again): a block taken too early.
     pub block_back_soon: Counter,
+    /// Write-protect calls made to evict dirty pages (one per run of
+    /// consecutive pages; each flushes the TLB of every CPU running a thread
+    /// of the program), and of those, calls that covered a single page.
+    pub protect_calls: Counter,
+    pub protect_lone: Counter,
+    /// System calls that unmapped evicted pages (one per batch where the
+    /// kernel takes ranges in one call, one per run where it does not).
+    pub unmap_calls: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -160,6 +168,12 @@ pub struct Snapshot {
     pub evicted_with_block: u64,
     /// Of `evicted_with_block`, pages that came back while still STALE.
     pub block_back_soon: u64,
+    /// Write-protect calls that evicted dirty pages, and of those, the ones
+    /// that covered a single page: each is a TLB shootdown.
+    pub protect_calls: u64,
+    pub protect_lone: u64,
+    /// System calls that unmapped evicted pages: each is a TLB shootdown.
+    pub unmap_calls: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -209,6 +223,9 @@ impl Stats {
             evicted_overlapped: self.evicted_overlapped.get(),
             evicted_with_block: self.evicted_with_block.get(),
             block_back_soon: self.block_back_soon.get(),
+            protect_calls: self.protect_calls.get(),
+            protect_lone: self.protect_lone.get(),
+            unmap_calls: self.unmap_calls.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -253,6 +270,9 @@ impl Snapshot {
             evicted_overlapped: d(self.evicted_overlapped, before.evicted_overlapped),
             evicted_with_block: d(self.evicted_with_block, before.evicted_with_block),
             block_back_soon: d(self.block_back_soon, before.block_back_soon),
+            protect_calls: d(self.protect_calls, before.protect_calls),
+            protect_lone: d(self.protect_lone, before.protect_lone),
+            unmap_calls: d(self.unmap_calls, before.unmap_calls),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
@@ -321,6 +341,7 @@ impl Snapshot {
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block, {} of them back soon)\n\
+             \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -338,6 +359,9 @@ impl Snapshot {
             self.evicted_overlapped,
             self.evicted_with_block,
             self.block_back_soon,
+            self.protect_calls,
+            self.unmap_calls,
+            self.protect_lone,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

@@ -205,3 +205,60 @@ fn a_write_stream_left_behind_wastes_at_most_its_credit() {
         "a read-only sweep of {read} pages wrote {wasted} back"
     );
 }
+
+/// Eviction write-protects each run of consecutive dirty pages with one
+/// call (a TLB shootdown on every CPU running the program), and the
+/// statistics count the calls, those that covered a single page, and the
+/// unmap calls: a scattered writer's dirty pages take a call each, a
+/// sweep's one per batch of 64.
+#[test]
+fn eviction_counts_its_write_protect_and_unmap_calls() {
+    let _turn = alone();
+    const PAGES: usize = 256;
+    let r = Region::new(rt(), PAGES * PAGE);
+    // Demand pages only: the odd pages are never touched and stay absent.
+    rt().advise(r.addr(0), r.words * 8, Advice::Random).unwrap();
+    for p in (0..PAGES).step_by(2) {
+        page_word(&r, p).store(p as u64 + 1, Ordering::Relaxed);
+    }
+    let before = rt().snapshot();
+    evict(&r);
+    let d = rt().snapshot().since(&before);
+    let dirty = (PAGES / 2) as u64;
+    assert_eq!(
+        (d.protect_calls, d.protect_lone),
+        (dirty, dirty),
+        "every other page dirty: {d:?}"
+    );
+    // One unmap per batch where the kernel takes ranges, one per page where not.
+    assert!(
+        (1..=dirty).contains(&d.unmap_calls),
+        "{} unmap calls for {dirty} pages",
+        d.unmap_calls
+    );
+
+    for p in 0..PAGES {
+        page_word(&r, p).store(p as u64 + 7, Ordering::Relaxed);
+    }
+    let before = rt().snapshot();
+    evict(&r);
+    let d = rt().snapshot().since(&before);
+    let batches = (PAGES / farmem_runtime::config::MAX_BATCH) as u64;
+    assert_eq!(
+        (d.protect_calls, d.protect_lone),
+        (batches, 0),
+        "every page dirty: {d:?}"
+    );
+    assert!(
+        (batches..=PAGES as u64).contains(&d.unmap_calls),
+        "{} unmap calls for {PAGES} pages",
+        d.unmap_calls
+    );
+    for p in 0..PAGES {
+        assert_eq!(
+            page_word(&r, p).load(Ordering::Relaxed),
+            p as u64 + 7,
+            "page {p}"
+        );
+    }
+}

@@ -245,10 +245,13 @@ static NO_PROCESS_MADVISE: AtomicBool = AtomicBool::new(false);
 /// this process (before Linux 6.15, or filtered), the ranges are discarded
 /// one `madvise` each, and `process_madvise` is not tried again.
 ///
+/// Returns how many system calls it made: each flushes the TLBs once.
+///
 /// # Safety
 /// As for [`madvise`] with `MADV_DONTNEED`, for every range: memory the
 /// caller owns, with no live reference into it.
-pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<()> {
+pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<usize> {
+    let mut calls = 0;
     // The kernel takes at most IOV_MAX (1024) ranges a call.
     for chunk in ranges.chunks(1024) {
         let mut done = 0;
@@ -267,6 +270,7 @@ pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<()> {
             });
             match r {
                 Ok(bytes) => {
+                    calls += 1;
                     // Ranges wholly advised are done; a short count stops
                     // inside one, which is discarded again below (nothing
                     // can fault it back in: the caller owns it).
@@ -288,11 +292,12 @@ pub unsafe fn discard(ranges: &[libc::iovec]) -> io::Result<()> {
             }
         }
         for r in &chunk[done..] {
+            calls += 1;
             // SAFETY: forwarded to the caller's contract.
             unsafe { madvise(r.iov_base.cast(), r.iov_len, libc::MADV_DONTNEED) }?;
         }
     }
-    Ok(())
+    Ok(calls)
 }
 
 /// Whether [`discard`] batches on this machine: it tries a scratch page.
