@@ -80,6 +80,11 @@ struct Totals {
     bytes_fetched: u64,
     bytes_written_back: u64,
     evictions: u64,
+    /// Eviction's write-protect calls (those of a single page) and unmap
+    /// calls: each a TLB shootdown.
+    protect_calls: u64,
+    protect_lone: u64,
+    unmap_calls: u64,
     prefetched: u64,
     prefetch_used: u64,
     prefetch_wasted: u64,
@@ -157,6 +162,9 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
             bytes_fetched: s.bytes_fetched,
             bytes_written_back: s.bytes_written_back,
             evictions: s.evictions,
+            protect_calls: s.protect_calls,
+            protect_lone: s.protect_lone,
+            unmap_calls: s.unmap_calls,
             prefetched: s.prefetched,
             prefetch_used: s.prefetch_used,
             prefetch_wasted: s.prefetch_wasted,

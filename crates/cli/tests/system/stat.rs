@@ -144,6 +144,14 @@ fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
         t["evictions"].as_u64().unwrap(),
         at_exit("evicted pages")[0]
     );
+    let calls = at_exit("eviction calls (protect / unmap)");
+    assert_eq!(t["protect_calls"].as_u64().unwrap(), calls[0]);
+    assert_eq!(t["unmap_calls"].as_u64().unwrap(), calls[1]);
+    assert_eq!(t["protect_lone"].as_u64().unwrap(), calls[2]);
+    assert!(
+        calls[1] > 0,
+        "a program that paged unmapped nothing: {stats}"
+    );
     let pf = at_exit("prefetched (used / wasted)");
     assert_eq!(t["prefetched"].as_u64().unwrap(), pf[0]);
     assert_eq!(t["prefetch_used"].as_u64().unwrap(), pf[1]);
