@@ -3,6 +3,7 @@
 
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
+use crate::recycle::{Recycled, Taken};
 use crate::replacement::{page_u32, Aux as _, Take, BLOCK};
 use crate::trace;
 use crate::{runs, Runtime, MAX_BATCH};
@@ -569,8 +570,25 @@ impl Runtime {
     /// fails with EFAULT. Reserved, Q makes B wait until the protect is done.
     fn evict_spanning(&self, victims: &[usize], was: &[PageWord], reserved: &[usize]) {
         let retire = self.span();
+        // Victims moved into the bin (address, and where they went), and the
+        // rest, which are write-protected, copied and unmapped in place.
+        let mut out = Recycled::default();
+        let mut chunk = None;
+        if reserved.is_empty() {
+            chunk = self.move_out(victims, was, &mut out);
+        }
+        let mut rest = [0usize; MAX_BATCH];
+        let mut rest_was = [PageWord(0); MAX_BATCH];
+        let mut r = 0;
+        for (&q, &w) in victims.iter().zip(was) {
+            if !out.contains(q) {
+                rest[r] = q;
+                rest_was[r] = w;
+                r += 1;
+            }
+        }
         let mut dirty = [0usize; MAX_BATCH];
-        let m = dirty_in_order(victims, was, &mut dirty);
+        let m = dirty_in_order(&rest[..r], &rest_was[..r], &mut dirty);
         if reserved.is_empty() {
             self.protect_dirty(&dirty[..m]);
         } else {
@@ -582,26 +600,103 @@ impl Runtime {
         let timed = self.span();
         let mut wb_pages = [0u64; MAX_BATCH];
         let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
-        for (k, &q) in dirty[..m].iter().enumerate() {
+        let mut k = 0;
+        for (&q, w) in victims.iter().zip(was) {
+            if !page::needs_writeback(w.state()) {
+                continue;
+            }
+            let at = out.find(q).unwrap_or_else(|| self.addr_of(q));
             wb_pages[k] = q as u64;
-            // SAFETY: the page is mapped (Evicting pages stay mapped until the
-            // zap below) and write-protected, so nothing changes it while the
-            // slice lives.
-            wb_data[k] =
-                unsafe { std::slice::from_raw_parts(self.addr_of(q) as *const u8, PAGE_SIZE) };
+            // SAFETY: the page is mapped and nothing writes it while the
+            // slice lives: in the bin, in a chunk this thread holds (`chunk`,
+            // dropped below); in the arena, Evicting (mapped until the zap
+            // below) and write-protected.
+            wb_data[k] = unsafe { std::slice::from_raw_parts(at as *const u8, PAGE_SIZE) };
             self.arena.sums().record(q, wb_data[k]);
+            k += 1;
         }
-        if m > 0 {
-            if let Err(e) = self.backend.write(&wb_pages[..m], &wb_data[..m]) {
+        if k > 0 {
+            if let Err(e) = self.backend.write(&wb_pages[..k], &wb_data[..k]) {
                 self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
             }
         }
+        drop(chunk);
         self.charge(timed, Phase::EvictWriteBack);
-        self.zap(victims);
+        if r > 0 {
+            self.zap(&rest[..r]);
+        }
         self.retire(victims, was, |w| page::needs_writeback(w.state()));
         self.budget.release(victims.len());
-        self.observe.stats().pages_written_back.add(m as u64);
+        self.observe.stats().pages_written_back.add(k as u64);
         self.charge(retire, Phase::EvictRetire);
+    }
+
+    /// Move victims out of the arena into a chunk of the bin (see
+    /// [`crate::recycle`]), run by run, where that costs no more calls (each
+    /// a TLB flush) than write-protect and unmap would: all of them when
+    /// their runs are no more than the dirty ones' plus the one unmap call,
+    /// else the dirty ones, whose move replaces their write-protect. Records
+    /// what moved in `out`; returns the chunk, held until their write-back
+    /// is done. A move that fails leaves the rest to the caller.
+    fn move_out(
+        &self,
+        victims: &[usize],
+        was: &[PageWord],
+        out: &mut Recycled,
+    ) -> Option<Taken<'_>> {
+        let bin = self.bin.as_ref()?;
+        let n = victims.len();
+        let mut all = [0usize; MAX_BATCH];
+        all[..n].copy_from_slice(victims);
+        all[..n].sort_unstable();
+        let all_runs = runs(n, |j| all[j] == all[j - 1] + 1).count();
+        let mut dirty = [0usize; MAX_BATCH];
+        let m = dirty_in_order(victims, was, &mut dirty);
+        let dirty_runs = runs(m, |j| dirty[j] == dirty[j - 1] + 1).count();
+        let pick: &[usize] = if all_runs <= dirty_runs + usize::from(m < n) {
+            &all[..n]
+        } else {
+            &dirty[..m]
+        };
+        if pick.is_empty() {
+            return None;
+        }
+        let mut chunk = bin.with_room(pick.len())?;
+        let timed = self.span();
+        let stats = self.observe.stats();
+        for run in runs(pick.len(), |j| pick[j] == pick[j - 1] + 1) {
+            let at = chunk.full();
+            // SAFETY: the run's pages are victims this thread owns
+            // (Evicting), mapped and in the arena; the chunk's pages from
+            // `at` are empty and ours; no reference points into either.
+            let res = unsafe {
+                self.arena.uffd().move_pages(
+                    chunk.page(at),
+                    self.addr_of(pick[run.start]),
+                    run.len() * PAGE_SIZE,
+                )
+            };
+            let moved = match res {
+                Ok(bytes) => bytes / PAGE_SIZE,
+                Err(e) => {
+                    self.move_failed(bin, &e);
+                    0
+                }
+            };
+            if moved > 0 {
+                stats.move_out_calls.add(1);
+                stats.recycled_out.add(moved as u64);
+            }
+            for j in 0..moved {
+                out.push(pick[run.start + j], chunk.page(at + j));
+            }
+            chunk.filled(moved);
+            if moved < run.len() {
+                break;
+            }
+        }
+        self.charge(timed, Phase::EvictProtect);
+        Some(chunk)
     }
 
     /// Evict every resident, unpinned page of `[first, last]` now.

@@ -1,8 +1,9 @@
 //! Installing fetched pages: the one sequence that demand windows
 //! (`Runtime::fetch`) and pipelined windows (`Runtime::finish_async`,
 //! `Runtime::unpark`) both end in. Check each received page against its
-//! checksum, map the pages with `UFFDIO_COPY` in runs, mark them resident,
-//! and hand them to the replacement queues.
+//! checksum, map the pages in runs (`UFFDIO_COPY`, or `UFFDIO_MOVE` of
+//! recycled pages for a writable run: `crate::recycle`), mark them
+//! resident, and hand them to the replacement queues.
 
 use crate::cost::Phase;
 use crate::page::{self, Event, PageWord};
@@ -56,26 +57,39 @@ impl Runtime {
         };
         for run in runs(pages.len(), same_run) {
             let i = run.start;
+            // A writable run may take recycled pages (see `crate::recycle`).
+            let done = if dirty {
+                let from = (!zero(i)).then(|| page_of(src[i]).cast_const());
+                self.install_recycled(pages[i], run.len(), from)
+            } else {
+                0
+            };
+            if done == run.len() {
+                continue;
+            }
             let from = if zero(i) {
                 self.arena.zero()
             } else {
-                page_of(src[i]).cast_const()
+                page_of(src[i] + done).cast_const()
             };
             // SAFETY: `from` is the caller's slot buffer or the zero mapping
             // (MAX_BATCH pages, at least the run), readable for the run's
-            // pages; the destination pages are in the registered arena and
-            // owned by the caller (Fetching).
+            // pages past `done`; the destination pages are in the registered
+            // arena and owned by the caller (Fetching).
             let res = unsafe {
-                self.arena
-                    .uffd()
-                    .copy(self.addr_of(pages[i]), from, run.len() * PAGE_SIZE, !dirty)
+                self.arena.uffd().copy(
+                    self.addr_of(pages[i] + done),
+                    from,
+                    (run.len() - done) * PAGE_SIZE,
+                    !dirty,
+                )
             };
             if !matches!(res, Ok(CopyOutcome::Done)) {
                 let mut m = MsgBuf::new();
                 let _ = writeln!(
                     m,
                     "farmem: cannot install far page {:#x}: {:?}",
-                    self.addr_of(pages[i]),
+                    self.addr_of(pages[i] + done),
                     res
                 );
                 farmem_sys::fatal(m.as_bytes());

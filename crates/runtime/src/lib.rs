@@ -47,6 +47,7 @@ mod pins;
 mod prefetch;
 pub mod publish;
 pub mod readahead;
+mod recycle;
 pub mod regions;
 pub mod remap;
 mod repair;
@@ -149,6 +150,9 @@ pub enum Advice {
 pub struct Runtime {
     pub(crate) cfg: Config,
     pub(crate) arena: arena::Arena,
+    /// Evicted pages kept for writable installs, where the kernel moves
+    /// pages (see [`recycle`]).
+    pub(crate) bin: Option<recycle::Bin>,
     pub(crate) budget: budget::Budget,
     pub(crate) streams: streams::Streams,
     pub(crate) observe: observe::Observe,
@@ -233,25 +237,37 @@ impl Runtime {
         let table_bytes = (npages * 4).next_multiple_of(PAGE_SIZE);
         let table = PageTable::new(npages).map_err(map_err(2 * table_bytes))?;
         let sums = Sums::new(npages, cfg.checksum, cfg.integrity).map_err(map_err(table_bytes))?;
-        let uffd = Uffd::new(
-            farmem_sys::uffd::UFFD_FEATURE_SIGBUS
-                | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP,
-        )
+        let features = farmem_sys::uffd::UFFD_FEATURE_SIGBUS
+            | farmem_sys::uffd::UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+        // Pages are recycled where the kernel can move them (Linux 6.8).
+        let uffd = match cfg.recycle {
+            true => Uffd::new(features | farmem_sys::uffd::UFFD_FEATURE_MOVE)
+                .or_else(|_| Uffd::new(features)),
+            false => Uffd::new(features),
+        }
         .map_err(RuntimeError::Uffd)?;
-        uffd.register(
-            arena.as_ptr() as usize,
-            arena_bytes,
-            farmem_sys::uffd::UFFDIO_REGISTER_MODE_MISSING
-                | farmem_sys::uffd::UFFDIO_REGISTER_MODE_WP,
-        )
-        .map_err(RuntimeError::Uffd)?;
+        let mode = farmem_sys::uffd::UFFDIO_REGISTER_MODE_MISSING
+            | farmem_sys::uffd::UFFDIO_REGISTER_MODE_WP;
+        uffd.register(arena.as_ptr() as usize, arena_bytes, mode)
+            .map_err(RuntimeError::Uffd)?;
         let opened = backend::open(cfg, npages as u64)?;
         let (backend, cfg, server) = (opened.backend, opened.cfg, opened.server);
         let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAX_BATCH * 4);
-        // The hold is taken from the budget, leaving the queues at least
-        // four batches.
-        let hold_slots = (total * cfg.hold_percent as usize / 100).min(total - MAX_BATCH * 4);
-        let budget = total - hold_slots;
+        // The bin of recycled pages is taken from the budget (at most 1/16
+        // of it), first: the trace's budget is what the queues and the hold
+        // share.
+        let bin = if uffd.features() & farmem_sys::uffd::UFFD_FEATURE_MOVE != 0 {
+            let chunks = recycle::chunks_for(total);
+            recycle::Bin::new(&uffd, chunks, mode)
+                .map_err(map_err(chunks * recycle::CHUNK * PAGE_SIZE))?
+        } else {
+            None
+        };
+        let total_paged = total - bin.as_ref().map_or(0, recycle::Bin::pages);
+        // So is the hold, leaving the queues at least four batches.
+        let hold_slots =
+            (total_paged * cfg.hold_percent as usize / 100).min(total_paged - MAX_BATCH * 4);
+        let budget = total_paged - hold_slots;
         let spare = (cfg.reserve_pages as usize).min(budget / 16);
         let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
         let slots = Slots::new().map_err(map_err(Slots::bytes()))?;
@@ -263,7 +279,7 @@ impl Runtime {
                 trace::Tracer::create(
                     &trace::path_for(path, std::process::id()),
                     trace::Header {
-                        budget_pages: total as u64,
+                        budget_pages: total_paged as u64,
                         prefetch_pages: cfg.prefetch_pages,
                         hold_percent: cfg.hold_percent,
                         arena_pages: npages as u64,
@@ -289,6 +305,7 @@ impl Runtime {
         backend.publish(&board.page().health);
         Ok(Runtime {
             arena: arena::Arena::new(uffd, arena, table, sums, zero),
+            bin,
             budget: budget::Budget::new(
                 budget,
                 spare,
@@ -315,9 +332,17 @@ impl Runtime {
         describe_backend(self.server.as_ref(), self.backend.as_ref())
     }
 
+    /// Whether evicted pages are being recycled (see [`recycle`]): the
+    /// kernel moves pages, `FARMEM_RECYCLE` is on, the budget leaves room for
+    /// the bin, and no move was refused for good.
+    pub fn recycles(&self) -> bool {
+        self.bin.as_ref().is_some_and(recycle::Bin::is_on)
+    }
+
     /// The local budget: resident pages and the hold together.
     pub fn budget_bytes(&self) -> u64 {
-        ((self.budget.pages() + self.budget.hold().slots()) * PAGE_SIZE) as u64
+        let bin = self.bin.as_ref().map_or(0, recycle::Bin::pages);
+        ((self.budget.pages() + self.budget.hold().slots() + bin) * PAGE_SIZE) as u64
     }
 
     /// The statistics table, and the backend's health where it has any

@@ -132,6 +132,13 @@ pub struct Stats {
     /// System calls that unmapped evicted pages (one per batch where the
     /// kernel takes ranges in one call, one per run where it does not).
     pub unmap_calls: Counter,
+    /// Pages moved out into the bin at eviction and moved in from it at
+    /// install (see `recycle`), and the calls that moved them (each a TLB
+    /// flush, as a write-protect is).
+    pub recycled_out: Counter,
+    pub recycled_in: Counter,
+    pub move_out_calls: Counter,
+    pub move_in_calls: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -174,6 +181,12 @@ pub struct Snapshot {
     pub protect_lone: u64,
     /// System calls that unmapped evicted pages: each is a TLB shootdown.
     pub unmap_calls: u64,
+    /// Pages recycled (moved out at eviction, moved in at install) and the
+    /// moves' calls: each is a TLB shootdown.
+    pub recycled_out: u64,
+    pub recycled_in: u64,
+    pub move_out_calls: u64,
+    pub move_in_calls: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -226,6 +239,10 @@ impl Stats {
             protect_calls: self.protect_calls.get(),
             protect_lone: self.protect_lone.get(),
             unmap_calls: self.unmap_calls.get(),
+            recycled_out: self.recycled_out.get(),
+            recycled_in: self.recycled_in.get(),
+            move_out_calls: self.move_out_calls.get(),
+            move_in_calls: self.move_in_calls.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -273,6 +290,10 @@ impl Snapshot {
             protect_calls: d(self.protect_calls, before.protect_calls),
             protect_lone: d(self.protect_lone, before.protect_lone),
             unmap_calls: d(self.unmap_calls, before.unmap_calls),
+            recycled_out: d(self.recycled_out, before.recycled_out),
+            recycled_in: d(self.recycled_in, before.recycled_in),
+            move_out_calls: d(self.move_out_calls, before.move_out_calls),
+            move_in_calls: d(self.move_in_calls, before.move_in_calls),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
@@ -342,6 +363,7 @@ impl Snapshot {
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block, {} of them back soon)\n\
              \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page)\n\
+             \x20 recycled pages (out / in)      {:>12} / {} ({} / {} moves)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -362,6 +384,10 @@ impl Snapshot {
             self.protect_calls,
             self.unmap_calls,
             self.protect_lone,
+            self.recycled_out,
+            self.recycled_in,
+            self.move_out_calls,
+            self.move_in_calls,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

@@ -22,6 +22,7 @@ pub const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
 pub const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1 << 0;
 pub const UFFDIO_COPY_MODE_WP: u64 = 1 << 1;
 pub const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+pub const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1 << 0;
 pub const UFFDIO_WRITEPROTECT_MODE_DONTWAKE: u64 = 1 << 1;
 
 const fn iowr(nr: u64, size: usize) -> u64 {
@@ -326,7 +327,11 @@ impl Uffd {
 impl Uffd {
     /// `UFFDIO_MOVE`: move the present pages of `[src, src+len)` to `dst`, a
     /// range registered with this uffd, atomically against writers (the
-    /// source becomes unmapped). Returns the bytes moved.
+    /// source becomes unmapped; the destination's page table entries must be
+    /// empty). Returns the bytes moved, which are fewer than `len` where the
+    /// kernel stopped early (`EAGAIN` with part moved: a page it could not
+    /// take, such as one shared since a `fork`). Nobody waiting on the uffd
+    /// is woken: in SIGBUS mode nobody waits.
     ///
     /// # Safety
     /// Both ranges must be private anonymous memory of this process that no
@@ -336,15 +341,20 @@ impl Uffd {
             dst: dst as u64,
             src: src as u64,
             len: len as u64,
-            mode: 0,
+            mode: UFFDIO_MOVE_MODE_DONTWAKE,
             moved: 0,
         };
         // SAFETY: `m` is a live UffdioMove; the caller guarantees the ranges.
         let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE as _, &mut m) };
         if r == 0 {
-            Ok(usize::try_from(m.moved).unwrap_or(0))
-        } else {
-            Err(io::Error::last_os_error())
+            return Ok(usize::try_from(m.moved).unwrap_or(0));
+        }
+        let err = io::Error::last_os_error();
+        // On a partial move the kernel answers EAGAIN and leaves the bytes
+        // moved in `moved` (a negative errno when nothing moved).
+        match usize::try_from(m.moved) {
+            Ok(moved) if moved > 0 && err.raw_os_error() == Some(libc::EAGAIN) => Ok(moved),
+            _ => Err(err),
         }
     }
 }

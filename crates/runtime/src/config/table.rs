@@ -188,6 +188,13 @@ settings! {
         parse parse::boolean;
         show show::flag;
         get evict_block -> bool = copy;
+    /// Evicted pages are moved out and reused by writable installs.
+    "RECYCLE" => recycle: bool = true;
+        documented "`1`", "`1`: where the kernel moves pages (`UFFDIO_MOVE`, Linux 6.8), evicted pages are moved out of the arena into a small bin (1/1024 of the budget per 64 pages, at most 2 MiB, taken from the budget) and written back from there, instead of being write-protected, copied and unmapped; windows installed writable take them back (their data copied in, the pages moved in) instead of `UFFDIO_COPY`'s allocation and copy. Clean installs still copy: a page moved in is writable. A move the kernel refuses for good (a range the program changed) turns the bin off; a busy page is evicted the old way. `0`: every page is installed by copy and evicted by unmap.";
+        flag None;
+        parse parse::boolean;
+        show show::flag;
+        get recycle -> bool = copy;
     /// Free pages kept in the budget, so evictions overlap fetches.
     "RESERVE" => reserve_pages: u32 = 64;
         documented "`64`", "Pages (0–64) kept free in the local budget, at most 1/16 of it, so that a fault sends its request at once and evicts while the reply is on the wire, instead of evicting first and then waiting. `0`: evict only when a fault finds no room, before its request (the behaviour before this setting).";
