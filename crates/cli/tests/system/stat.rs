@@ -148,9 +148,14 @@ fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
     assert_eq!(t["protect_calls"].as_u64().unwrap(), calls[0]);
     assert_eq!(t["unmap_calls"].as_u64().unwrap(), calls[1]);
     assert_eq!(t["protect_lone"].as_u64().unwrap(), calls[2]);
+    let recycled = at_exit("recycled pages (out / in)");
+    assert_eq!(t["recycled_out"].as_u64().unwrap(), recycled[0]);
+    assert_eq!(t["recycled_in"].as_u64().unwrap(), recycled[1]);
+    assert_eq!(t["move_out_calls"].as_u64().unwrap(), recycled[2]);
+    assert_eq!(t["move_in_calls"].as_u64().unwrap(), recycled[3]);
     assert!(
-        calls[1] > 0,
-        "a program that paged unmapped nothing: {stats}"
+        calls[1] + recycled[2] > 0,
+        "a program that paged unmapped and moved out nothing: {stats}"
     );
     let pf = at_exit("prefetched (used / wasted)");
     assert_eq!(t["prefetched"].as_u64().unwrap(), pf[0]);
