@@ -117,9 +117,14 @@ impl Bin {
         self.take(|full| CHUNK - full >= n, |full| full)
     }
 
-    /// A free chunk holding at least `n` recycled pages (the fullest), or None.
-    pub(crate) fn with_pages(&self, n: usize) -> Option<Taken<'_>> {
-        self.take(|full| full >= n, |full| full)
+    /// A free chunk holding at least `min` recycled pages, or None: of those
+    /// holding `want` or more the one holding fewest, which a run then
+    /// empties for a whole batch to move out into; else the fullest.
+    pub(crate) fn with_pages(&self, min: usize, want: usize) -> Option<Taken<'_>> {
+        self.take(
+            |full| full >= min,
+            |full| if full >= want { 2 * CHUNK - full } else { full },
+        )
     }
 
     /// Take the free chunk that `fits` and ranks highest by `rank`.
@@ -266,7 +271,7 @@ impl Runtime {
         if n < MIN_MOVE_IN {
             return 0;
         }
-        let Some(mut chunk) = bin.with_pages(MIN_MOVE_IN) else {
+        let Some(mut chunk) = bin.with_pages(MIN_MOVE_IN, n) else {
             return 0;
         };
         let k = n.min(chunk.full());
