@@ -638,6 +638,16 @@ impl Runtime {
     /// else the dirty ones, whose move replaces their write-protect. Records
     /// what moved in `out`; returns the chunk, held until their write-back
     /// is done. A move that fails leaves the rest to the caller.
+    ///
+    /// Hazard: the chunk must stay taken until the write-back has read the
+    /// moved pages. Example interleaving were it given back at once: this
+    /// thread moves dirty page P into chunk slot 5 and releases the chunk;
+    /// thread B takes it for a writable install, copies its window's data
+    /// into slot 5 and moves it into the arena; this thread then writes
+    /// slot 5 back as P: the backend holds B's data for P, and P's writes
+    /// are lost. A writer of P during the move is safe either way: its store
+    /// lands before the move (and travels with the page) or faults on the
+    /// emptied entry, finds P Evicting and waits until it is Absent.
     fn move_out(
         &self,
         victims: &[usize],

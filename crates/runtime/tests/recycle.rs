@@ -9,8 +9,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 mod common;
 use common::{Region, PAGE};
 
-/// 2048 pages: a bin of two chunks of 64.
-const BUDGET: usize = 8 << 20;
+/// 16,384 pages: a bin of two chunks of 64.
+const BUDGET: usize = 64 << 20;
 const BATCH: usize = farmem_runtime::config::MAX_BATCH;
 
 /// The tests count moves: one at a time.
@@ -45,7 +45,7 @@ fn value(p: usize, pass: u64) -> u64 {
     (p as u64) << 20 | pass
 }
 
-/// Read-modify-write sweeps over four times the budget: every word comes
+/// Read-modify-write sweeps over twice the budget: every word comes
 /// back with the last pass's value, although most pages went out by a move
 /// into the bin and came back by a move out of it.
 #[test]
@@ -54,7 +54,7 @@ fn recycled_pages_carry_every_write_both_ways() {
     if !recycles("recycled_pages_carry_every_write_both_ways") {
         return;
     }
-    let pages = 4 * BUDGET / PAGE;
+    let pages = 2 * BUDGET / PAGE;
     let r = Region::new(rt(), pages * PAGE);
     let per_page = PAGE / 8;
     let before = rt().snapshot();
