@@ -35,9 +35,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Pages per chunk: an eviction batch or an install window at most.
 pub(crate) const CHUNK: usize = MAX_BATCH;
-/// Most chunks (2 MiB): two threads each moving a batch out and a window in
-/// find one, and more would only hold more pages out of the budget.
-const MAX_CHUNKS: usize = 8;
+/// Most chunks (512 KiB): two threads each find one to move a batch out
+/// and a window in. More only hold more pages out of the budget: with eight
+/// NPB MG class B at half its footprint recycled 16% more pages but fetched
+/// 1.8% more bytes and ran no faster; with two it fetched no more than
+/// without the bin. How many a node with dozens of faulting threads needs
+/// is not measured.
+const MAX_CHUNKS: usize = 2;
 /// Budget pages per chunk of the bin: under 0.8% of the budget, none
 /// under 32 MiB. Every page the bin holds is one the program cannot keep:
 /// a bin of 1/16 of the budget cost GAPBS BFS `-g 19` at a quarter of its
