@@ -332,7 +332,7 @@ impl Runtime {
         describe_backend(self.server.as_ref(), self.backend.as_ref())
     }
 
-    /// Whether evicted pages are being recycled (see [`recycle`]): the
+    /// Whether evicted pages are being recycled (see the `recycle` module): the
     /// kernel moves pages, `FARMEM_RECYCLE` is on, the budget leaves room for
     /// the bin, and no move was refused for good.
     pub fn recycles(&self) -> bool {
