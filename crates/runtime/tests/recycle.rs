@@ -4,20 +4,14 @@
 
 use farmem_runtime::{Advice, Runtime};
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 mod common;
-use common::{Region, PAGE};
+use common::{alone, Region, PAGE};
 
 /// 16,384 pages: a bin of two chunks of 64.
 const BUDGET: usize = 64 << 20;
 const BATCH: usize = farmem_runtime::config::MAX_BATCH;
-
-/// The tests count moves: one at a time.
-fn alone() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();

@@ -4,20 +4,16 @@
 
 use farmem_runtime::{Advice, Config, Runtime};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 mod common;
-use common::{Region, PAGE};
+use common::{alone, Region, PAGE};
 
 const BUDGET: usize = 4 << 20;
 
-/// The tests count write-protect faults, so they take turns: one test's
-/// pages would push the other's out under the shared budget, and a page
-/// pushed out faults again (CI once saw 70 faults against a bound of 68).
-fn alone() -> MutexGuard<'static, ()> {
-    static TURN: Mutex<()> = Mutex::new(());
-    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+// The tests count write-protect faults, so they take turns (`alone`): one
+// test's pages would push the other's out under the shared budget, and a
+// page pushed out faults again (CI once saw 70 faults against a bound of 68).
 
 fn rt() -> &'static Runtime {
     static RT: OnceLock<&'static Runtime> = OnceLock::new();

@@ -2,6 +2,7 @@
 
 use farmem_runtime::Runtime;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, MutexGuard};
 
 pub const PAGE: usize = farmem_sys::PAGE_SIZE;
 
@@ -58,4 +59,13 @@ pub fn with_transport(cfg: &str) -> String {
 pub fn scattered_next(p: usize, pages: usize, round: u64) -> usize {
     let round = usize::try_from(round).expect("a small round");
     (p * 1_103_515_245 + 12_345 + 2 * round) % pages
+}
+
+/// A turn for a test that counts what the shared runtime does: the test
+/// harness runs a program's tests on threads at once, and another test's
+/// pages would change the counts.
+#[allow(dead_code)] // not every test program counts
+pub fn alone() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
