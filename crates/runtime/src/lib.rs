@@ -258,8 +258,17 @@ impl Runtime {
         // share.
         let bin = if uffd.features() & farmem_sys::uffd::UFFD_FEATURE_MOVE != 0 {
             let chunks = recycle::chunks_for(total);
-            recycle::Bin::new(&uffd, chunks, mode)
-                .map_err(map_err(chunks * recycle::CHUNK * PAGE_SIZE))?
+            // Pages are installed and evicted the old way without it.
+            recycle::Bin::new(&uffd, chunks, mode).unwrap_or_else(|e| {
+                farmem_sys::write_stderr(
+                    format!(
+                        "farmem: warning: cannot set up the bin of recycled pages ({e}); \
+                         pages are copied in and unmapped instead (FARMEM_RECYCLE=0 silences this)\n"
+                    )
+                    .as_bytes(),
+                );
+                None
+            })
         } else {
             None
         };
