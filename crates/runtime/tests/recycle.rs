@@ -220,3 +220,50 @@ fn pages_shared_since_a_fork_leave_the_old_way() {
         );
     }
 }
+
+/// Threads sweeping one region from different starting points, all adding
+/// to the same words: their windows come in writable and take recycled
+/// pages while the others' victims move out, and no increment is lost.
+#[test]
+fn threads_sweeping_one_region_lose_no_increment() {
+    let _turn = alone();
+    if !recycles("threads_sweeping_one_region_lose_no_increment") {
+        return;
+    }
+    let pages = 2 * BUDGET / PAGE;
+    let (threads, sweeps) = (4, 2);
+    let r = Region::new(rt(), pages * PAGE);
+    let before = rt().snapshot();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let r = &r;
+            s.spawn(move || {
+                for _ in 0..sweeps {
+                    for k in 0..pages {
+                        let p = (t * pages / threads + k) % pages;
+                        r.word(p * PAGE / 8).fetch_add(1, Ordering::Relaxed);
+                        r.word(p * PAGE / 8 + 1 + t)
+                            .store(p as u64, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let d = rt().snapshot().since(&before);
+    assert!(d.recycled_in > 0 && d.recycled_out > 0, "{d:?}");
+    for p in 0..pages {
+        let w = p * PAGE / 8;
+        assert_eq!(
+            r.word(w).load(Ordering::Relaxed),
+            (threads * sweeps) as u64,
+            "page {p}"
+        );
+        for t in 0..threads {
+            assert_eq!(
+                r.word(w + 1 + t).load(Ordering::Relaxed),
+                p as u64,
+                "page {p}"
+            );
+        }
+    }
+}
