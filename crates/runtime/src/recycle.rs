@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 /// Pages per chunk: an eviction batch or an install window at most.
 pub(crate) const CHUNK: usize = MAX_BATCH;
 /// Most chunks (512 KiB): two threads each find one to move a batch out
-/// and a window in. More only hold more pages out of the budget: with eight
+/// and a window in. More only hold more pages out of the budget: with six
 /// NPB MG class B at half its footprint recycled 16% more pages but fetched
 /// 1.8% more bytes and ran no faster; with two it fetched no more than
 /// without the bin. How many a node with dozens of faulting threads needs
