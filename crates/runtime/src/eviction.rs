@@ -598,22 +598,23 @@ impl Runtime {
             }
         }
         let timed = self.span();
+        // Written back in address order, moved or not: runs make fewer writes.
+        let k = if out.is_empty() {
+            m
+        } else {
+            dirty_in_order(victims, was, &mut dirty)
+        };
         let mut wb_pages = [0u64; MAX_BATCH];
         let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
-        let mut k = 0;
-        for (&q, w) in victims.iter().zip(was) {
-            if !page::needs_writeback(w.state()) {
-                continue;
-            }
+        for (i, &q) in dirty[..k].iter().enumerate() {
             let at = out.find(q).unwrap_or_else(|| self.addr_of(q));
-            wb_pages[k] = q as u64;
+            wb_pages[i] = q as u64;
             // SAFETY: the page is mapped and nothing writes it while the
             // slice lives: in the bin, in a chunk this thread holds (`chunk`,
             // dropped below); in the arena, Evicting (mapped until the zap
             // below) and write-protected.
-            wb_data[k] = unsafe { std::slice::from_raw_parts(at as *const u8, PAGE_SIZE) };
-            self.arena.sums().record(q, wb_data[k]);
-            k += 1;
+            wb_data[i] = unsafe { std::slice::from_raw_parts(at as *const u8, PAGE_SIZE) };
+            self.arena.sums().record(q, wb_data[i]);
         }
         if k > 0 {
             if let Err(e) = self.backend.write(&wb_pages[..k], &wb_data[..k]) {

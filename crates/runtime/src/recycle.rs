@@ -258,6 +258,10 @@ impl Recycled {
     pub(crate) fn contains(&self, q: usize) -> bool {
         self.find(q).is_some()
     }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
 }
 
 impl Runtime {
