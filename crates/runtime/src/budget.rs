@@ -18,6 +18,9 @@ pub(crate) struct Budget {
     /// Pages kept free (`FARMEM_RESERVE`, at most 1/16 of `pages`): see
     /// `Runtime::refill`.
     spare: usize,
+    /// Victims an eviction round chooses at least (`FARMEM_EVICT_BATCH`,
+    /// see [`crate::config::eviction_round`]).
+    round: usize,
     /// Pages resident or reserved for an install in progress. It lives on
     /// the published board.
     resident: &'static AtomicUsize,
@@ -42,6 +45,7 @@ impl Budget {
     pub(crate) fn new(
         pages: usize,
         spare: usize,
+        round: usize,
         resident: &'static AtomicUsize,
         queues: Queues,
         hold: Hold,
@@ -49,6 +53,7 @@ impl Budget {
         Budget {
             pages,
             spare,
+            round,
             resident,
             pinned: AtomicUsize::new(0),
             queues: SpinLock::new(queues),
@@ -114,6 +119,11 @@ impl Budget {
 
     pub(crate) fn spare(&self) -> usize {
         self.spare
+    }
+
+    /// Victims an eviction round chooses at least.
+    pub(crate) fn round(&self) -> usize {
+        self.round
     }
 
     pub(crate) fn resident(&self) -> usize {

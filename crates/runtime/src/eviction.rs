@@ -1,9 +1,10 @@
 //! Eviction: victims chosen by the replacement policy ([`crate::replacement`]),
 //! dirty ones written back, all of them unmapped in batches.
 
+use crate::config::{MAX_EVICT_BATCH, MAX_ROUND};
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
-use crate::recycle::{Recycled, Taken};
+use crate::recycle::{Recycled, Taken, CHUNK};
 use crate::replacement::{page_u32, Aux as _, Take, BLOCK};
 use crate::trace;
 use crate::{runs, Runtime, MAX_BATCH};
@@ -24,12 +25,12 @@ impl Runtime {
     /// policy. Returns how many.
     pub(crate) fn evict(&self, k: usize) -> usize {
         let timed = self.span();
-        let mut victims = [0u32; MAX_BATCH];
-        let mut was = [PageWord(0); MAX_BATCH];
-        let asked = k.min(MAX_BATCH);
+        let mut victims = [0u32; MAX_ROUND];
+        let mut was = [PageWord(0); MAX_ROUND];
+        let asked = k.min(MAX_EVICT_BATCH);
         let k = self.budget.victims_to_choose(asked);
         let mut taken = 0;
-        let mut main_victim = [false; MAX_BATCH];
+        let mut main_victim = [false; MAX_ROUND];
         let mut queues = self.budget.queues();
         let (n, stamp) = queues.evict(&mut victims[..k], |q, from_main| {
             let w = self.arena.table().load(q as usize);
@@ -69,7 +70,7 @@ impl Runtime {
         // scattered writer's main pages are spread thin (GAPBS: about 14 in
         // 64 at a quarter), so its blocks still come along.
         let blocks = self.cfg.evict_block && self.budget.hold().slots() == 0;
-        let mut near_kept = [false; MAX_BATCH];
+        let mut near_kept = [false; MAX_ROUND];
         if blocks {
             for i in 0..n {
                 near_kept[i] = usize::from(queues.kept_near(victims[i])) > BLOCK / 2;
@@ -77,8 +78,8 @@ impl Runtime {
         }
         drop(queues);
         if n > 0 {
-            let mut vs = [0usize; MAX_BATCH];
-            let mut ws = [PageWord(0); MAX_BATCH];
+            let mut vs = [0usize; MAX_ROUND];
+            let mut ws = [PageWord(0); MAX_ROUND];
             for i in 0..n {
                 vs[i] = victims[i] as usize;
                 ws[i] = was[i];
@@ -88,10 +89,10 @@ impl Runtime {
                 // them there); the hold is for those the queues have not
                 // seen reused: holding main's too made hot pages bounce
                 // through it (measured on BFS: docs/benchmarks.md).
-                let mut direct = [0usize; MAX_BATCH];
-                let mut direct_was = [PageWord(0); MAX_BATCH];
-                let mut held = [0usize; MAX_BATCH];
-                let mut held_was = [PageWord(0); MAX_BATCH];
+                let mut direct = [0usize; MAX_ROUND];
+                let mut direct_was = [PageWord(0); MAX_ROUND];
+                let mut held = [0usize; MAX_ROUND];
+                let mut held_was = [PageWord(0); MAX_ROUND];
                 let (mut d, mut h) = (0, 0);
                 for i in 0..n {
                     if main_victim[i] {
@@ -115,7 +116,7 @@ impl Runtime {
                 for &v in &victims[..n] {
                     self.arena.table().set_aux(v, stamp);
                 }
-                let mut reserved = [0usize; MAX_BATCH];
+                let mut reserved = [0usize; MAX_ROUND];
                 let (total, r) = if blocks {
                     self.take_neighbours(
                         &mut vs,
@@ -165,12 +166,12 @@ impl Runtime {
     /// not yet reached, are never taken.
     fn take_neighbours(
         &self,
-        vs: &mut [usize; MAX_BATCH],
-        ws: &mut [PageWord; MAX_BATCH],
-        near_kept: &[bool; MAX_BATCH],
+        vs: &mut [usize; MAX_ROUND],
+        ws: &mut [PageWord; MAX_ROUND],
+        near_kept: &[bool; MAX_ROUND],
         (n, asked): (usize, usize),
         stamp: u32,
-        reserved: &mut [usize; MAX_BATCH],
+        reserved: &mut [usize; MAX_ROUND],
     ) -> (usize, usize) {
         let table = self.arena.table();
         let (mut total, mut r) = (n, 0);
@@ -184,7 +185,7 @@ impl Runtime {
         // fewer, which leaves room for blocks in mixed batches too.
         let mut dirty_now = ws[..n].iter().filter(|w| w.state() == State::Dirty).count();
         let dirty_cap = if dirty_now == n {
-            MAX_BATCH
+            MAX_ROUND
         } else {
             (asked * dirty_now).div_ceil(n.max(1))
         };
@@ -213,15 +214,15 @@ impl Runtime {
             if dirty < MIN_NEIGHBOURS {
                 continue;
             }
-            if total + dirty > MAX_BATCH
-                || r + NEIGHBOURHOOD > MAX_BATCH
+            if total + dirty > MAX_ROUND
+                || r + NEIGHBOURHOOD > MAX_ROUND
                 || dirty_now + dirty > dirty_cap
             {
                 break;
             }
             dirty_now += dirty;
             for q in block {
-                if q == vs[i] || total == MAX_BATCH {
+                if q == vs[i] || total == MAX_ROUND {
                     continue;
                 }
                 let w = table.load(q);
@@ -269,9 +270,9 @@ impl Runtime {
         if short > 0 {
             self.recycle_hold(short);
         }
-        let mut slot = [u32::MAX; MAX_BATCH];
-        let mut gone = [0usize; MAX_BATCH];
-        let mut gone_was = [PageWord(0); MAX_BATCH];
+        let mut slot = [u32::MAX; MAX_ROUND];
+        let mut gone = [0usize; MAX_ROUND];
+        let mut gone_was = [PageWord(0); MAX_ROUND];
         let mut g = 0;
         for (i, &q) in victims.iter().enumerate() {
             match self.budget.hold().take(page_u32(q), stamp) {
@@ -287,9 +288,9 @@ impl Runtime {
         if g > 0 {
             self.finish_eviction(&gone[..g], &gone_was[..g]);
         }
-        let mut held = [0usize; MAX_BATCH];
-        let mut held_was = [PageWord(0); MAX_BATCH];
-        let mut held_slot = [0u32; MAX_BATCH];
+        let mut held = [0usize; MAX_ROUND];
+        let mut held_was = [PageWord(0); MAX_ROUND];
+        let mut held_slot = [0u32; MAX_ROUND];
         let mut h = 0;
         for (i, &q) in victims.iter().enumerate() {
             if slot[i] != u32::MAX {
@@ -304,7 +305,7 @@ impl Runtime {
         }
         // Dirty pages stop changing before they are copied (writers fault
         // and wait; see `finish_eviction`).
-        let mut dirty = [0usize; MAX_BATCH];
+        let mut dirty = [0usize; MAX_ROUND];
         let m = dirty_in_order(&held[..h], &held_was[..h], &mut dirty);
         self.protect_dirty(&dirty[..m]);
         for i in 0..h {
@@ -491,7 +492,7 @@ impl Runtime {
     fn protect_spans(&self, victims: &[usize], was: &[PageWord], reserved: &[usize]) {
         let timed = self.span();
         // (page, dirty), in address order.
-        let mut owned = [(0usize, false); 2 * MAX_BATCH];
+        let mut owned = [(0usize, false); 2 * MAX_ROUND];
         let mut o = 0;
         for (&q, w) in victims.iter().zip(was) {
             owned[o] = (q, page::needs_writeback(w.state()));
@@ -521,13 +522,13 @@ impl Runtime {
     /// (victims of random access are scattered: a run is a page).
     fn zap(&self, victims: &[usize]) {
         let timed = self.span();
-        let mut sorted = [0usize; MAX_BATCH];
+        let mut sorted = [0usize; MAX_ROUND];
         sorted[..victims.len()].copy_from_slice(victims);
         sorted[..victims.len()].sort_unstable();
         let mut ranges = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
-        }; MAX_BATCH];
+        }; MAX_ROUND];
         let mut n = 0;
         for run in runs(victims.len(), |j| sorted[j] == sorted[j - 1] + 1) {
             ranges[n] = libc::iovec {
@@ -577,8 +578,8 @@ impl Runtime {
         if reserved.is_empty() {
             chunk = self.move_out(victims, was, &mut out);
         }
-        let mut rest = [0usize; MAX_BATCH];
-        let mut rest_was = [PageWord(0); MAX_BATCH];
+        let mut rest = [0usize; MAX_ROUND];
+        let mut rest_was = [PageWord(0); MAX_ROUND];
         let mut r = 0;
         for (&q, &w) in victims.iter().zip(was) {
             if !out.contains(q) {
@@ -587,7 +588,7 @@ impl Runtime {
                 r += 1;
             }
         }
-        let mut dirty = [0usize; MAX_BATCH];
+        let mut dirty = [0usize; MAX_ROUND];
         let m = dirty_in_order(&rest[..r], &rest_was[..r], &mut dirty);
         if reserved.is_empty() {
             self.protect_dirty(&dirty[..m]);
@@ -604,8 +605,8 @@ impl Runtime {
         } else {
             dirty_in_order(victims, was, &mut dirty)
         };
-        let mut wb_pages = [0u64; MAX_BATCH];
-        let mut wb_data: [&[u8]; MAX_BATCH] = [&[]; MAX_BATCH];
+        let mut wb_pages = [0u64; MAX_ROUND];
+        let mut wb_data: [&[u8]; MAX_ROUND] = [&[]; MAX_ROUND];
         for (i, &q) in dirty[..k].iter().enumerate() {
             let at = out.find(q).unwrap_or_else(|| self.addr_of(q));
             wb_pages[i] = q as u64;
@@ -616,9 +617,13 @@ impl Runtime {
             wb_data[i] = unsafe { std::slice::from_raw_parts(at as *const u8, PAGE_SIZE) };
             self.arena.sums().record(q, wb_data[i]);
         }
-        if k > 0 {
-            if let Err(e) = self.backend.write(&wb_pages[..k], &wb_data[..k]) {
-                self.fatal_backend("write back", farmem_sys::usize_from(wb_pages[0]), &e);
+        // A round may hold more than a backend call takes.
+        for (pages, data) in wb_pages[..k]
+            .chunks(MAX_BATCH)
+            .zip(wb_data[..k].chunks(MAX_BATCH))
+        {
+            if let Err(e) = self.backend.write(pages, data) {
+                self.fatal_backend("write back", farmem_sys::usize_from(pages[0]), &e);
             }
         }
         drop(chunk);
@@ -638,7 +643,8 @@ impl Runtime {
     /// their runs are no more than the dirty ones' plus the one unmap call,
     /// else the dirty ones, whose move replaces their write-protect. Records
     /// what moved in `out`; returns the chunk, held until their write-back
-    /// is done. A move that fails leaves the rest to the caller.
+    /// is done. A move that fails, and runs that do not fit the chunk, are
+    /// left to the caller.
     ///
     /// Hazard: the chunk must stay taken until the write-back has read the
     /// moved pages. Example interleaving were it given back at once: this
@@ -657,14 +663,14 @@ impl Runtime {
     ) -> Option<Taken<'_>> {
         let bin = self.bin.as_ref()?;
         let n = victims.len();
-        let mut all = [0usize; MAX_BATCH];
+        let mut all = [0usize; MAX_ROUND];
         all[..n].copy_from_slice(victims);
         all[..n].sort_unstable();
         let all_runs = runs(n, |j| all[j] == all[j - 1] + 1).count();
-        let mut dirty = [0usize; MAX_BATCH];
+        let mut dirty = [0usize; MAX_ROUND];
         let m = dirty_in_order(victims, was, &mut dirty);
         let dirty_runs = runs(m, |j| dirty[j] == dirty[j - 1] + 1).count();
-        let pick: &[usize] = if all_runs <= dirty_runs + usize::from(m < n) {
+        let pick: &[usize] = if all_runs <= dirty_runs + usize::from(m < n) && n <= CHUNK {
             &all[..n]
         } else {
             &dirty[..m]
@@ -672,11 +678,16 @@ impl Runtime {
         if pick.is_empty() {
             return None;
         }
-        let mut chunk = bin.with_room(pick.len())?;
+        // A round's dirty pages may outnumber a chunk's: those of the runs
+        // that fit move, the rest are write-protected.
+        let mut chunk = bin.with_room(pick.len().min(CHUNK))?;
         let timed = self.span();
         let stats = self.observe.stats();
         for run in runs(pick.len(), |j| pick[j] == pick[j - 1] + 1) {
             let at = chunk.full();
+            if at + run.len() > CHUNK {
+                continue;
+            }
             // SAFETY: the run's pages are victims this thread owns
             // (Evicting), mapped and in the arena; the chunk's pages from
             // `at` are empty and ours; no reference points into either.
@@ -748,9 +759,9 @@ impl Runtime {
             }
         }
         // ...then write back and unmap them in batches.
-        for chunk in victims.chunks(MAX_BATCH) {
-            let mut vs = [0usize; MAX_BATCH];
-            let mut was = [PageWord(0); MAX_BATCH];
+        for chunk in victims.chunks(MAX_EVICT_BATCH) {
+            let mut vs = [0usize; MAX_ROUND];
+            let mut was = [PageWord(0); MAX_ROUND];
             for (i, &(p, w)) in chunk.iter().enumerate() {
                 vs[i] = p;
                 was[i] = w;
@@ -766,7 +777,7 @@ impl Runtime {
 /// interleave: in address order they form fewer runs, so fewer
 /// write-protect calls and writes (NPB MG class B at half, two threads: 18%
 /// fewer; docs/benchmarks.md).
-fn dirty_in_order(victims: &[usize], was: &[PageWord], out: &mut [usize; MAX_BATCH]) -> usize {
+fn dirty_in_order(victims: &[usize], was: &[PageWord], out: &mut [usize; MAX_ROUND]) -> usize {
     let mut m = 0;
     for (&q, w) in victims.iter().zip(was) {
         if page::needs_writeback(w.state()) {

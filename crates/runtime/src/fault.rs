@@ -367,9 +367,7 @@ impl Runtime {
         if free >= self.budget.spare() {
             return 0;
         }
-        let want = (self.budget.spare() - free)
-            .max(self.cfg.evict_batch as usize)
-            .min(MAX_BATCH);
+        let want = (self.budget.spare() - free).max(self.budget.round());
         self.evict(want)
     }
 
@@ -428,7 +426,7 @@ impl Runtime {
             if self.budget.try_take(n) {
                 return;
             }
-            let want = n.max(self.cfg.evict_batch as usize).min(MAX_BATCH);
+            let want = n.max(self.budget.round());
             if self.evict(want) == 0 {
                 // Pages of requests in flight count against the budget but
                 // cannot be evicted until they are installed: receive them.

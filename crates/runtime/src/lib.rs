@@ -278,6 +278,7 @@ impl Runtime {
             (total_paged * cfg.hold_percent as usize / 100).min(total_paged - MAX_BATCH * 4);
         let budget = total_paged - hold_slots;
         let spare = (cfg.reserve_pages as usize).min(budget / 16);
+        let round = config::eviction_round(cfg.evict_batch, budget);
         let hold = hold::Hold::new(hold_slots).map_err(map_err(hold_slots * PAGE_SIZE))?;
         let slots = Slots::new().map_err(map_err(Slots::bytes()))?;
         backend.register_slots(slots.base(), Slots::bytes());
@@ -292,7 +293,7 @@ impl Runtime {
                         prefetch_pages: cfg.prefetch_pages,
                         hold_percent: cfg.hold_percent,
                         arena_pages: npages as u64,
-                        evict_batch: cfg.evict_batch,
+                        evict_batch: u32::try_from(round).unwrap_or(u32::MAX),
                         reserve_pages: u32::try_from(spare).unwrap_or(u32::MAX),
                         releases: true,
                     },
@@ -318,6 +319,7 @@ impl Runtime {
             budget: budget::Budget::new(
                 budget,
                 spare,
+                round,
                 &board.page().resident,
                 Queues::new(budget, 4 * MAX_BATCH, npages),
                 hold,

@@ -26,16 +26,19 @@
 //! out stays put while it writes it back. The bin's pages are local memory
 //! and are taken from the budget, as the hold's are.
 
-use crate::{Runtime, MAX_BATCH};
+use crate::config::MAX_EVICT_BATCH;
+use crate::Runtime;
 use farmem_sys::mem::Mapping;
 use farmem_sys::uffd::Uffd;
 use farmem_sys::PAGE_SIZE;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Pages per chunk: an eviction batch or an install window at most.
-pub(crate) const CHUNK: usize = MAX_BATCH;
-/// Most chunks (512 KiB): two threads each find one to move a batch out
+/// Pages per chunk: the victims an eviction round chooses at most (a
+/// round's dirty runs move out together, or not at all), or an install
+/// window.
+pub(crate) const CHUNK: usize = MAX_EVICT_BATCH;
+/// Most chunks (1 MiB): two threads each find one to move a round out
 /// and a window in. More only hold more pages out of the budget: with six
 /// NPB MG class B at half its footprint recycled 16% more pages but fetched
 /// 1.8% more bytes and ran no faster; with two it fetched no more than
@@ -43,11 +46,11 @@ pub(crate) const CHUNK: usize = MAX_BATCH;
 /// is not measured.
 const MAX_CHUNKS: usize = 2;
 /// Budget pages per chunk of the bin: under 0.8% of the budget, none
-/// under 32 MiB. Every page the bin holds is one the program cannot keep:
+/// under 64 MiB. Every page the bin holds is one the program cannot keep:
 /// a bin of 1/16 of the budget cost GAPBS BFS `-g 19` at a quarter of its
 /// footprint 8% more faults, and NPB CG class W at 70% 17% more bytes (a
 /// loop just larger than the budget feels every page of it).
-const BUDGET_PER_CHUNK: usize = 8192;
+const BUDGET_PER_CHUNK: usize = 128 * CHUNK;
 /// Fewest pages worth one move into the arena. With two threads a move
 /// flushes the other CPU's TLB (8–9 µs here, docs/benchmarks.md) and saves
 /// about 0.6 µs a page against `UFFDIO_COPY`: shorter runs are copied.
@@ -223,16 +226,16 @@ impl Drop for Taken<'_> {
 /// Victims moved into the bin: each page and the bin address its content
 /// went to, in address order.
 pub(crate) struct Recycled {
-    pages: [usize; MAX_BATCH],
-    at: [usize; MAX_BATCH],
+    pages: [usize; CHUNK],
+    at: [usize; CHUNK],
     n: usize,
 }
 
 impl Default for Recycled {
     fn default() -> Recycled {
         Recycled {
-            pages: [0; MAX_BATCH],
-            at: [0; MAX_BATCH],
+            pages: [0; CHUNK],
+            at: [0; CHUNK],
             n: 0,
         }
     }
@@ -344,10 +347,10 @@ mod tests {
 
     #[test]
     fn the_bin_is_a_small_share_of_the_budget() {
-        assert_eq!(chunks_for(8191), 0);
-        assert_eq!(chunks_for(8192), 1);
+        assert_eq!(chunks_for(16383), 0);
+        assert_eq!(chunks_for(16384), 1);
         assert_eq!(chunks_for(1 << 20), MAX_CHUNKS);
-        for b in [1024, 8192, 8960, 55552, 1 << 20] {
+        for b in [1024, 8192, 16384, 27776, 55552, 1 << 20] {
             assert!(chunks_for(b) * CHUNK * 125 <= b, "{b}");
         }
     }

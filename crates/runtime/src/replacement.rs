@@ -479,7 +479,7 @@ impl Queues {
                 }
             }
         }
-        // In range: n <= victims.len(), one eviction batch (at most MAX_BATCH).
+        // In range: n <= victims.len(), one eviction round (at most MAX_ROUND).
         #[allow(clippy::cast_possible_truncation)]
         let taken = n as u32;
         self.clock = self.clock.wrapping_add(taken).max(1);

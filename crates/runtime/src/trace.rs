@@ -133,7 +133,8 @@ pub struct Header {
     /// `FARMEM_HOLD`.
     pub hold_percent: u32,
     pub arena_pages: u64,
-    /// `FARMEM_EVICT_BATCH`.
+    /// Victims a round chose at least: `FARMEM_EVICT_BATCH`, or what
+    /// `auto` made of the budget.
     pub evict_batch: u32,
     /// `FARMEM_RESERVE`, as the runtime applied it (capped).
     pub reserve_pages: u32,

@@ -334,7 +334,7 @@ impl Sim {
         while self.resident + n > self.budget {
             let want = n
                 .max(self.evict_batch)
-                .min(farmem_runtime::config::MAX_BATCH);
+                .min(farmem_runtime::config::MAX_EVICT_BATCH);
             if !self.evict_round(want) {
                 return;
             }
@@ -348,7 +348,7 @@ impl Sim {
         if free < self.spare {
             let want = (self.spare - free)
                 .max(self.evict_batch)
-                .min(farmem_runtime::config::MAX_BATCH);
+                .min(farmem_runtime::config::MAX_EVICT_BATCH);
             self.evict_round(want);
         }
     }
@@ -356,7 +356,7 @@ impl Sim {
     /// Evict up to `want` pages (or install parked pages when nothing else
     /// is left). Returns false when there was nothing to do either.
     fn evict_round(&mut self, want: usize) -> bool {
-        let mut victims = [0u32; farmem_runtime::config::MAX_BATCH];
+        let mut victims = [0u32; farmem_runtime::config::MAX_ROUND];
         let (k, stamp) = {
             let Sim {
                 pages,
@@ -685,8 +685,8 @@ impl Sim {
 pub struct Settings {
     /// Largest prefetch window, pages (`FARMEM_PREFETCH`).
     pub prefetch: usize,
-    /// `FARMEM_EVICT_BATCH`.
-    pub evict_batch: usize,
+    /// `FARMEM_EVICT_BATCH` (None: `auto`, sized by the budget).
+    pub evict_batch: Option<u32>,
     /// `FARMEM_HOLD`, per cent of the budget.
     pub hold_percent: usize,
     /// `FARMEM_RESERVE`, pages (capped at 1/16 of the budget, as the runtime does).
@@ -699,7 +699,7 @@ impl Settings {
         let c = farmem_runtime::Config::default();
         Settings {
             prefetch,
-            evict_batch: c.evict_batch() as usize,
+            evict_batch: c.evict_batch(),
             hold_percent: c.hold_percent() as usize,
             reserve: c.reserve_pages() as usize,
         }
@@ -710,7 +710,7 @@ impl Settings {
         let u = |v: u32| farmem_sys::usize_from(u64::from(v));
         Settings {
             prefetch: u(h.prefetch_pages),
-            evict_batch: u(h.evict_batch),
+            evict_batch: Some(h.evict_batch),
             hold_percent: u(h.hold_percent),
             reserve: u(h.reserve_pages),
         }
@@ -756,7 +756,7 @@ fn simulate(
         planner: Planner::new(set.prefetch),
         budget,
         resident: 0,
-        evict_batch: set.evict_batch.max(1),
+        evict_batch: farmem_runtime::config::eviction_round(set.evict_batch, budget),
         spare: set.reserve.min(budget / 16),
         r: Replay::default(),
         fetched_by_page: by_page.then(HashMap::new),

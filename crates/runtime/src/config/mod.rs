@@ -243,6 +243,30 @@ impl Servers {
 }
 
 pub const MAX_BATCH: usize = 64;
+/// Most pages one eviction round takes: the victims it chooses (at most
+/// half of it, [`MAX_EVICT_BATCH`]) and the dirty pages that leave with
+/// their blocks. Its page lists live on the stack of the faulting thread
+/// (about 24 KiB at this size).
+pub const MAX_ROUND: usize = 256;
+/// The largest `FARMEM_EVICT_BATCH`: a round always leaves as much room
+/// again for blocks.
+pub const MAX_EVICT_BATCH: usize = MAX_ROUND / 2;
+/// The smallest round `FARMEM_EVICT_BATCH=auto` chooses.
+const AUTO_ROUND_MIN: usize = 32;
+
+/// Victims an eviction round chooses at least, for a queue budget of
+/// `budget_pages`: `FARMEM_EVICT_BATCH`, or under `auto` (None) a 64th of
+/// the budget between 32 and [`MAX_EVICT_BATCH`]. Each round costs one
+/// unmap call and a TLB shootdown however many pages it takes, so large
+/// budgets evict in large rounds; a small budget keeps rounds small, since
+/// pages evicted ahead of need are pages the loop could have kept (NPB CG
+/// class W at 1,421 pages fetched 21% more at rounds of 128 than of 32).
+pub fn eviction_round(setting: Option<u32>, budget_pages: usize) -> usize {
+    match setting {
+        Some(n) => farmem_sys::usize_from(u64::from(n)).clamp(1, MAX_EVICT_BATCH),
+        None => (budget_pages / 64).clamp(AUTO_ROUND_MIN, MAX_EVICT_BATCH),
+    }
+}
 /// Most copies of a far page (`FARMEM_REPLICAS`).
 pub const MAX_REPLICAS: usize = 3;
 

@@ -100,6 +100,16 @@ pub(super) fn threshold(v: &str) -> Result<u64, String> {
     Ok(b)
 }
 
+/// `FARMEM_EVICT_BATCH`: `auto` (None) or 1..=[`super::MAX_EVICT_BATCH`].
+pub(super) fn evict_batch(v: &str) -> Result<Option<u32>, String> {
+    if v.trim().eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    int(v, 1, super::MAX_EVICT_BATCH as u64)
+        .map(Some)
+        .map_err(|e| format!("{e}, or auto"))
+}
+
 pub(super) fn file_direct(v: &str) -> Result<FileDirect, String> {
     match v.trim().to_ascii_lowercase().as_str() {
         "auto" => Ok(FileDirect::Auto),

@@ -43,6 +43,10 @@ pub(super) fn integrity(i: &Integrity) -> String {
     .into()
 }
 
+pub(super) fn evict_batch(b: &Option<u32>) -> String {
+    b.map_or_else(|| "auto".into(), |n| n.to_string())
+}
+
 pub(super) fn file_direct(f: &FileDirect) -> String {
     match f {
         FileDirect::Auto => "auto",

@@ -175,15 +175,15 @@ settings! {
         show show::plain;
         get hold_percent -> u32 = copy;
     /// Pages evicted per eviction round.
-    "EVICT_BATCH" => evict_batch: u32 = 32;
-        documented "`32`", "Pages evicted per round, at least (1–64).";
+    "EVICT_BATCH" => evict_batch: Option<u32> = None;
+        documented "`auto`", "Victims an eviction round chooses, at least (1–128), or `auto`: a 64th of the budget, between 32 and 128. A round, whatever its size, costs one unmap call (a TLB shootdown) and its dirty runs one write-protect or move each, so larger rounds make fewer calls; pages evicted ahead of need are pages a loop could have kept, so small budgets keep rounds small. A round leaves as much room again for the blocks of `FARMEM_EVICT_BLOCK`.";
         flag None;
-        parse |v| parse::int(v, 1, MAX_BATCH as u64);
-        show show::plain;
-        get evict_batch -> u32 = copy;
+        parse parse::evict_batch;
+        show show::evict_batch;
+        get evict_batch -> Option<u32> = copy;
     /// Lone dirty victims take their block's dirty pages along.
     "EVICT_BLOCK" => evict_block: bool = true;
-        documented "`1`", "`1`: a dirty victim that is the only one of its aligned block of 16 pages takes the block's other dirty pages (two at least) out with it, so that one write-protect call, and one TLB shootdown, covers them all instead of one each. This is what scattered writers pay most for (a graph build at a quarter of its footprint). Streams evict in runs and take few blocks (NPB MG at half: 1–2% more bytes); a victim amid a loop's kept pages takes none. Off while `FARMEM_HOLD` is above 0, and none fits in a round of `FARMEM_EVICT_BATCH=64` (the most). Where the pages around a scattered writer's victims are still in use, the blocks cost more than they save: GAPBS BFS `-g 20` at half its footprint fetched twice the bytes with them (`--stats` counts the pages that left with a block and came back soon). `0`: every victim is chosen by the replacement policy alone.";
+        documented "`1`", "`1`: a dirty victim that is the only one of its aligned block of 16 pages takes the block's other dirty pages (two at least) out with it, so that one write-protect call, and one TLB shootdown, covers them all instead of one each. This is what scattered writers pay most for (a graph build at a quarter of its footprint). Streams evict in runs and take few blocks (NPB MG at half: 1–2% more bytes); a victim amid a loop's kept pages takes none. Off while `FARMEM_HOLD` is above 0. Where the pages around a scattered writer's victims are still in use, the blocks cost more than they save: GAPBS BFS `-g 20` at half its footprint fetched twice the bytes with them (`--stats` counts the pages that left with a block and came back soon). `0`: every victim is chosen by the replacement policy alone.";
         flag None;
         parse parse::boolean;
         show show::flag;

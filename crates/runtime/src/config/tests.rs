@@ -163,3 +163,43 @@ fn init_string() {
     );
     assert!(Config::from_str_config("local").is_err());
 }
+
+/// `FARMEM_EVICT_BATCH` is `auto` (a 64th of the budget, between 32 and
+/// 128) or a number of victims that leaves a round room for blocks; what is
+/// out of range names the range and `auto`.
+#[test]
+fn eviction_rounds_follow_the_budget_unless_set() {
+    let c = Config::default();
+    assert_eq!(c.evict_batch(), None);
+    assert_eq!(eviction_round(None, 1421), 32);
+    assert_eq!(eviction_round(None, 4096), 64);
+    assert_eq!(eviction_round(None, 55_552), MAX_EVICT_BATCH);
+    assert_eq!(eviction_round(Some(8), 55_552), 8);
+    for (v, want) in [
+        ("auto", None),
+        ("AUTO", None),
+        ("1", Some(1)),
+        ("128", Some(128)),
+    ] {
+        let c = Config::from_vars([("FARMEM_EVICT_BATCH", v)]).unwrap();
+        assert_eq!(c.evict_batch(), want, "{v}");
+    }
+    for v in ["0", "129", "-1", "lots", ""] {
+        let e = Config::from_vars([("FARMEM_EVICT_BATCH", v)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("FARMEM_EVICT_BATCH") && e.contains("1..=128") && e.contains("auto"),
+            "{v}: {e}"
+        );
+    }
+    let shown = Config::from_vars([("FARMEM_EVICT_BATCH", "auto")])
+        .unwrap()
+        .values();
+    assert!(
+        shown
+            .iter()
+            .any(|(k, v)| k.contains("EVICT_BATCH") && v == "auto"),
+        "{shown:?}"
+    );
+}
