@@ -13,8 +13,8 @@ mod common;
 use common::{scattered_next, Region, PAGE};
 
 /// 8,192 pages: eviction rounds of 128 victims (a 64th of the budget, at
-/// most 128), and no bin of recycled pages (none under 64 MiB), so every
-/// round write-protects and unmaps.
+/// most 128), and a bin of one chunk, so that rounds both move pages out
+/// and write-protect and unmap them.
 const BUDGET: usize = 32 << 20;
 /// musl's default thread stack, and well under glibc's (8 MiB).
 const STACK: usize = 128 << 10;
@@ -45,7 +45,7 @@ fn the_fault_path_fits_a_small_thread_stack() {
             .name("small-stack".into())
             .stack_size(STACK)
             .spawn_scoped(s, || {
-                // A write sweep: dirty rounds, a write-protect and an unmap each.
+                // A write sweep: dirty rounds, moved out or write-protected.
                 for p in 0..pages {
                     r.word(p * PAGE / 8).store(value(p, 1), Ordering::Relaxed);
                 }
