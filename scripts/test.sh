@@ -37,7 +37,7 @@ cargo test --release --workspace --no-fail-fast 2>&1 | tee target/test.log
 # sockets, the transport of hosts without UCX or RDMA; the rest (protocol,
 # server, probe, report) does not depend on how pages move.
 echo "== cargo test again with FARMEM_TRANSPORT=socket (data path, C API, real programs, replicas, erasure coding)"
-FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-runtime --test integrity --test data_path --test write_stream --test hold --test evict_block --test recycle --test stack 2>&1 | tee -a target/test.log
+FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-runtime --test integrity --test data_path --test write_stream --test hold --test evict_block --test recycle --test stack --test hold_rounds 2>&1 | tee -a target/test.log
 FARMEM_TRANSPORT=socket cargo test --release --no-fail-fast -p farmem-cli --test system -- c_programs:: kernel_access:: real_programs:: replicas:: erasure:: run:: scaleout:: 2>&1 | tee -a target/test.log
 passed=$(grep -Eo '[0-9]+ passed' target/test.log | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' target/test.log | awk '{s+=$1} END {print s+0}')

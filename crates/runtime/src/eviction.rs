@@ -25,12 +25,14 @@ impl Runtime {
     /// policy. Returns how many.
     pub(crate) fn evict(&self, k: usize) -> usize {
         let timed = self.span();
-        let mut victims = [0u32; MAX_ROUND];
-        let mut was = [PageWord(0); MAX_ROUND];
+        // The queues' choice: at most MAX_EVICT_BATCH; `vs` below has room
+        // for the blocks that come along.
+        let mut victims = [0u32; MAX_EVICT_BATCH];
+        let mut was = [PageWord(0); MAX_EVICT_BATCH];
         let asked = k.min(MAX_EVICT_BATCH);
         let k = self.budget.victims_to_choose(asked);
         let mut taken = 0;
-        let mut main_victim = [false; MAX_ROUND];
+        let mut main_victim = [false; MAX_EVICT_BATCH];
         let mut queues = self.budget.queues();
         let (n, stamp) = queues.evict(&mut victims[..k], |q, from_main| {
             let w = self.arena.table().load(q as usize);
@@ -70,7 +72,7 @@ impl Runtime {
         // scattered writer's main pages are spread thin (GAPBS: about 14 in
         // 64 at a quarter), so its blocks still come along.
         let blocks = self.cfg.evict_block && self.budget.hold().slots() == 0;
-        let mut near_kept = [false; MAX_ROUND];
+        let mut near_kept = [false; MAX_EVICT_BATCH];
         if blocks {
             for i in 0..n {
                 near_kept[i] = usize::from(queues.kept_near(victims[i])) > BLOCK / 2;
@@ -89,10 +91,10 @@ impl Runtime {
                 // them there); the hold is for those the queues have not
                 // seen reused: holding main's too made hot pages bounce
                 // through it (measured on BFS: docs/benchmarks.md).
-                let mut direct = [0usize; MAX_ROUND];
-                let mut direct_was = [PageWord(0); MAX_ROUND];
-                let mut held = [0usize; MAX_ROUND];
-                let mut held_was = [PageWord(0); MAX_ROUND];
+                let mut direct = [0usize; MAX_EVICT_BATCH];
+                let mut direct_was = [PageWord(0); MAX_EVICT_BATCH];
+                let mut held = [0usize; MAX_EVICT_BATCH];
+                let mut held_was = [PageWord(0); MAX_EVICT_BATCH];
                 let (mut d, mut h) = (0, 0);
                 for i in 0..n {
                     if main_victim[i] {
@@ -168,7 +170,7 @@ impl Runtime {
         &self,
         vs: &mut [usize; MAX_ROUND],
         ws: &mut [PageWord; MAX_ROUND],
-        near_kept: &[bool; MAX_ROUND],
+        near_kept: &[bool],
         (n, asked): (usize, usize),
         stamp: u32,
         reserved: &mut [usize; MAX_ROUND],
@@ -264,15 +266,22 @@ impl Runtime {
 
     /// [`Runtime::to_hold`]'s work, untimed.
     fn move_to_hold(&self, victims: &[usize], was: &[PageWord], stamp: u32) {
-        let short = victims
+        let mut short = victims
             .len()
             .saturating_sub(self.budget.hold().free_slots());
-        if short > 0 {
-            self.recycle_hold(short);
+        // A round may hold more victims than one recycling takes.
+        while short > 0 {
+            let freed = self.recycle_hold(short);
+            if freed == 0 {
+                break;
+            }
+            short = short.saturating_sub(freed);
         }
-        let mut slot = [u32::MAX; MAX_ROUND];
-        let mut gone = [0usize; MAX_ROUND];
-        let mut gone_was = [PageWord(0); MAX_ROUND];
+        // A round that goes to the hold takes no blocks: MAX_EVICT_BATCH
+        // victims at most.
+        let mut slot = [u32::MAX; MAX_EVICT_BATCH];
+        let mut gone = [0usize; MAX_EVICT_BATCH];
+        let mut gone_was = [PageWord(0); MAX_EVICT_BATCH];
         let mut g = 0;
         for (i, &q) in victims.iter().enumerate() {
             match self.budget.hold().take(page_u32(q), stamp) {
@@ -288,9 +297,9 @@ impl Runtime {
         if g > 0 {
             self.finish_eviction(&gone[..g], &gone_was[..g]);
         }
-        let mut held = [0usize; MAX_ROUND];
-        let mut held_was = [PageWord(0); MAX_ROUND];
-        let mut held_slot = [0u32; MAX_ROUND];
+        let mut held = [0usize; MAX_EVICT_BATCH];
+        let mut held_was = [PageWord(0); MAX_EVICT_BATCH];
+        let mut held_slot = [0u32; MAX_EVICT_BATCH];
         let mut h = 0;
         for (i, &q) in victims.iter().enumerate() {
             if slot[i] != u32::MAX {
@@ -305,7 +314,7 @@ impl Runtime {
         }
         // Dirty pages stop changing before they are copied (writers fault
         // and wait; see `finish_eviction`).
-        let mut dirty = [0usize; MAX_ROUND];
+        let mut dirty = [0usize; MAX_EVICT_BATCH];
         let m = dirty_in_order(&held[..h], &held_was[..h], &mut dirty);
         self.protect_dirty(&dirty[..m]);
         for i in 0..h {
@@ -337,8 +346,9 @@ impl Runtime {
         self.observe.stats().held.add(h as u64);
     }
 
-    /// Evict up to `k` pages from the hold for good (in clock order), writing
-    /// back those whose held content is newer than the backend's.
+    /// Evict up to `k` pages from the hold for good (in clock order; at most
+    /// [`MAX_BATCH`] a call), writing back those whose held content is newer
+    /// than the backend's. Returns how many left.
     ///
     /// Hazard: the slot's owner is read under the hold's lock, the page word
     /// after it. Example interleaving: this thread reads slot 5 → page P;
@@ -348,7 +358,7 @@ impl Runtime {
     /// passed over; Q keeps its place. Only the compare-and-swap into
     /// Evicting makes the page and its slot ours: B's claim and ours cannot
     /// both succeed.
-    pub(crate) fn recycle_hold(&self, k: usize) {
+    pub(crate) fn recycle_hold(&self, k: usize) -> usize {
         let k = k.min(MAX_BATCH);
         let mut pages = [0u64; MAX_BATCH];
         let mut slots = [0u32; MAX_BATCH];
@@ -375,7 +385,7 @@ impl Runtime {
             }
         }
         if n == 0 {
-            return;
+            return 0;
         }
         let timed = self.span();
         let mut wb_pages = [0u64; MAX_BATCH];
@@ -417,6 +427,7 @@ impl Runtime {
             self.budget.hold().give_back(s);
         }
         self.observe.stats().pages_written_back.add(m as u64);
+        n
     }
 
     /// Mark evicted pages (owned, unmapped or out of the hold) Absent, each
@@ -640,7 +651,8 @@ impl Runtime {
     /// Move victims out of the arena into a chunk of the bin (see
     /// [`crate::recycle`]), run by run, where that costs no more calls (each
     /// a TLB flush) than write-protect and unmap would: all of them when
-    /// their runs are no more than the dirty ones' plus the one unmap call,
+    /// they fit a chunk and their runs are no more than the dirty ones'
+    /// plus the one unmap call,
     /// else the dirty ones, whose move replaces their write-protect. Records
     /// what moved in `out`; returns the chunk, held until their write-back
     /// is done. A move that fails, and runs that do not fit the chunk, are
@@ -784,7 +796,7 @@ impl Runtime {
 /// interleave: in address order they form fewer runs, so fewer
 /// write-protect calls and writes (NPB MG class B at half, two threads: 18%
 /// fewer; docs/benchmarks.md).
-fn dirty_in_order(victims: &[usize], was: &[PageWord], out: &mut [usize; MAX_ROUND]) -> usize {
+fn dirty_in_order(victims: &[usize], was: &[PageWord], out: &mut [usize]) -> usize {
     let mut m = 0;
     for (&q, w) in victims.iter().zip(was) {
         if page::needs_writeback(w.state()) {

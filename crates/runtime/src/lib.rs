@@ -253,7 +253,7 @@ impl Runtime {
         let opened = backend::open(cfg, npages as u64)?;
         let (backend, cfg, server) = (opened.backend, opened.cfg, opened.server);
         let total = (farmem_sys::usize_from(cfg.local_bytes) / PAGE_SIZE).max(MAX_BATCH * 4);
-        // The bin of recycled pages is taken from the budget (under 1%
+        // The bin of recycled pages is taken from the budget (at most 1/64
         // of it), first: the trace's budget is what the queues and the hold
         // share.
         let bin = if uffd.features() & farmem_sys::uffd::UFFD_FEATURE_MOVE != 0 {

@@ -134,7 +134,8 @@ pub struct Header {
     pub hold_percent: u32,
     pub arena_pages: u64,
     /// Victims a round chose at least: `FARMEM_EVICT_BATCH`, or what
-    /// `auto` made of the budget.
+    /// `auto` made of the budget. A replay at another budget keeps it (the
+    /// header does not say whether it came from `auto`).
     pub evict_batch: u32,
     /// `FARMEM_RESERVE`, as the runtime applied it (capped).
     pub reserve_pages: u32,

@@ -12,9 +12,9 @@ use std::sync::OnceLock;
 mod common;
 use common::{scattered_next, Region, PAGE};
 
-/// 8,192 pages: eviction rounds of 128 victims (a 64th of the budget, at
-/// most 128), and a bin of one chunk, so that rounds both move pages out
-/// and write-protect and unmap them.
+/// 8,192 pages: a bin of one chunk (128 pages), and eviction rounds of 126
+/// victims (a 64th of the 8,064 pages beside it), so that rounds both move
+/// pages out and write-protect and unmap them.
 const BUDGET: usize = 32 << 20;
 /// musl's default thread stack, and well under glibc's (8 MiB).
 const STACK: usize = 128 << 10;

@@ -190,7 +190,7 @@ settings! {
         get evict_block -> bool = copy;
     /// Evicted pages are moved out and reused by writable installs.
     "RECYCLE" => recycle: bool = true;
-        documented "`1`", "`1`: where the kernel moves pages (`UFFDIO_MOVE`, Linux 6.8), evicted pages are moved out of the arena into a small bin (64 pages per 32 MiB of budget, at most 128 pages, none under 32 MiB, taken from the budget) and written back from there, instead of being write-protected, copied and unmapped; windows installed writable take them back (their data copied in, the pages moved in) instead of `UFFDIO_COPY`'s allocation and copy. Clean installs still copy: a page moved in is writable. A move the kernel refuses for good (a range the program changed) turns the bin off; a busy page is evicted the old way. `0`: every page is installed by copy and evicted by unmap.";
+        documented "`1`", "`1`: where the kernel moves pages (`UFFDIO_MOVE`, Linux 6.8), evicted pages are moved out of the arena into a small bin (128 pages per 32 MiB of budget, at most 256 pages, none under 32 MiB, taken from the budget) and written back from there, instead of being write-protected, copied and unmapped; windows installed writable take them back (their data copied in, the pages moved in) instead of `UFFDIO_COPY`'s allocation and copy. Clean installs still copy: a page moved in is writable. A move the kernel refuses for good (a range the program changed) turns the bin off; a busy page is evicted the old way. `0`: every page is installed by copy and evicted by unmap.";
         flag None;
         parse parse::boolean;
         show show::flag;
