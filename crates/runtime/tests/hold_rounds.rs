@@ -6,22 +6,14 @@
 #[allow(dead_code)]
 mod common;
 use common::{Region, PAGE};
-use farmem_runtime::{Config, Runtime};
+use farmem_runtime::Runtime;
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
 
 /// 16,384 pages, a tenth of them the hold: rounds of 128 victims.
 const BUDGET: usize = 64 << 20;
 
 fn rt() -> &'static Runtime {
-    static RT: OnceLock<&'static Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        let cfg = Config::from_str_config(&common::with_transport(&format!(
-            "local={BUDGET} arena=1G hold=10"
-        )))
-        .unwrap();
-        farmem_runtime::init(cfg).expect("init")
-    })
+    common::runtime(|| format!("local={BUDGET} arena=1G hold=10"))
 }
 
 /// A first sweep over three times the budget: its pages are all first

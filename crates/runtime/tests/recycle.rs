@@ -4,7 +4,6 @@
 
 use farmem_runtime::{Advice, Runtime};
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
 
 mod common;
 #[path = "../../../tests/support/skip.rs"]
@@ -19,14 +18,7 @@ const CHUNK: usize = farmem_runtime::config::MAX_EVICT_BATCH;
 const CHUNKS: u64 = 2;
 
 fn rt() -> &'static Runtime {
-    static RT: OnceLock<&'static Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        let cfg = farmem_runtime::Config::from_str_config(&common::with_transport(&format!(
-            "local={BUDGET} arena=1G"
-        )))
-        .unwrap();
-        farmem_runtime::init(cfg).expect("init")
-    })
+    common::runtime(|| format!("local={BUDGET} arena=1G"))
 }
 
 /// Where the kernel cannot move pages (Linux < 6.8), the runtime copies and

@@ -7,7 +7,6 @@
 
 use farmem_runtime::{Advice, Runtime};
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
 
 mod common;
 use common::{scattered_next, Region, PAGE};
@@ -20,14 +19,7 @@ const BUDGET: usize = 32 << 20;
 const STACK: usize = 128 << 10;
 
 fn rt() -> &'static Runtime {
-    static RT: OnceLock<&'static Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        let cfg = farmem_runtime::Config::from_str_config(&common::with_transport(&format!(
-            "local={BUDGET} arena=1G"
-        )))
-        .unwrap();
-        farmem_runtime::init(cfg).expect("init")
-    })
+    common::runtime(|| format!("local={BUDGET} arena=1G"))
 }
 
 fn value(p: usize, pass: u64) -> u64 {

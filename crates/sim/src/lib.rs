@@ -356,7 +356,7 @@ impl Sim {
     /// Evict up to `want` pages (or install parked pages when nothing else
     /// is left). Returns false when there was nothing to do either.
     fn evict_round(&mut self, want: usize) -> bool {
-        let mut victims = [0u32; farmem_runtime::config::MAX_ROUND];
+        let mut victims = [0u32; farmem_runtime::config::MAX_EVICT_BATCH];
         let (k, stamp) = {
             let Sim {
                 pages,

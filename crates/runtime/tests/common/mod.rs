@@ -52,6 +52,18 @@ pub fn with_transport(cfg: &str) -> String {
     }
 }
 
+/// This test program's runtime, started on first use with the
+/// configuration `cfg` makes (and the environment's transport): one runtime
+/// per process.
+#[allow(dead_code)] // older test programs start their own
+pub fn runtime(cfg: impl FnOnce() -> String) -> &'static Runtime {
+    static RT: std::sync::OnceLock<&'static Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| {
+        let cfg = farmem_runtime::Config::from_str_config(&with_transport(&cfg())).unwrap();
+        farmem_runtime::init(cfg).expect("init")
+    })
+}
+
 /// The page after `p` in a walk over `pages` (a power of two) that visits
 /// each once per period (an LCG with a ≡ 1 mod 4 and c odd), in an order no
 /// prefetch stream follows, so that faults are mostly single demand pages.
