@@ -185,7 +185,7 @@ pub fn init(cfg: Config) -> Result<&'static Runtime, RuntimeError> {
     RUNTIME.store(rt, Ordering::Release);
     farmem_sys::process::at_exit(end_board_at_exit);
     rt.backend.set_completion(prefetch::complete_async);
-    let old = farmem_sys::signal::install_blocking_async(libc::SIGBUS, on_sigbus)
+    let old = farmem_sys::signal::install_fault_handler(libc::SIGBUS, on_sigbus)
         .map_err(RuntimeError::Signal)?;
     signals::set_program_sigbus(old);
     farmem_sys::process::at_fork_child(after_fork_child);

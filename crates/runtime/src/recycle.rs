@@ -109,6 +109,17 @@ impl Bin {
         }))
     }
 
+    /// Whether `addr` is in the bin.
+    pub(crate) fn contains(&self, addr: usize) -> bool {
+        self.map.contains(addr)
+    }
+
+    /// The bin's first page (for tests: absent until a move fills it).
+    #[cfg(test)]
+    pub(crate) fn first_page(&self) -> usize {
+        self.map.as_ptr() as usize
+    }
+
     /// Pages of local memory the bin may hold.
     pub(crate) fn pages(&self) -> usize {
         self.chunks.len() * CHUNK

@@ -12,12 +12,18 @@ pub fn install(sig: libc::c_int, handler: SigInfoHandler) -> io::Result<libc::si
     install_with_mask(sig, handler, false)
 }
 
-/// Like [`install`], but every asynchronous signal stays blocked while the
-/// handler runs. The fault handler needs this: it holds spin locks and owns
-/// pages mid-transition, and a program's signal handler that ran on top of it
-/// and touched far memory would fault again with SIGBUS blocked (the kernel
-/// then kills the process) or spin on a lock its own thread holds.
-pub fn install_blocking_async(
+/// The fault handler's installation: like [`install`], but every
+/// asynchronous signal stays blocked while the handler runs, and `sig`
+/// itself does not (`SA_NODEFER`).
+///
+/// The asynchronous signals: the handler holds spin locks and owns pages
+/// mid-transition, and a program's signal handler that ran on top of it and
+/// touched far memory would fault again inside it or spin on a lock its own
+/// thread holds. `sig` itself: a fault raised while its signal is blocked
+/// kills the process on the spot, with no word of why; unblocked, a fault
+/// inside the handler reaches the handler again, which can say what
+/// happened before it stops the program.
+pub fn install_fault_handler(
     sig: libc::c_int,
     handler: SigInfoHandler,
 ) -> io::Result<libc::sigaction> {
@@ -27,13 +33,16 @@ pub fn install_blocking_async(
 fn install_with_mask(
     sig: libc::c_int,
     handler: SigInfoHandler,
-    block_async: bool,
+    fault_handler: bool,
 ) -> io::Result<libc::sigaction> {
     // SAFETY: sigaction is plain old data; zero is a valid initial value.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    sa.sa_mask = if block_async {
+    if fault_handler {
+        sa.sa_flags |= libc::SA_NODEFER;
+    }
+    sa.sa_mask = if fault_handler {
         async_signals()
     } else {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it.
@@ -137,6 +146,24 @@ pub struct SignalBlock {
 impl SignalBlock {
     pub fn new() -> SignalBlock {
         let set = async_signals();
+        // SAFETY: sigset_t is plain data; pthread_sigmask fills it.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: both sets are live.
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        SignalBlock { old }
+    }
+}
+
+impl SignalBlock {
+    /// Blocks `sig` alone until dropped (restoring the previous mask).
+    pub fn only(sig: libc::c_int) -> SignalBlock {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a live sigset_t; sig is a valid signal number.
+        unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+        }
         // SAFETY: sigset_t is plain data; pthread_sigmask fills it.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: both sets are live.
