@@ -344,6 +344,11 @@ impl Runtime {
         moved
     }
 
+    /// Whether `addr` is a page of the bin (none without one).
+    pub(crate) fn in_bin(&self, addr: usize) -> bool {
+        self.bin.as_ref().is_some_and(|b| b.contains(addr))
+    }
+
     /// A move failed with `e`: the caller goes on the old way. A page that
     /// was busy (pinned for I/O, or shared since a `fork`) may move another
     /// time; any other refusal would come again, so the bin is turned off.

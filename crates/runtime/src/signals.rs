@@ -63,7 +63,7 @@ pub(crate) extern "C" fn on_sigbus(
             rt.handle_fault(addr, write);
             HANDLING.with(|h| h.set(0));
         }
-        Some(rt) if rt.bin.as_ref().is_some_and(|b| b.contains(addr)) => {
+        Some(rt) if rt.in_bin(addr) => {
             let mut m = MsgBuf::new();
             let _ = writeln!(
                 m,
@@ -84,7 +84,7 @@ pub(crate) extern "C" fn on_sigbus(
 fn fault_in_handler(addr: usize, outer: usize) -> ! {
     let what = match get() {
         Some(rt) if rt.arena.contains(addr) => "far memory",
-        Some(rt) if rt.bin.as_ref().is_some_and(|b| b.contains(addr)) => {
+        Some(rt) if rt.in_bin(addr) => {
             "the bin of recycled pages (FARMEM_RECYCLE=0 runs without it)"
         }
         _ => "memory outside farmem's",

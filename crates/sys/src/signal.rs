@@ -39,10 +39,8 @@ fn install_with_mask(
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    if fault_handler {
-        sa.sa_flags |= libc::SA_NODEFER;
-    }
     sa.sa_mask = if fault_handler {
+        sa.sa_flags |= libc::SA_NODEFER;
         async_signals()
     } else {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it.
@@ -145,16 +143,9 @@ pub struct SignalBlock {
 
 impl SignalBlock {
     pub fn new() -> SignalBlock {
-        let set = async_signals();
-        // SAFETY: sigset_t is plain data; pthread_sigmask fills it.
-        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: both sets are live.
-        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
-        SignalBlock { old }
+        SignalBlock::block(&async_signals())
     }
-}
 
-impl SignalBlock {
     /// Blocks `sig` alone until dropped (restoring the previous mask).
     pub fn only(sig: libc::c_int) -> SignalBlock {
         // SAFETY: sigset_t is plain data; sigemptyset initialises it.
@@ -164,10 +155,14 @@ impl SignalBlock {
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, sig);
         }
+        SignalBlock::block(&set)
+    }
+
+    fn block(set: &libc::sigset_t) -> SignalBlock {
         // SAFETY: sigset_t is plain data; pthread_sigmask fills it.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: both sets are live.
-        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, set, &mut old) };
         SignalBlock { old }
     }
 }
