@@ -717,13 +717,7 @@ impl Runtime {
                     run.len() * PAGE_SIZE,
                 )
             };
-            let moved = match res {
-                Ok(bytes) => bytes / PAGE_SIZE,
-                Err(e) => {
-                    self.move_failed(bin, &e);
-                    0
-                }
-            };
+            let moved = self.moved(bin, res);
             if moved > 0 {
                 stats.move_out_calls.add(1);
                 stats.recycled_out.add(moved as u64);

@@ -29,7 +29,7 @@
 use crate::config::MAX_EVICT_BATCH;
 use crate::Runtime;
 use farmem_sys::mem::Mapping;
-use farmem_sys::uffd::Uffd;
+use farmem_sys::uffd::{Moved, Uffd};
 use farmem_sys::PAGE_SIZE;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -323,13 +323,7 @@ impl Runtime {
                 .uffd()
                 .move_pages(self.addr_of(first), chunk.page(at), k * PAGE_SIZE)
         };
-        let moved = match res {
-            Ok(bytes) => bytes / PAGE_SIZE,
-            Err(e) => {
-                self.move_failed(bin, &e);
-                0
-            }
-        };
+        let moved = self.moved(bin, res);
         if moved == k {
             chunk.emptied(k);
         } else if moved > 0 {
@@ -349,12 +343,24 @@ impl Runtime {
         self.bin.as_ref().is_some_and(|b| b.contains(addr))
     }
 
-    /// A move failed with `e`: the caller goes on the old way. A page that
-    /// was busy (pinned for I/O, or shared since a `fork`) may move another
-    /// time; any other refusal would come again, so the bin is turned off.
-    pub(crate) fn move_failed(&self, bin: &Bin, e: &io::Error) {
-        if !matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
-            bin.turn_off();
+    /// Pages a move moved, by its result. A move that failed leaves the
+    /// caller to go on the old way: a page that was busy (pinned for I/O,
+    /// or shared since a `fork`) may move another time; any other refusal
+    /// would come again, so the bin is turned off.
+    pub(crate) fn moved(&self, bin: &Bin, res: io::Result<Moved>) -> usize {
+        match res {
+            Ok(m) => {
+                if m.misreported {
+                    self.observe.stats().moves_misreported.add(1);
+                }
+                m.bytes / PAGE_SIZE
+            }
+            Err(e) => {
+                if !matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) {
+                    bin.turn_off();
+                }
+                0
+            }
         }
     }
 }

@@ -139,6 +139,9 @@ pub struct Stats {
     pub recycled_in: Counter,
     pub move_out_calls: Counter,
     pub move_in_calls: Counter,
+    /// Moves the kernel reported short of what it moved (see
+    /// `farmem_sys::uffd::Uffd::move_pages`), counted from the page tables.
+    pub moves_misreported: Counter,
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
@@ -187,6 +190,8 @@ pub struct Snapshot {
     pub recycled_in: u64,
     pub move_out_calls: u64,
     pub move_in_calls: u64,
+    /// Moves the kernel reported short of what it moved.
+    pub moves_misreported: u64,
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
@@ -243,6 +248,7 @@ impl Stats {
             recycled_in: self.recycled_in.get(),
             move_out_calls: self.move_out_calls.get(),
             move_in_calls: self.move_in_calls.get(),
+            moves_misreported: self.moves_misreported.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
             wp_ahead: self.wp_ahead.get(),
@@ -294,6 +300,7 @@ impl Snapshot {
             recycled_in: d(self.recycled_in, before.recycled_in),
             move_out_calls: d(self.move_out_calls, before.move_out_calls),
             move_in_calls: d(self.move_in_calls, before.move_in_calls),
+            moves_misreported: d(self.moves_misreported, before.moves_misreported),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
@@ -363,7 +370,7 @@ impl Snapshot {
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block, {} of them back soon)\n\
              \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page)\n\
-             \x20 recycled pages (out / in)      {:>12} / {} ({} / {} moves)\n\
+             \x20 recycled pages (out / in)      {:>12} / {} ({} / {} moves, {} misreported by the kernel)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
@@ -388,6 +395,7 @@ impl Snapshot {
             self.recycled_in,
             self.move_out_calls,
             self.move_in_calls,
+            self.moves_misreported,
             self.prefetched,
             self.prefetch_used,
             self.prefetch_wasted,

@@ -226,6 +226,19 @@ pub unsafe fn madvise(addr: *mut u8, len: usize, advice: libc::c_int) -> io::Res
     cvt_long(unsafe { crate::raw_syscall!(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
 }
 
+/// `mincore(addr, len, vec)`: bit 0 of `vec[i]` says whether page `i` of
+/// `[addr, addr+len)` is resident (for private anonymous memory: mapped).
+/// `vec` must hold a byte per page. Touches nothing, so it cannot fault.
+pub fn resident(addr: usize, len: usize, vec: &mut [u8]) -> io::Result<()> {
+    if vec.len() < len.div_ceil(PAGE_SIZE) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: the kernel writes one byte per page of the range into `vec`,
+    // which is long enough; the range itself is only looked up.
+    cvt_long(unsafe { crate::raw_syscall!(libc::SYS_mincore, addr, len, vec.as_mut_ptr()) })
+        .map(|_| ())
+}
+
 /// `PIDFD_SELF_THREAD_GROUP` (Linux 6.15): the calling process, with no
 /// file descriptor to hold. A held pidfd would name the parent in a forked
 /// child, and a program may close or reuse any descriptor number.

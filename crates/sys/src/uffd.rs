@@ -324,19 +324,42 @@ impl Uffd {
     }
 }
 
+/// What one [`Uffd::move_pages`] call moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    /// Bytes moved, from the start of the range.
+    pub bytes: usize,
+    /// The kernel reported fewer bytes than it moved; `bytes` was read from
+    /// the page tables instead.
+    pub misreported: bool,
+}
+
 impl Uffd {
     /// `UFFDIO_MOVE`: move the present pages of `[src, src+len)` to `dst`, a
     /// range registered with this uffd, atomically against writers (the
     /// source becomes unmapped; the destination's page table entries must be
-    /// empty). Returns the bytes moved, which are fewer than `len` where the
-    /// kernel stopped early (`EAGAIN` with part moved: a page it could not
-    /// take, such as one shared since a `fork`). Nobody waiting on the uffd
-    /// is woken: in SIGBUS mode nobody waits.
+    /// empty). Returns what moved, from the start: fewer than `len` bytes
+    /// where the kernel stopped early (a page it could not take, such as one
+    /// shared since a `fork`). Nobody waiting on the uffd is woken: in
+    /// SIGBUS mode nobody waits.
+    ///
+    /// Whenever the kernel reports less than `len`, the count is taken from
+    /// the page tables: Linux 6.18's batched moves can move more than they
+    /// report. Its `move_pages()` keeps the `-EAGAIN` of a retried page
+    /// (a page table entry that changed under it, such as a writer setting
+    /// the dirty bit) in `err`, so the next batch, which moves, is not
+    /// counted; the retry then finds its destination full and fails with
+    /// `EEXIST`. Example: a 64-page move whose first page another thread
+    /// writes to returns `EEXIST` with all 64 pages at `dst` (3–4% of such
+    /// calls on 6.18.44, `tests/abi.rs`). Trusting that answer, a caller
+    /// would read the moved pages at their old, now empty, addresses.
     ///
     /// # Safety
     /// Both ranges must be private anonymous memory of this process that no
-    /// Rust reference points into; the source's content leaves it.
-    pub unsafe fn move_pages(&self, dst: usize, src: usize, len: usize) -> io::Result<usize> {
+    /// Rust reference points into; the source's content leaves it. The
+    /// destination's pages must be empty and stay so unless this call fills
+    /// them (the count read back relies on it).
+    pub unsafe fn move_pages(&self, dst: usize, src: usize, len: usize) -> io::Result<Moved> {
         let mut m = UffdioMove {
             dst: dst as u64,
             src: src as u64,
@@ -347,16 +370,49 @@ impl Uffd {
         // SAFETY: `m` is a live UffdioMove; the caller guarantees the ranges.
         let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_MOVE as _, &mut m) };
         if r == 0 {
-            return Ok(usize::try_from(m.moved).unwrap_or(0));
+            return Ok(Moved {
+                bytes: usize::try_from(m.moved).unwrap_or(0),
+                misreported: false,
+            });
         }
         let err = io::Error::last_os_error();
         // On a partial move the kernel answers EAGAIN and leaves the bytes
         // moved in `moved` (a negative errno when nothing moved).
-        match usize::try_from(m.moved) {
-            Ok(moved) if moved > 0 && err.raw_os_error() == Some(libc::EAGAIN) => Ok(moved),
-            _ => Err(err),
+        let reported = match usize::try_from(m.moved) {
+            Ok(moved) if err.raw_os_error() == Some(libc::EAGAIN) => moved,
+            _ => 0,
+        };
+        // Where the page tables cannot be read, the kernel's count is all there is.
+        let bytes = moved_prefix(dst, src, len).unwrap_or(0).max(reported);
+        if bytes == 0 {
+            return Err(err);
         }
+        Ok(Moved {
+            bytes,
+            misreported: bytes > reported,
+        })
     }
+}
+
+/// Bytes from the start of a move's ranges whose pages left `src` and are
+/// at `dst`: page by page, the destination mapped and the source not.
+/// (A page swapped out meanwhile reads as not mapped: its move, if the
+/// kernel hid it, is missed as it was before this check.)
+fn moved_prefix(dst: usize, src: usize, len: usize) -> io::Result<usize> {
+    const STEP: usize = 256;
+    let (mut at_dst, mut at_src) = ([0u8; STEP], [0u8; STEP]);
+    let pages = len / PAGE_SIZE;
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(STEP);
+        crate::mem::resident(dst + done * PAGE_SIZE, n * PAGE_SIZE, &mut at_dst)?;
+        crate::mem::resident(src + done * PAGE_SIZE, n * PAGE_SIZE, &mut at_src)?;
+        if let Some(i) = (0..n).find(|&i| at_dst[i] & 1 == 0 || at_src[i] & 1 != 0) {
+            return Ok((done + i) * PAGE_SIZE);
+        }
+        done += n;
+    }
+    Ok(len)
 }
 
 impl AsRawFd for Uffd {

@@ -153,6 +153,7 @@ fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
     assert_eq!(t["recycled_in"].as_u64().unwrap(), recycled[1]);
     assert_eq!(t["move_out_calls"].as_u64().unwrap(), recycled[2]);
     assert_eq!(t["move_in_calls"].as_u64().unwrap(), recycled[3]);
+    assert_eq!(t["moves_misreported"].as_u64().unwrap(), recycled[4]);
     assert!(
         calls[1] + recycled[2] > 0,
         "a program that paged unmapped and moved out nothing: {stats}"
