@@ -346,13 +346,14 @@ impl Uffd {
     /// Whenever the kernel reports less than `len`, the count is taken from
     /// the page tables: Linux 6.18's batched moves can move more than they
     /// report. Its `move_pages()` keeps the `-EAGAIN` of a retried page
-    /// (a page table entry that changed under it, such as a writer setting
-    /// the dirty bit) in `err`, so the next batch, which moves, is not
-    /// counted; the retry then finds its destination full and fails with
-    /// `EEXIST`. Example: a 64-page move whose first page another thread
-    /// writes to returns `EEXIST` with all 64 pages at `dst` (3–4% of such
-    /// calls on 6.18.44, `tests/abi.rs`). Trusting that answer, a caller
-    /// would read the moved pages at their old, now empty, addresses.
+    /// (a page table entry that changed under it: the program touching the
+    /// page, another thread write-protecting it) in `err`, so the next
+    /// batch, which moves, is not counted; the retry then finds its
+    /// destination full and fails with `EEXIST`. Example: a 64-page move
+    /// whose first page another thread write-protects on and off returns
+    /// `EEXIST` with all 64 pages at `dst` (up to 4% of such calls on
+    /// 6.18.44; `tests/abi.rs`). Trusting that answer, a caller would read
+    /// the moved pages at their old, now empty, addresses.
     ///
     /// # Safety
     /// Both ranges must be private anonymous memory of this process that no
