@@ -215,7 +215,7 @@ fn copy_across_a_vma_split() {
 /// reports less: Linux 6.18's batched `UFFDIO_MOVE` answers `EEXIST` for
 /// some moves that moved every page, when the first source page's entry
 /// changes under it (here: another thread write-protects it on and off; in
-/// the runtime, the program writing to a page being evicted). The runtime
+/// the runtime, the program touching a page being evicted). The runtime
 /// read such pages at their old, empty addresses and died of a SIGBUS (NPB
 /// SP class B at half its footprint, about one run in two). Each call's
 /// count is checked against the pages found at the destination.
