@@ -34,7 +34,7 @@ impl Runtime {
         let mut taken = 0;
         let mut main_victim = [false; MAX_EVICT_BATCH];
         let mut queues = self.budget.queues();
-        let (n, stamp) = queues.evict(&mut victims[..k], |q, from_main| {
+        let (n, stamp) = queues.evict(&mut victims[..k], |q, from_main, kept_near| {
             let w = self.arena.table().load(q as usize);
             if !w.state().is_resident() {
                 // The entry of a page evicted out of its turn (STALE),
@@ -53,6 +53,9 @@ impl Runtime {
                 .is_ok()
             {
                 return Take::Keep;
+            }
+            if !from_main && w.state() == State::Dirty && self.keeps_dirty(q as usize, kept_near) {
+                return Take::Promote;
             }
             match next(w, Event::EvictStart) {
                 Ok(nw) if self.arena.table().cas(q as usize, w, nw) => {
@@ -145,6 +148,23 @@ impl Runtime {
         }
         self.charge(timed, Phase::EvictChoose);
         n
+    }
+
+    /// Whether dirty probation page `p`, whose block keeps `kept_near` main
+    /// pages, stays resident in main instead of leaving
+    /// ([`crate::replacement::keeps_dirty`]). Its neighbours' words are read
+    /// without owning them: a neighbour that changes state just after costs
+    /// at worst one page kept or evicted against the rule, never a write.
+    fn keeps_dirty(&self, p: usize, kept_near: u16) -> bool {
+        if kept_near <= crate::replacement::DIRTY_KEPT {
+            return false;
+        }
+        let dirty = |q: usize| self.arena.table().load(q).state() == State::Dirty;
+        crate::replacement::keeps_dirty(
+            kept_near,
+            p > 0 && dirty(p - 1),
+            p + 1 < self.arena.npages() && dirty(p + 1),
+        )
     }
 
     /// Beside each lone dirty victim (the only victim of its block of

@@ -212,6 +212,9 @@ pub struct Snapshot {
     pub promoted: u64,
     pub displaced: u64,
     pub gathered: u64,
+    /// Dirty probation pages kept in main instead of evicted
+    /// (`replacement::keeps_dirty`).
+    pub kept_dirty: u64,
     pub resident_bytes: u64,
     pub budget_bytes: u64,
     pub fault_p50_ns: u64,
@@ -223,12 +226,13 @@ pub struct Snapshot {
 }
 
 impl Stats {
-    /// `policy` is (promoted, displaced, gathered) from the replacement queues.
+    /// `policy` is (promoted, displaced, gathered, kept dirty) from the
+    /// replacement queues.
     pub fn snapshot(
         &self,
         resident_bytes: u64,
         budget_bytes: u64,
-        policy: (u64, u64, u64),
+        policy: (u64, u64, u64, u64),
     ) -> Snapshot {
         let page = farmem_sys::PAGE_SIZE as u64;
         Snapshot {
@@ -262,6 +266,7 @@ impl Stats {
             promoted: policy.0,
             displaced: policy.1,
             gathered: policy.2,
+            kept_dirty: policy.3,
             resident_bytes,
             budget_bytes,
             fault_p50_ns: self.fault_ns.quantile(0.50),
@@ -314,6 +319,7 @@ impl Snapshot {
             promoted: d(self.promoted, before.promoted),
             displaced: d(self.displaced, before.displaced),
             gathered: d(self.gathered, before.gathered),
+            kept_dirty: d(self.kept_dirty, before.kept_dirty),
             phase_ns: std::array::from_fn(|i| d(self.phase_ns[i], before.phase_ns[i])),
             ..*self
         }
@@ -375,7 +381,7 @@ impl Snapshot {
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
              \x20 spurious faults                {:>12}\n\
-             \x20 protected (in / displ. / gath.){:>12} / {} / {}\n\
+             \x20 protected (in / displ. / gath.){:>12} / {} / {} ({} dirty pages kept)\n\
              \x20 resident / budget              {:>12} / {}\n\
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n{breakdown}",
             self.faults,
@@ -406,6 +412,7 @@ impl Snapshot {
             self.promoted,
             self.displaced,
             self.gathered,
+            self.kept_dirty,
             sz(self.resident_bytes),
             sz(self.budget_bytes),
             us(self.fault_p50_ns),

@@ -16,7 +16,7 @@
 //! unmapped) are dead from then on, for MIN, LRU and the replay alike.
 
 use farmem_runtime::readahead::{Hint, Planner};
-use farmem_runtime::replacement::{fetched_as, Aux, Fetched, Queues, Take};
+use farmem_runtime::replacement::{fetched_as, keeps_dirty, Aux, Fetched, Queues, Take};
 use farmem_runtime::trace::{self, Kind, Why};
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -365,11 +365,23 @@ impl Sim {
                 mains,
                 ..
             } = self;
-            queues.evict(&mut victims[..want], |id, from_main| {
+            queues.evict(&mut victims[..want], |id, from_main, kept_near| {
                 let p = u64::from(id);
                 let pg = pages.get(&p).copied().unwrap_or_default();
                 if pg.slot != Slot::Resident {
                     return Take::Drop;
+                }
+                // The runtime's dirty holes in kept blocks, kept in main.
+                let dirty = |q: u64| {
+                    pages
+                        .get(&q)
+                        .is_some_and(|g| g.slot == Slot::Resident && g.dirty)
+                };
+                if !from_main
+                    && pg.dirty
+                    && keeps_dirty(kept_near, p > 0 && dirty(p - 1), dirty(p + 1))
+                {
+                    return Take::Promote;
                 }
                 // The runtime's one extra pass for prefetched pages not yet used.
                 if pg.prefetched && second.insert(p) {
