@@ -42,11 +42,6 @@
 #define REPS 7
 #define SLOTS 64
 
-static void move(int uffd, char *dst, char *src, long len) {
-    struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
-    must(ioctl(uffd, UFFDIO_MOVE, &m) == 0, "UFFDIO_MOVE");
-}
-
 static void protect(int uffd, char *at, long len) {
     struct uffdio_writeprotect w = {.range = {(unsigned long)at, (unsigned long)len}, .mode = UFFDIO_WRITEPROTECT_MODE_WP};
     must(ioctl(uffd, UFFDIO_WRITEPROTECT, &w) == 0, "UFFDIO_WRITEPROTECT");
@@ -75,13 +70,13 @@ static double round_of(int way) {
             must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
         } else {
             memcpy(stage, src, (size_t)(b * PAGE));
-            move(uffd, d, stage, b * PAGE);
+            uffd_move(uffd, d, stage, b * PAGE);
             if (way >= 2)
                 protect(uffd, d, b * PAGE);
             if (way >= 3)
                 must(memcmp(d, src, (size_t)(b * PAGE)) == 0, "the run moved in differs from its data");
             sink += d[0];
-            move(uffd, stage, d, b * PAGE);
+            uffd_move(uffd, stage, d, b * PAGE);
         }
     }
     return (now_ns() - t) / ROUNDS / (double)b / 1e3;

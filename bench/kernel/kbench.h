@@ -1,7 +1,8 @@
 /* What the kernel microbenchmarks share: stop with the failing call's
  * name, a monotonic clock, a second thread that spins on the other CPU
  * (so that every TLB flush of the process must interrupt it), and the
- * UFFDIO_MOVE ABI (Linux 6.8), which Debian 12's headers predate.
+ * UFFDIO_MOVE ABI (Linux 6.8), which Debian 12's headers predate, with a
+ * move that stops on failure.
  * Include it after the system headers. */
 #ifndef KBENCH_H
 #define KBENCH_H
@@ -34,6 +35,12 @@ static inline void must(int ok, const char *what) {
         perror(what);
         exit(1);
     }
+}
+
+/* Move `len` bytes of pages from `src` to `dst` with UFFDIO_MOVE, or stop. */
+static inline void uffd_move(int uffd, char *dst, char *src, long len) {
+    struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
+    must(ioctl(uffd, UFFDIO_MOVE, &m) == 0, "UFFDIO_MOVE");
 }
 
 /* Nanoseconds on the monotonic clock. */

@@ -29,11 +29,6 @@
 #define PAGE 4096L
 #define ROUNDS 20000
 
-static void move(int uffd, char *dst, char *src, long len) {
-    struct uffdio_move m = {.dst = (unsigned long)dst, .src = (unsigned long)src, .len = (unsigned long)len, .mode = 0, .move = 0};
-    must(ioctl(uffd, UFFDIO_MOVE, &m) == 0, "UFFDIO_MOVE");
-}
-
 int main(int argc, char **argv) {
     long b = argc > 1 ? atol(argv[1]) : 32;
     must(b >= 1 && b <= 512, "BATCH must be 1..512");
@@ -67,9 +62,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ROUNDS; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         stage[0]++; /* a receive would write the staging page first */
-        move(uffd, d, stage, b * PAGE);
+        uffd_move(uffd, d, stage, b * PAGE);
         d[0]++;
-        move(uffd, stage, d, b * PAGE);
+        uffd_move(uffd, stage, d, b * PAGE);
     }
     double mv = (now_ns() * 1e-9 - t) / ROUNDS / (double)b * 1e6;
 
@@ -84,7 +79,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ROUNDS; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         slot[0]++;
-        move(uffd, d, slot, b * PAGE);
+        uffd_move(uffd, d, slot, b * PAGE);
         must(madvise(slot, (size_t)(b * PAGE), MADV_POPULATE_WRITE) == 0, "MADV_POPULATE_WRITE");
         d[0]++;
         must(madvise(d, (size_t)(b * PAGE), MADV_DONTNEED) == 0, "MADV_DONTNEED");
@@ -100,9 +95,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ROUNDS / 8; i++) {
         char *d = arena + (long)(i % 64) * b * PAGE;
         for (long k = 0; k < b; k++)
-            move(uffd, d + k * PAGE, stage + k * PAGE, PAGE);
+            uffd_move(uffd, d + k * PAGE, stage + k * PAGE, PAGE);
         for (long k = 0; k < b; k++)
-            move(uffd, stage + k * PAGE, d + k * PAGE, PAGE);
+            uffd_move(uffd, stage + k * PAGE, d + k * PAGE, PAGE);
     }
     double one = (now_ns() * 1e-9 - t) / (ROUNDS / 8) / (double)b * 1e6;
 
