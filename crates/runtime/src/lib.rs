@@ -378,7 +378,13 @@ impl Runtime {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();
             let q = self.budget.queues();
-            (q.promoted, q.displaced, q.gathered, q.kept_dirty)
+            (
+                q.promoted,
+                q.displaced,
+                q.gathered,
+                q.kept_dirty,
+                q.kept_displaced,
+            )
         };
         let held = self.budget.hold().slots() - self.budget.hold().free_slots();
         self.observe.stats().snapshot(
