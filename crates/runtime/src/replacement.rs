@@ -183,7 +183,7 @@ pub const DIRTY_KEPT: u16 = 48;
 /// program), a write-back, and, when the next sweep comes by, a lone fetch
 /// of one page. Kept, it joins the run around it, and main, over its target
 /// now, gives up its oldest page instead, and it stays while its block
-/// stays kept ([`released`]). A stream's pages do not qualify:
+/// stays kept (`released`). A stream's pages do not qualify:
 /// main keeps none of a streamed block. NPB SP class A at a quarter of its
 /// footprint wrote back about a third as much and ran about 30% faster
 /// (docs/benchmarks.md, eighteenth session).
@@ -232,7 +232,7 @@ pub struct Queues {
     /// Dirty probation pages kept in main instead of evicted ([`keeps_dirty`]).
     pub kept_dirty: u64,
     /// Kept pages that a refault displaced (within `displaced`), most of
-    /// them [`released`].
+    /// them `released`.
     pub kept_displaced: u64,
 }
 
