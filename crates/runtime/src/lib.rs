@@ -378,13 +378,7 @@ impl Runtime {
         let policy = {
             let _block = farmem_sys::signal::SignalBlock::new();
             let q = self.budget.queues();
-            (
-                q.promoted,
-                q.displaced,
-                q.gathered,
-                q.kept_dirty,
-                q.kept_displaced,
-            )
+            (q.promoted, q.displaced, q.gathered, q.kept_dirty)
         };
         let held = self.budget.hold().slots() - self.budget.hold().free_slots();
         self.observe.stats().snapshot(

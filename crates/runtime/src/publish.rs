@@ -444,7 +444,7 @@ impl Reader {
         let p = self.page();
         let page = farmem_sys::PAGE_SIZE as u64;
         let resident = p.resident.load(Relaxed) as u64 * page;
-        let snapshot = p.stats.snapshot(resident, p.budget_bytes, (0, 0, 0, 0, 0));
+        let snapshot = p.stats.snapshot(resident, p.budget_bytes, (0, 0, 0, 0));
         let h = &p.health;
         let n = (h.servers.load(Relaxed) as usize).min(MAX_SERVERS);
         let ended = p.ended_unix_ms.load(Relaxed);

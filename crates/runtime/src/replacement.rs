@@ -182,36 +182,12 @@ pub const DIRTY_KEPT: u16 = 48;
 /// of its own (a TLB shootdown that interrupts every other CPU running the
 /// program), a write-back, and, when the next sweep comes by, a lone fetch
 /// of one page. Kept, it joins the run around it, and main, over its target
-/// now, gives up its oldest page instead, and it stays while its block
-/// stays kept (`released`). A stream's pages do not qualify:
+/// now, gives up its oldest page instead. A stream's pages do not qualify:
 /// main keeps none of a streamed block. NPB SP class A at a quarter of its
 /// footprint wrote back about a third as much and ran about 30% faster
 /// (docs/benchmarks.md, eighteenth session).
 pub fn keeps_dirty(kept_near: u16, left_dirty: bool, right_dirty: bool) -> bool {
     left_dirty && right_dirty && kept_near > DIRTY_KEPT
-}
-
-/// The distance a page kept by [`keeps_dirty`] is admitted to main at: no
-/// refault finds it colder, so it leaves when main's own turn comes, is
-/// gathered, or is [`released`]. No refault is admitted at it (its distance
-/// is at least 1), so it marks kept pages.
-const KEPT_DIST: u32 = 0;
-
-/// Whether a main page admitted at distance `dist`, in a block that keeps
-/// `near` main pages, is released: any refault may take its place, as if it
-/// were the coldest page. A page kept by [`keeps_dirty`] stays while its
-/// block is still kept (NPB SP's holes: the loop keeps the blocks around
-/// them); once the block keeps no more than [`DIRTY_KEPT`] main pages, what
-/// justified keeping the hole is gone. Without this a random writer's kept
-/// pages (GAPBS's graph build) stayed long after their blocks cooled: a
-/// failed look passes over them (they go to main's back), and main's own
-/// turn comes only when main is over its target, so they froze part of main.
-/// Released, GAPBS BFS `-g 20` at a quarter fetched 7-8% less and ran 7-11%
-/// faster (three pairs); NPB SP class A at a quarter and MG class B at half
-/// moved within their spread, and half that threshold (24) gave BFS back
-/// half its bytes (docs/benchmarks.md, twenty-first session).
-fn released(dist: u32, near: u16) -> bool {
-    dist == KEPT_DIST && near <= DIRTY_KEPT
 }
 
 pub struct Queues {
@@ -231,9 +207,6 @@ pub struct Queues {
     pub gathered: u64,
     /// Dirty probation pages kept in main instead of evicted ([`keeps_dirty`]).
     pub kept_dirty: u64,
-    /// Kept pages that a refault displaced (within `displaced`), most of
-    /// them `released`.
-    pub kept_displaced: u64,
 }
 
 /// A queue entry: the page, and (in main) the distance it was admitted at
@@ -316,7 +289,6 @@ impl Queues {
             failed: 0,
             promoted: 0,
             kept_dirty: 0,
-            kept_displaced: 0,
             displaced: 0,
             gathered: 0,
         }
@@ -386,11 +358,7 @@ impl Queues {
             Fetched::Alone | Fetched::AloneInStream => self.first_to_displace(kept_here, d),
         };
         if let Some(old) = chosen {
-            if dist_of(old) == KEPT_DIST {
-                self.kept_displaced += 1;
-            } else {
-                self.gathered += u64::from(dist_of(old) / 2 <= d);
-            }
+            self.gathered += u64::from(dist_of(old) / 2 <= d);
             return self.displace(page_of(old), p, d, fetched);
         }
         self.failed += 1;
@@ -414,7 +382,7 @@ impl Queues {
     fn first_to_displace(&mut self, kept_here: u16, d: u32) -> Option<u64> {
         for _ in 0..LOOK.min(self.main.len()) {
             let old = self.main.pop()?;
-            let colder = dist_of(old) / 2 > d || self.released(old);
+            let colder = dist_of(old) / 2 > d;
             let hole =
                 kept_here >= HOLE_KEPT && fills_hole(kept_here, self.kept_near(page_of(old)));
             if colder || hole {
@@ -466,7 +434,7 @@ impl Queues {
         // runs for every page of a window while main is full.
         for (i, &old) in a.iter().chain(b).enumerate() {
             let near = self.kept_near(page_of(old));
-            let colder = dist_of(old) / 2 > d || released(dist_of(old), near);
+            let colder = dist_of(old) / 2 > d;
             let gather = if hole {
                 fills_hole(kept_here, near) && (came_in_run(old) || i < LOOK)
             } else {
@@ -481,12 +449,6 @@ impl Queues {
         }
         self.main.rotate(best.map_or(n.min(LOOK), |(i, _)| i));
         best.and_then(|_| self.main.pop())
-    }
-
-    /// [`released`] for main entry `old`. Its block's count is read only
-    /// for a kept page: a random reader's looks do not pay the cache miss.
-    fn released(&self, old: u64) -> bool {
-        dist_of(old) == KEPT_DIST && released(KEPT_DIST, self.kept_near(page_of(old)))
     }
 
     fn displace(&mut self, old: u32, p: u32, d: u32, fetched: Fetched) -> bool {
@@ -545,17 +507,16 @@ impl Queues {
                         q.push(e);
                     }
                     Take::Promote => {
-                        // Kept at KEPT_DIST: no refaulting page finds it
-                        // colder while its block is kept, so it leaves when
-                        // main's own turn comes, is gathered, or is
-                        // released. Kept at the longest distance,
+                        // Kept at distance 1: no refaulting page finds it
+                        // colder, so it leaves when main's own turn comes
+                        // (or is gathered). Kept at the longest distance,
                         // or at main's size, refaults took its place and
                         // SP class A at a quarter lost most of the gain
                         // (157 and 180 s against 118 s; 173 s without).
                         self.promoted += 1;
                         self.kept_dirty += 1;
                         // Main's ring has room for every resident page.
-                        let pushed = self.main_push(entry(p, KEPT_DIST, Fetched::Alone));
+                        let pushed = self.main_push(entry(p, 1, Fetched::Alone));
                         debug_assert!(pushed, "main's ring is full");
                     }
                     Take::Drop => {
@@ -787,48 +748,6 @@ mod tests {
             }
         });
         assert_eq!((n, v[0]), (1, 100));
-    }
-
-    #[test]
-    fn a_kept_hole_stays_while_its_block_is_kept_and_leaves_once_it_thins() {
-        // Main keeps pages 0..56 of block 0, admitted at distance 1001; page
-        // 60, a dirty hole, is kept (and main gives up page 0).
-        let mut q = Queues::new(64, 1, 512);
-        let far = 1u32.wrapping_sub(1001);
-        for p in 0..56 {
-            assert!(q.admit(p, Some(far), Fetched::InRun));
-        }
-        assert!(q.admit(60, None, Fetched::Alone));
-        let mut v = [0u32; 1];
-        let (n, _) = q.evict(&mut v, |_, from_main, _| {
-            if from_main {
-                Take::Taken
-            } else {
-                Take::Promote
-            }
-        });
-        assert_eq!((n, v[0], q.kept_near(60), q.kept_dirty), (1, 0, 56, 1));
-        // Lone refaults at the same distance, elsewhere, take no main page
-        // while block 0 is kept (their looks pass over all of main).
-        for p in 300..320 {
-            assert!(q.admit(p, Some(far), Fetched::Alone));
-        }
-        assert_eq!((q.displaced, q.kept_near(60)), (0, 56));
-        // The program frees pages 1..=8: block 0 keeps 48, no longer more
-        // than DIRTY_KEPT, and the next lone refault takes the kept page.
-        q.retain(|p| !(1..=8).contains(&p));
-        assert_eq!(q.kept_near(60), 48);
-        let mut k = 400;
-        while q.displaced == 0 && k < 410 {
-            assert!(q.admit(k, Some(far), Fetched::Alone));
-            k += 1;
-        }
-        assert_eq!((q.displaced, q.kept_near(60)), (1, 47));
-        assert_eq!((q.kept_displaced, q.gathered), (1, 0));
-        // It is the next to leave.
-        let (n, _) = q.evict(&mut v, |_, _, _| Take::Taken);
-        assert_eq!((n, v[0]), (1, 60));
-        assert_eq!(q.counted(), q.main_len());
     }
 
     #[test]

@@ -213,10 +213,8 @@ pub struct Snapshot {
     pub displaced: u64,
     pub gathered: u64,
     /// Dirty probation pages kept in main instead of evicted
-    /// (`replacement::keeps_dirty`), and how many of those a refault
-    /// displaced later (most released once their block thinned).
+    /// (`replacement::keeps_dirty`).
     pub kept_dirty: u64,
-    pub kept_displaced: u64,
     pub resident_bytes: u64,
     pub budget_bytes: u64,
     pub fault_p50_ns: u64,
@@ -228,13 +226,13 @@ pub struct Snapshot {
 }
 
 impl Stats {
-    /// `policy` is (promoted, displaced, gathered, kept dirty, kept pages
-    /// displaced) from the replacement queues.
+    /// `policy` is (promoted, displaced, gathered, kept dirty) from the
+    /// replacement queues.
     pub fn snapshot(
         &self,
         resident_bytes: u64,
         budget_bytes: u64,
-        policy: (u64, u64, u64, u64, u64),
+        policy: (u64, u64, u64, u64),
     ) -> Snapshot {
         let page = farmem_sys::PAGE_SIZE as u64;
         Snapshot {
@@ -269,7 +267,6 @@ impl Stats {
             displaced: policy.1,
             gathered: policy.2,
             kept_dirty: policy.3,
-            kept_displaced: policy.4,
             resident_bytes,
             budget_bytes,
             fault_p50_ns: self.fault_ns.quantile(0.50),
@@ -323,7 +320,6 @@ impl Snapshot {
             displaced: d(self.displaced, before.displaced),
             gathered: d(self.gathered, before.gathered),
             kept_dirty: d(self.kept_dirty, before.kept_dirty),
-            kept_displaced: d(self.kept_displaced, before.kept_displaced),
             phase_ns: std::array::from_fn(|i| d(self.phase_ns[i], before.phase_ns[i])),
             ..*self
         }
@@ -385,7 +381,7 @@ impl Snapshot {
              \x20 of which pipelined            {:>12}\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
              \x20 spurious faults                {:>12}\n\
-             \x20 protected (in / displ. / gath.){:>12} / {} / {} ({} dirty pages kept, {} displaced)\n\
+             \x20 protected (in / displ. / gath.){:>12} / {} / {} ({} dirty pages kept)\n\
              \x20 resident / budget              {:>12} / {}\n\
              \x20 fault latency p50/p90/p99/max  {:>12} / {} / {} / {}\n{breakdown}",
             self.faults,
@@ -417,7 +413,6 @@ impl Snapshot {
             self.displaced,
             self.gathered,
             self.kept_dirty,
-            self.kept_displaced,
             sz(self.resident_bytes),
             sz(self.budget_bytes),
             us(self.fault_p50_ns),
