@@ -80,10 +80,12 @@ struct Totals {
     bytes_fetched: u64,
     bytes_written_back: u64,
     evictions: u64,
-    /// Eviction's write-protect calls (those of a single page) and unmap
-    /// calls: each a TLB shootdown.
+    /// Eviction's write-protect calls (those of a single page, and of
+    /// those the holes between two dirty pages) and unmap calls: each a
+    /// TLB shootdown.
     protect_calls: u64,
     protect_lone: u64,
+    protect_hole: u64,
     unmap_calls: u64,
     /// Pages moved out into the bin of recycled pages and moved back in,
     /// and the moves (each a TLB shootdown too).
@@ -171,6 +173,7 @@ fn row(before: Option<&(Sample, Instant)>, now: &Sample, at: Instant, ended: boo
             evictions: s.evictions,
             protect_calls: s.protect_calls,
             protect_lone: s.protect_lone,
+            protect_hole: s.protect_hole,
             unmap_calls: s.unmap_calls,
             recycled_out: s.recycled_out,
             recycled_in: s.recycled_in,

@@ -150,6 +150,18 @@ impl Runtime {
         n
     }
 
+    /// Whether page `p`'s left and right neighbours are resident and dirty.
+    /// Their words are read without owning them, so the answer may be out of
+    /// date as soon as it is given: it may steer a choice or a count, never
+    /// what is written.
+    fn dirty_neighbours(&self, p: usize) -> (bool, bool) {
+        let dirty = |q: usize| self.arena.table().load(q).state() == State::Dirty;
+        (
+            p > 0 && dirty(p - 1),
+            p + 1 < self.arena.npages() && dirty(p + 1),
+        )
+    }
+
     /// Whether dirty probation page `p`, whose block keeps `kept_near` main
     /// pages, stays resident in main instead of leaving
     /// ([`crate::replacement::keeps_dirty`]). Its neighbours' words are read
@@ -159,12 +171,8 @@ impl Runtime {
         if kept_near <= crate::replacement::DIRTY_KEPT {
             return false;
         }
-        let dirty = |q: usize| self.arena.table().load(q).state() == State::Dirty;
-        crate::replacement::keeps_dirty(
-            kept_near,
-            p > 0 && dirty(p - 1),
-            p + 1 < self.arena.npages() && dirty(p + 1),
-        )
+        let (left, right) = self.dirty_neighbours(p);
+        crate::replacement::keeps_dirty(kept_near, left, right)
     }
 
     /// Beside each lone dirty victim (the only victim of its block of
@@ -500,6 +508,9 @@ impl Runtime {
         stats.protect_calls.add(1);
         if n == 1 {
             stats.protect_lone.add(1);
+            if self.dirty_neighbours(first) == (true, true) {
+                stats.protect_hole.add(1);
+            }
         }
         if let Err(e) = self
             .arena

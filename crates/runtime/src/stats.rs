@@ -129,6 +129,10 @@ pub struct Stats {
     /// of the program), and of those, calls that covered a single page.
     pub protect_calls: Counter,
     pub protect_lone: Counter,
+    /// Of `protect_lone`, calls for a page whose two neighbours stayed
+    /// resident and dirty: a hole punched in a run the program keeps
+    /// writing, which its next pass fetches alone.
+    pub protect_hole: Counter,
     /// System calls that unmapped evicted pages (one per batch where the
     /// kernel takes ranges in one call, one per run where it does not).
     pub unmap_calls: Counter,
@@ -182,6 +186,8 @@ pub struct Snapshot {
     /// that covered a single page: each is a TLB shootdown.
     pub protect_calls: u64,
     pub protect_lone: u64,
+    /// Of `protect_lone`, pages between two resident dirty pages (holes).
+    pub protect_hole: u64,
     /// System calls that unmapped evicted pages: each is a TLB shootdown.
     pub unmap_calls: u64,
     /// Pages recycled (moved out at eviction, moved in at install) and the
@@ -247,6 +253,7 @@ impl Stats {
             block_back_soon: self.block_back_soon.get(),
             protect_calls: self.protect_calls.get(),
             protect_lone: self.protect_lone.get(),
+            protect_hole: self.protect_hole.get(),
             unmap_calls: self.unmap_calls.get(),
             recycled_out: self.recycled_out.get(),
             recycled_in: self.recycled_in.get(),
@@ -300,6 +307,7 @@ impl Snapshot {
             block_back_soon: d(self.block_back_soon, before.block_back_soon),
             protect_calls: d(self.protect_calls, before.protect_calls),
             protect_lone: d(self.protect_lone, before.protect_lone),
+            protect_hole: d(self.protect_hole, before.protect_hole),
             unmap_calls: d(self.unmap_calls, before.unmap_calls),
             recycled_out: d(self.recycled_out, before.recycled_out),
             recycled_in: d(self.recycled_in, before.recycled_in),
@@ -375,7 +383,7 @@ impl Snapshot {
              \x20 zero-filled pages              {:>12}\n\
              \x20 written back                   {:>12}\n\
              \x20 evicted pages                  {:>12} ({} while a fetch was on the wire, {} with a block, {} of them back soon)\n\
-             \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page)\n\
+             \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page, {} of them holes between dirty pages)\n\
              \x20 recycled pages (out / in)      {:>12} / {} ({} / {} moves, {} misreported by the kernel)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
              \x20 of which pipelined            {:>12}\n\
@@ -397,6 +405,7 @@ impl Snapshot {
             self.protect_calls,
             self.unmap_calls,
             self.protect_lone,
+            self.protect_hole,
             self.recycled_out,
             self.recycled_in,
             self.move_out_calls,

@@ -224,9 +224,10 @@ fn eviction_counts_its_write_protect_and_unmap_calls() {
     evict(&r);
     let d = rt().snapshot().since(&before);
     let dirty = (PAGES / 2) as u64;
+    // Each dirty page's neighbours are absent: lone, but no holes.
     assert_eq!(
-        (d.protect_calls, d.protect_lone),
-        (dirty, dirty),
+        (d.protect_calls, d.protect_lone, d.protect_hole),
+        (dirty, dirty, 0),
         "every other page dirty: {d:?}"
     );
     // One unmap per batch where the kernel takes ranges, one per page where not.
@@ -260,5 +261,73 @@ fn eviction_counts_its_write_protect_and_unmap_calls() {
             p as u64 + 7,
             "page {p}"
         );
+    }
+}
+
+/// A single dirty page evicted from between two dirty resident pages is a
+/// hole, and `--stats` counts it as one: its own write-protect call, which
+/// the run around it would otherwise have shared. At a run's end, or beside
+/// a clean page, a lone write-protect is not a hole.
+#[test]
+fn a_lone_write_protect_between_dirty_pages_counts_as_a_hole() {
+    let _turn = alone();
+    const PAGES: usize = 8;
+    let r = Region::new(rt(), PAGES * PAGE);
+    rt().advise(r.addr(0), r.words * 8, Advice::Random).unwrap();
+    let write_all = |v: u64| {
+        for p in 0..PAGES {
+            page_word(&r, p).store(v + p as u64, Ordering::Relaxed);
+        }
+    };
+    let evict_page = |p: usize| {
+        rt().advise(r.addr(p * PAGE / 8), PAGE, Advice::DontNeed)
+            .unwrap();
+    };
+    let lone_and_holes = |evict: &dyn Fn()| {
+        let before = rt().snapshot();
+        evict();
+        let d = rt().snapshot().since(&before);
+        (d.protect_calls, d.protect_lone, d.protect_hole)
+    };
+
+    write_all(100);
+    assert_eq!(
+        lone_and_holes(&|| evict_page(3)),
+        (1, 1, 1),
+        "page 3 of 8 dirty"
+    );
+    // Page 0 has no left neighbour; page 7 none on the right.
+    assert_eq!(lone_and_holes(&|| evict_page(0)), (1, 1, 0), "first page");
+    assert_eq!(lone_and_holes(&|| evict_page(7)), (1, 1, 0), "last page");
+    // Page 4's left neighbour (3) was evicted: absent, so not a hole.
+    assert_eq!(
+        lone_and_holes(&|| evict_page(4)),
+        (1, 1, 0),
+        "beside an absent page"
+    );
+
+    // Read every page back (0, 3, 4 and 7 come in clean), then dirty all
+    // but 4.
+    let sum: u64 = (0..PAGES)
+        .map(|p| page_word(&r, p).load(Ordering::Relaxed))
+        .sum();
+    assert_eq!(sum, (0..PAGES as u64).map(|p| 100 + p).sum::<u64>());
+    for p in (0..PAGES).filter(|&p| p != 4) {
+        page_word(&r, p).store(200 + p as u64, Ordering::Relaxed);
+    }
+    // Page 5 sits between a clean page (4) and a dirty one (6).
+    assert_eq!(
+        lone_and_holes(&|| evict_page(5)),
+        (1, 1, 0),
+        "beside a clean page"
+    );
+    assert_eq!(
+        lone_and_holes(&|| evict_page(2)),
+        (1, 1, 1),
+        "page 2 between 1 and 3"
+    );
+    for p in 0..PAGES {
+        let want = if p == 4 { 104 } else { 200 + p as u64 };
+        assert_eq!(page_word(&r, p).load(Ordering::Relaxed), want, "page {p}");
     }
 }

@@ -148,6 +148,7 @@ fn stat_follows_a_paging_program_and_agrees_with_its_exit_statistics() {
     assert_eq!(t["protect_calls"].as_u64().unwrap(), calls[0]);
     assert_eq!(t["unmap_calls"].as_u64().unwrap(), calls[1]);
     assert_eq!(t["protect_lone"].as_u64().unwrap(), calls[2]);
+    assert_eq!(t["protect_hole"].as_u64().unwrap(), calls[3]);
     let recycled = at_exit("recycled pages (out / in)");
     assert_eq!(t["recycled_out"].as_u64().unwrap(), recycled[0]);
     assert_eq!(t["recycled_in"].as_u64().unwrap(), recycled[1]);
