@@ -266,12 +266,20 @@ impl Prepared {
                     .next()
                     .unwrap_or("")
                     .to_string();
+                let every = if p.longest_wait > crate::outside::INTERVAL {
+                    format!(
+                        "every {} s, up to {:.1} s apart when a look took long",
+                        crate::outside::INTERVAL.as_secs(),
+                        p.longest_wait.as_secs_f64()
+                    )
+                } else {
+                    format!("every {} s", crate::outside::INTERVAL.as_secs())
+                };
                 farmem_sys::write_stderr(
                     format!(
-                        "  local outside far memory (peak) {:>9}   pid {} {name}, sampled every {} s\n",
+                        "  local outside far memory (peak) {:>9}   pid {} {name}, sampled {every}\n",
                         farmem_runtime::config::format_size(p.bytes),
                         p.pid,
-                        crate::outside::INTERVAL.as_secs()
                     )
                     .as_bytes(),
                 );
