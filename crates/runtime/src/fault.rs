@@ -13,7 +13,7 @@ use crate::replacement::{page_u32, Aux as _, Fetched};
 use crate::slots::{Slot, Token};
 use crate::sync::Backoff;
 use crate::trace::{self, Kind};
-use crate::{Runtime, MAX_BATCH};
+use crate::{cell_of, Runtime, MAX_BATCH};
 use farmem_sys::msg::MsgBuf;
 use farmem_sys::now_ns;
 use farmem_sys::uffd::CopyOutcome;
@@ -88,8 +88,9 @@ impl Runtime {
                                 self.trace(kind, p, trace::FAULT_FROM_HOLD);
                                 self.unhold(p, n, write);
                             } else {
-                                self.trace(kind, p, 0);
-                                self.fetch(p, write);
+                                let cell = cell_of(addr);
+                                self.trace_at(kind, p, 0, cell);
+                                self.fetch(p, cell, write);
                             }
                             self.observe.stats().faults.add(1);
                             self.observe.stats().fault_ns.record(now_ns() - t0);
@@ -155,9 +156,9 @@ impl Runtime {
     /// whatever of its prefetch window can be claimed: plan the window,
     /// claim it, make room, read it, install it, and for a proven forward
     /// stream request the next window ahead.
-    pub(crate) fn fetch(&self, p: usize, write: bool) {
+    pub(crate) fn fetch(&self, p: usize, cell: u8, write: bool) {
         let timed = self.span();
-        let plan = self.plan_prefetch(p, self.arena.table().load(p));
+        let plan = self.plan_prefetch(p, cell, self.arena.table().load(p));
         let span = self.window_span(p, &plan);
         let win = self.claim_window(p, &plan, span);
         self.charge(timed, Phase::Plan);
@@ -231,7 +232,6 @@ impl Runtime {
     /// fetched a page or two per fault (NPB CG: 670k faults for 1.1M pages
     /// brought in). A page in any other state ends the window there.
     fn claim_window(&self, p: usize, plan: &Plan, span: usize) -> Window {
-        let stride = plan.stride;
         let mut win = Window {
             pages: [0; MAX_BATCH],
             n: 1,
@@ -240,7 +240,7 @@ impl Runtime {
         win.pages[0] = p;
         while win.span < span {
             // Negative or past the arena: the window ends.
-            let Ok(q) = usize::try_from(p as i64 + stride * win.span as i64) else {
+            let Ok(q) = usize::try_from(plan.walk.page(win.span as i64)) else {
                 break;
             };
             if q >= self.arena.npages() {
@@ -265,11 +265,9 @@ impl Runtime {
         }
         if let (Some(i), true) = (plan.stream, win.span < plan.pages) {
             // The window ended early: the stream's next fault comes sooner.
-            self.streams
-                .planner()
-                .moved(i, p as i64 + stride * win.span as i64, win.span);
+            self.streams.planner().window_ended(i, plan.walk, win.span);
         }
-        if stride < 0 {
+        if plan.walk.backward() {
             // Ascending order lets the pages be fetched and installed in runs.
             win.pages[1..win.n].reverse();
         }

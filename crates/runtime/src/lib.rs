@@ -486,6 +486,20 @@ impl Runtime {
             t.record(kind, page, detail);
         }
     }
+
+    /// [`Runtime::trace`] for a fault at cell `cell` of its page.
+    #[inline]
+    pub(crate) fn trace_at(&self, kind: trace::Kind, page: usize, detail: u8, cell: u8) {
+        if let Some(t) = &self.observe.tracer() {
+            t.record_at(kind, page, detail, cell);
+        }
+    }
+}
+
+/// The cell ([`readahead::CELL`] bytes) of its page that address `addr` lies in.
+pub(crate) fn cell_of(addr: usize) -> u8 {
+    // A page holds 256 cells: the quotient fits, and the fallback is never taken.
+    u8::try_from((addr % farmem_sys::PAGE_SIZE) / readahead::CELL).unwrap_or(u8::MAX)
 }
 
 /// The runs of a sequence of `n` items: index ranges over which

@@ -22,10 +22,10 @@ use crate::MAX_BATCH;
 use farmem_sys::PAGE_SIZE;
 
 impl Runtime {
-    /// Plan the prefetch window for a demand fault at `p` (see
-    /// [`crate::readahead`]), and count the previous window of the stream it
-    /// continues as used.
-    pub(crate) fn plan_prefetch(&self, p: usize, w: PageWord) -> Plan {
+    /// Plan the prefetch window for a demand fault at cell `cell` of page
+    /// `p` (see [`crate::readahead`]), and count the previous window of the
+    /// stream it continues as used.
+    pub(crate) fn plan_prefetch(&self, p: usize, cell: u8, w: PageWord) -> Plan {
         let hint = if w.has(page::ADV_RANDOM) {
             Hint::Random
         } else if w.has(page::ADV_SEQUENTIAL) {
@@ -33,16 +33,16 @@ impl Runtime {
         } else {
             Hint::None
         };
-        let plan = self.streams.planner().plan(p as u64, hint, |q| {
+        let plan = self.streams.planner().plan(p as u64, cell, hint, |q| {
             let q = farmem_sys::usize_from(q);
             q < self.arena.npages() && self.arena.table().load(q).state().is_resident()
         });
-        if let Some((first, stride, k)) = plan.used {
+        if let Some((walk, k)) = plan.used {
             let mut used = [0usize; MAX_BATCH];
             let mut n = 0;
             for j in 0..k.min(MAX_BATCH) as i64 {
                 // Negative positions are outside the arena.
-                let q = usize::try_from(first + stride * j);
+                let q = usize::try_from(walk.page(j));
                 if let Ok(q) = q {
                     if q < self.arena.npages()
                         && self

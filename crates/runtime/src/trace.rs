@@ -12,8 +12,12 @@
 //! ```text
 //! header: b"FMTRACE3" | budget pages u64 | prefetch window u32 | hold percent u32 | arena pages u64
 //!         | eviction batch u32 | free reserve u32 | 8 bytes zero
-//! record: bits 0-39 page | bits 48-55 detail | bits 56-63 kind
+//! record: bits 0-39 page | bits 40-47 cell | bits 48-55 detail | bits 56-63 kind
 //! ```
+//! A fault record's cell is where in its page the fault was, in 16-byte
+//! cells ([`crate::readahead::CELL`]): what the prefetch planner follows
+//! strides that are not whole pages by. Traces written before it was kept
+//! hold 0 there, and replay as if every fault were at its page's start.
 //! Traces of the second format (`FMTRACE2`) are the same without
 //! [`Kind::Released`] records: their runtime did not write them, which
 //! [`Header::releases`] says. Traces of the first format (`FMTRACE1`, 32
@@ -118,6 +122,16 @@ pub fn encode(kind: Kind, page: u64, detail: u8) -> u64 {
     (page & PAGE_MASK) | u64::from(detail) << 48 | (kind as u64) << 56
 }
 
+/// A fault record: [`encode`] with the cell of the page the fault was at.
+pub fn encode_at(kind: Kind, page: u64, detail: u8, cell: u8) -> u64 {
+    encode(kind, page, detail) | u64::from(cell) << 40
+}
+
+/// A record's cell (0 but for faults; see the format above).
+pub fn cell(r: u64) -> u8 {
+    ((r >> 40) & 0xFF) as u8
+}
+
 /// A record's (kind, page, detail); None for a kind this build does not know.
 pub fn decode(r: u64) -> Option<(Kind, u64, u8)> {
     let kind = Kind::from_u8((r >> 56) as u8)?;
@@ -217,6 +231,15 @@ impl Tracer {
     /// Append one record (async-signal-safe). Callers outside the SIGBUS
     /// handler hold signals blocked, as for every spin lock of the runtime.
     pub(crate) fn record(&self, kind: Kind, page: usize, detail: u8) {
+        self.push(encode(kind, page as u64, detail));
+    }
+
+    /// [`Tracer::record`] for a fault at cell `cell` of its page.
+    pub(crate) fn record_at(&self, kind: Kind, page: usize, detail: u8, cell: u8) {
+        self.push(encode_at(kind, page as u64, detail, cell));
+    }
+
+    fn push(&self, word: u64) {
         let mut b = self.buf.lock();
         if b.failed {
             return;
@@ -225,7 +248,7 @@ impl Tracer {
         let p = b.records.as_ptr().cast::<u64>();
         // SAFETY: i < BUF_RECORDS (flushed when full below); the mapping holds
         // BUF_RECORDS u64s, is page-aligned, and is only touched under the lock.
-        unsafe { p.add(i).write(encode(kind, page as u64, detail)) };
+        unsafe { p.add(i).write(word) };
         b.len += 1;
         if b.len == BUF_RECORDS {
             self.flush_locked(&mut b);
@@ -313,6 +336,9 @@ mod tests {
             (Kind::Released, 77, 255),
         ] {
             assert_eq!(decode(encode(k, p, d)), Some((k, p, d)));
+            let r = encode_at(k, p, d, 0xA5);
+            assert_eq!((decode(r), cell(r)), (Some((k, p, d)), 0xA5));
+            assert_eq!(cell(encode(k, p, d)), 0);
         }
         assert_eq!(decode(0), None);
     }

@@ -15,7 +15,7 @@
 //! do not occur in a reference string. Pages the program gives back (freed,
 //! unmapped) are dead from then on, for MIN, LRU and the replay alike.
 
-use farmem_runtime::readahead::{Hint, Planner};
+use farmem_runtime::readahead::{Hint, Planner, Walk};
 use farmem_runtime::replacement::{fetched_as, keeps_dirty, Aux, Fetched, Queues, Take};
 use farmem_runtime::trace::{self, Kind, Why};
 use std::cell::RefCell;
@@ -29,6 +29,9 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 pub struct Refs {
     pub pages: Vec<u32>,
     pub writes: Vec<bool>,
+    /// Where in its page each reference was, in cells (0 where the trace
+    /// does not say: see [`trace::cell`]).
+    pub cells: Vec<u8>,
     pub distinct: usize,
     /// Dense id -> page number in the arena (for the planner's strides).
     pub page_of: Vec<u64>,
@@ -71,6 +74,7 @@ impl Refs {
             r.pages.push(id);
             r.writes
                 .push(matches!(kind, Kind::FaultWrite | Kind::WriteHit));
+            r.cells.push(trace::cell(rec));
         }
         r.distinct = r.page_of.len();
         r
@@ -87,6 +91,27 @@ impl Refs {
                     Kind::FaultRead
                 };
                 trace::encode(k, p, 0)
+            })
+            .collect();
+        Refs::from_records(&recs)
+    }
+
+    /// A reference string of byte addresses in the arena (for synthetic
+    /// traces whose strides are not whole pages).
+    pub fn from_addresses(addrs: &[u64], writes: bool) -> Refs {
+        let page = farmem_sys::PAGE_SIZE as u64;
+        let cell = farmem_runtime::readahead::CELL as u64;
+        let kind = if writes {
+            Kind::FaultWrite
+        } else {
+            Kind::FaultRead
+        };
+        let recs: Vec<u64> = addrs
+            .iter()
+            // The cell of a page is below 256: the fallback is never taken.
+            .map(|&a| {
+                let c = u8::try_from((a % page) / cell).unwrap_or(u8::MAX);
+                trace::encode_at(kind, a / page, 0, c)
             })
             .collect();
         Refs::from_records(&recs)
@@ -552,21 +577,21 @@ impl Sim {
         }
     }
 
-    /// Absent pages from `start` on at `stride`, at most `want`, stopping at
-    /// the first page that is neither absent nor resident.
-    fn claim(&self, start: i64, stride: i64, want: usize) -> Vec<u64> {
-        self.claim_span(start, stride, want, false).0
+    /// Absent pages from `start` on, at most `want`, stopping at the first
+    /// page that is neither absent nor resident.
+    fn claim(&self, start: i64, want: usize) -> Vec<u64> {
+        self.claim_span(Walk::pages(start, 1), 0, want, false).0
     }
 
-    /// The absent pages of the `span` pages from `start` on at `stride`, and
-    /// how many of the span were passed (less where a page neither absent
-    /// nor resident ends it). `skip`: resident pages are passed over, as a
-    /// demand fault's window does (`Runtime::fetch`); otherwise they end it,
-    /// as a pipelined window's consecutive run does.
-    fn claim_span(&self, start: i64, stride: i64, span: usize, skip: bool) -> (Vec<u64>, usize) {
+    /// The absent pages of the `span` elements of `walk` from element
+    /// `from` on, and how many of the span were passed (less where a page
+    /// neither absent nor resident ends it). `skip`: resident pages are
+    /// passed over, as a demand fault's window does (`Runtime::fetch`);
+    /// otherwise they end it, as a pipelined window's consecutive run does.
+    fn claim_span(&self, walk: Walk, from: usize, span: usize, skip: bool) -> (Vec<u64>, usize) {
         let mut v = Vec::new();
         for k in 0..span {
-            let Ok(q) = u64::try_from(start + stride * k as i64) else {
+            let Ok(q) = u64::try_from(walk.page((from + k) as i64)) else {
                 return (v, k);
             };
             match self.page(q).slot {
@@ -578,7 +603,7 @@ impl Sim {
         (v, span)
     }
 
-    fn reference(&mut self, p: u64, write: bool) {
+    fn reference(&mut self, p: u64, cell: u8, write: bool) {
         let pg = self.page(p);
         match pg.slot {
             Slot::Resident => {
@@ -615,7 +640,7 @@ impl Sim {
                 let stamp = self.stamps.aux(id);
                 self.queues.admit(id, Some(stamp), Fetched::Alone);
             }
-            Slot::Absent => self.fault(p, write),
+            Slot::Absent => self.fault(p, cell, write),
         }
     }
 
@@ -639,7 +664,7 @@ impl Sim {
             .min(farmem_runtime::config::MAX_BATCH);
         let want = self.planner.pipeline_window(start, (win * 2).min(maxw));
         let list = if want > 1 {
-            self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
+            self.claim(i64::try_from(start).unwrap_or(i64::MAX), want)
         } else {
             Vec::new()
         };
@@ -650,35 +675,34 @@ impl Sim {
         self.planner.moved(i, next, list.len().max(win));
     }
 
-    fn fault(&mut self, p: u64, write: bool) {
+    fn fault(&mut self, p: u64, cell: u8, write: bool) {
         self.r.faults += 1;
         let plan = {
             let pages = &self.pages;
-            self.planner.plan(p, Hint::None, |q| {
+            self.planner.plan(p, cell, Hint::None, |q| {
                 pages.get(&q).is_some_and(|x| x.slot == Slot::Resident)
             })
         };
-        if let Some((first, stride, k)) = plan.used {
+        if let Some((walk, k)) = plan.used {
             for j in 0..k as i64 {
-                if let Ok(q) = u64::try_from(first + stride * j) {
+                if let Ok(q) = u64::try_from(walk.page(j)) {
                     self.used(q);
                 }
             }
         }
-        let pi = i64::try_from(p).unwrap_or(i64::MAX);
         let mut list = vec![p];
-        let (rest, passed) = self.claim_span(pi + plan.stride, plan.stride, plan.pages - 1, true);
+        let (rest, passed) = self.claim_span(plan.walk, 1, plan.pages - 1, true);
         list.extend(rest);
         let span = passed + 1;
         if let (Some(i), true) = (plan.stream, span < plan.pages) {
-            self.planner.moved(i, pi + plan.stride * span as i64, span);
+            self.planner.window_ended(i, plan.walk, span);
         }
         self.fetch(&list, true, None, write, plan.why, plan.stream.is_some());
         if plan.pipeline && span == plan.pages {
             let start = p + span as u64;
             let want = self.planner.pipeline_window(start, span);
             let ahead = if want > 1 {
-                self.claim(i64::try_from(start).unwrap_or(i64::MAX), 1, want)
+                self.claim(i64::try_from(start).unwrap_or(i64::MAX), want)
             } else {
                 Vec::new()
             };
@@ -783,7 +807,7 @@ fn simulate(
         if !ranges.is_empty() {
             s.release(&ranges);
         }
-        s.reference(refs.page_of[id as usize], refs.writes[i]);
+        s.reference(refs.page_of[id as usize], refs.cells[i], refs.writes[i]);
     }
     s.r.displaced = s.queues.displaced;
     (s.r, s.fetched_by_page)

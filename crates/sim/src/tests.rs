@@ -439,3 +439,32 @@ fn a_stream_passes_over_resident_pages() {
     );
     assert!(after.waste() <= 0.02, "{after:?}");
 }
+
+/// Sweeps along the outer dimension of arrays whose planes are not whole
+/// pages (NPB SP's: 8.25, 20.7 and 103.6 pages), either way, from an
+/// element that does not start a cell: prefetched as a whole-page stride
+/// is.
+#[test]
+fn strides_that_are_not_whole_pages_are_prefetched_without_waste() {
+    for step in [33_800u64, 84_872, 424_360] {
+        for back in [false, true] {
+            let t: Vec<u64> = (0..2)
+                .flat_map(|_| {
+                    (0..20_000u64).map(move |k| {
+                        let k = if back { 20_000 - k } else { k };
+                        BASE * 4096 * 4 + 24 + k * step
+                    })
+                })
+                .collect();
+            let refs = Refs::from_addresses(&t, false);
+            let ours = replay(&refs, 2000, set(PREFETCH, HOLD));
+            let min = min_fetches(&refs, 2000);
+            assert!(ours.waste() <= 0.15, "step {step}: {ours:?}");
+            assert!(ours.faults * 8 <= ours.fetched, "step {step}: {ours:?}");
+            assert!(
+                ours.fetched as f64 <= 1.1 * min as f64,
+                "step {step}: {ours:?} min {min}"
+            );
+        }
+    }
+}
