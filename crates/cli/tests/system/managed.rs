@@ -273,8 +273,12 @@ fn memory_past_the_budget_outside_far_memory_is_named_once() {
             .map(str::to_string)
             .collect()
     };
+    // The watch paces itself (its looks come at least 50 times a look's
+    // time apart: 1.7 s on a loaded CI host), so the program holds its
+    // memory long enough for two looks to land on it.
+    let hold = [("HOLD_MS", "5000")];
     // A fixed mapping of its own: named by address.
-    let f = far(dir.path(), "fixed", "256M", &[exe, "fixed", "512"], &[]);
+    let f = far(dir.path(), "fixed", "256M", &[exe, "fixed", "512"], &hold);
     let w = warnings(&f);
     assert_eq!(w.len(), 1, "{}", f.report);
     assert!(
@@ -283,7 +287,7 @@ fn memory_past_the_budget_outside_far_memory_is_named_once() {
         w[0]
     );
     // Small pieces: the C library's heap.
-    let f = far(dir.path(), "small", "256M", &[exe, "small", "512"], &[]);
+    let f = far(dir.path(), "small", "256M", &[exe, "small", "512"], &hold);
     let w = warnings(&f);
     assert_eq!(w.len(), 1, "{}", f.report);
     assert!(w[0].contains("[heap]"), "{}", w[0]);
