@@ -714,15 +714,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn random_faults_get_demand_pages() {
-        let mut pl = Planner::new(64);
+    /// `n` pseudo-random numbers (xorshift64), the same on every run.
+    fn xorshift(n: usize) -> impl Iterator<Item = u64> {
         let mut x = 88172645463325252u64;
-        let mut prefetched = 0;
-        for _ in 0..100_000 {
+        (0..n).map(move |_| {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
+            x
+        })
+    }
+
+    #[test]
+    fn random_faults_get_demand_pages() {
+        let mut pl = Planner::new(64);
+        let mut prefetched = 0;
+        for x in xorshift(100_000) {
             prefetched += pl.plan(x % 1_000_000, 0, Hint::None, |_| false).pages - 1;
         }
         assert!(
@@ -902,12 +909,8 @@ mod tests {
     #[test]
     fn random_faults_with_cells_get_demand_pages() {
         let mut pl = Planner::new(64);
-        let mut x = 88172645463325252u64;
         let mut prefetched = 0;
-        for _ in 0..100_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+        for x in xorshift(100_000) {
             let (p, c) = at(x % (4 << 30));
             prefetched += pl.plan(p, c, Hint::None, |_| false).pages - 1;
         }
