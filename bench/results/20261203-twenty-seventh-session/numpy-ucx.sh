@@ -7,16 +7,8 @@
 # farmem refuses UCX for programs with their own allocator, see ucx.txt and redis-ucx.sh.)
 set -eu
 FM=${FM:-/work/main/target/release/farmem}
-tmp=$(mktemp -d)
-"$FM" secret init --path "$tmp/secret" >/dev/null
-"$FM" serve --listen 127.0.0.1:0 --capacity 4G --secret-file "$tmp/secret" --log-level warn > "$tmp/serve.out" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
-until grep -q listening "$tmp/serve.out"; do sleep 0.1; done
-addr=$(sed -nE 's/.*listening on ([^ ]+).*/\1/p' "$tmp/serve.out")
-echo "server $addr"
-FARMEM_TRANSPORT=ucx FARMEM_SERVERS=$addr FARMEM_SECRET_FILE=$tmp/secret \
-    "$FM" run --local 128M --stats -- python3 -c '
+. "$(dirname "$0")/ucx-server.sh"
+"$FM" run --local 128M --stats -- python3 -c '
 import numpy as np
 n = 768 * 2**20 // 8
 a = np.arange(n, dtype=np.int64)
