@@ -165,12 +165,13 @@ pub fn run(a: Args) -> Result<()> {
         ratio(lru)
     );
     println!(
-        "  farmem's policy, replayed    {}  = {} MIN  (prefetched {}, wasted {}, reused from the hold {})",
+        "  farmem's policy, replayed    {}  = {} MIN  (prefetched {}, wasted {}, reused from the hold {}, streams caught by eviction {})",
         pages(replay.fetched),
         ratio(replay.fetched),
         replay.prefetched,
         pct(replay.prefetch_wasted, replay.prefetched),
-        replay.hold_reused
+        replay.hold_reused,
+        replay.streams_caught
     );
     println!(
         "  runs fetched, replayed       {} ({:.1} pages a run: each run costs a request, an install and an unmap)",

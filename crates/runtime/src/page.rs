@@ -20,6 +20,8 @@
 //!  bit 13    HIDDEN         under the program's PROT_NONE (see below)
 //!  bit 14    STALE          evicted with a dirty neighbour, out of its turn: its
 //!                           entry in the replacement queues is still there
+//!  bit 15    WASTED         Absent or Fetching: last evicted while still
+//!                           PREFETCHED (brought in ahead, never seen used)
 //!  bits 16-31 pins          > 0: never evicted (FM_ADV_PIN, or a system call in flight)
 //! ```
 //!
@@ -62,6 +64,11 @@ pub const HIDDEN: u32 = 1 << 13;
 /// or the queues reaching that entry, clears the mark; the entry then serves
 /// the readmitted page, or is dropped.
 pub const STALE: u32 = 1 << 14;
+/// The page was last evicted while still PREFETCHED: a stream's window
+/// left before its stream got there. Kept until the page is installed
+/// again, so that the fault that brings it back can say so to the
+/// prefetch planner (`readahead`).
+pub const WASTED: u32 = 1 << 15;
 pub const ADVICE_MASK: u32 = ADV_SEQUENTIAL | ADV_RANDOM | ADV_READ_MOSTLY;
 pub const PIN_SHIFT: u32 = 16;
 pub const PIN_ONE: u32 = 1 << PIN_SHIFT;
@@ -217,7 +224,7 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         // backend's must come back Dirty, or its next eviction would drop it.
         (State::Fetching, Event::Installed { dirty: false }) if w.has(HELD_DIRTY) => return bad,
         (State::Fetching, Event::Installed { dirty }) => {
-            PageWord(w.0 & !(IN_FLIGHT | HELD | HELD_DIRTY)).with_state(if dirty {
+            PageWord(w.0 & !(IN_FLIGHT | HELD | HELD_DIRTY | WASTED)).with_state(if dirty {
                 State::Dirty
             } else {
                 State::Clean
@@ -248,7 +255,8 @@ pub fn next(w: PageWord, event: Event) -> Result<PageWord, BadTransition> {
         ) if w.has(HELD_DIRTY) => return bad,
         (State::Evicting, Event::Evicted { written_back }) => {
             let server = if written_back { ON_SERVER } else { 0 };
-            PageWord((w.0 | server) & !(PREFETCHED | SECOND_CHANCE | HELD | HELD_DIRTY))
+            let wasted = if w.has(PREFETCHED) { WASTED } else { 0 };
+            PageWord((w.0 | server | wasted) & !(PREFETCHED | SECOND_CHANCE | HELD | HELD_DIRTY))
                 .with_state(State::Absent)
         }
         (State::Evicting, Event::Held { dirty }) if !w.has(HELD) => {
@@ -503,6 +511,27 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(w.pins(), m.pins);
+            }
+        }
+
+        /// WASTED is set by the eviction of a page still PREFETCHED (never
+        /// seen used), cleared by its next install, and kept by every other
+        /// event: the fault that brings the page back reads it.
+        #[test]
+        fn wasted_marks_a_prefetched_page_evicted_unused(bits in any::<u32>(), ev in 0usize..15) {
+            let w = PageWord(bits | ALLOCATED);
+            let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
+                Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
+                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync,
+                Event::Held{dirty:true}, Event::EvictNeighbour, Event::Reserve, Event::Unreserve];
+            if let Ok(n) = next(w, events[ev]) {
+                match events[ev] {
+                    Event::Evicted { .. } => {
+                        prop_assert_eq!(n.has(WASTED), w.has(PREFETCHED) || w.has(WASTED));
+                    }
+                    Event::Installed { .. } => prop_assert!(!n.has(WASTED)),
+                    _ => prop_assert_eq!(n.has(WASTED), w.has(WASTED)),
+                }
             }
         }
 

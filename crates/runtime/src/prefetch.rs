@@ -15,6 +15,7 @@
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
 use crate::readahead::{Hint, Plan};
+use crate::replacement::{page_u32, Aux as _};
 use crate::slots::Token;
 use crate::trace::{Kind, Why};
 use crate::Runtime;
@@ -33,10 +34,26 @@ impl Runtime {
         } else {
             Hint::None
         };
-        let plan = self.streams.planner().plan(p as u64, cell, hint, |q| {
-            let q = farmem_sys::usize_from(q);
-            q < self.arena.npages() && self.arena.table().load(q).state().is_resident()
-        });
+        // A wasted page back within half a budget of evictions was taken
+        // before its stream got there. One back later was left over where
+        // an earlier sweep stopped (its last window ahead), and says nothing
+        // of the stream now: taken for a catch, it cost NPB SP class B at a
+        // quarter 14% more faults (docs/benchmarks.md).
+        let refetch = w.has(page::WASTED) && {
+            let now = self.budget.queues().clock();
+            let gone = now.wrapping_sub(self.arena.table().aux(page_u32(p)));
+            farmem_sys::usize_from(u64::from(gone)) <= self.budget.pages() / 2
+        };
+        let plan = self
+            .streams
+            .planner()
+            .plan(p as u64, cell, hint, refetch, |q| {
+                let q = farmem_sys::usize_from(q);
+                q < self.arena.npages() && self.arena.table().load(q).state().is_resident()
+            });
+        if plan.caught {
+            self.observe.stats().streams_caught.add(1);
+        }
         if let Some((walk, k)) = plan.used {
             let mut used = [0usize; MAX_BATCH];
             let mut n = 0;
@@ -120,7 +137,8 @@ impl Runtime {
         }
         self.count_used(&used[..n]);
         let start = q + win;
-        let issued = self.pipeline_ahead(start, (win * 2).min(maxw), write);
+        let want = self.streams.planner().limited(i, (win * 2).min(maxw));
+        let issued = self.pipeline_ahead(start, want, write);
         // Without a window ahead, the stream's next fault is at `start`.
         self.streams
             .planner()

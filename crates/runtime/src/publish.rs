@@ -25,7 +25,7 @@ use thiserror::Error;
 const MAGIC: [u8; 8] = *b"FARMSTAT";
 /// Bumped whenever [`Published`] or [`Stats`] change shape: a reader of
 /// another build refuses a file it cannot read rather than misread it.
-const LAYOUT: u32 = 10;
+const LAYOUT: u32 = 11;
 /// Servers whose health is published (more are counted, not named).
 pub const MAX_SERVERS: usize = 64;
 const NAME: usize = 64;

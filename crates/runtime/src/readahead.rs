@@ -35,6 +35,20 @@
 //!   follows phase changes. A region whose prefetches are mostly wasted gets
 //!   demand pages only, except a small probe window on one planned window
 //!   in [`PROBE_EVERY`], so that a region that turns sequential is seen.
+//! - **A stream caught by eviction holds less ahead of it** (Linux
+//!   readahead's thrashing case). Many interleaved streams at a small
+//!   budget (NPB SP: about 20, two threads over many arrays) fetch windows
+//!   faster than probation keeps them, and eviction takes a window before
+//!   its stream gets there. The fault that follows lands inside the
+//!   windows the stream fetched ahead, or where it expected it on a page
+//!   evicted unused (`page::WASTED`). Without this rule that fault lost the
+//!   stream (it was not where the stream expected it), which then had to
+//!   be confirmed again from one page. Now the stream goes on from the
+//!   fault and is *caught*: it stops fetching a window ahead (pipelining
+//!   holds two windows a stream, for no fewer faults), and, caught again,
+//!   takes half the pages a window, down to [`FIRST_WINDOW`]. After
+//!   `CALM_TO_GROW` windows in a row its limit doubles, and past the
+//!   largest window it fetches ahead again.
 //!
 //! Sequential streams keep their full windows: their pages are used, so their
 //! regions score well. `SEQUENTIAL` and `WILLNEED` advice skip both rules;
@@ -61,6 +75,11 @@ const PROVEN: u32 = 4;
 /// A stream may go on through this many resident pages (strides) past its
 /// expected fault and still be the same stream.
 pub const MAX_GAP: i64 = 16;
+/// Windows a caught stream keeps up with before its limit doubles (or it
+/// fetches ahead again). In the simulator's 24 interleaved streams, with
+/// a first form of the rule that halved at once, 16 regrew limits so soon
+/// that they were caught again (1.17x MIN); 64 gave 1.07x.
+const CALM_TO_GROW: u32 = 64;
 /// A confirmed stream's first window.
 pub const FIRST_WINDOW: usize = 4;
 /// Regions of 2^REGION_SHIFT pages (2 MiB) share a score.
@@ -101,6 +120,46 @@ pub struct Stream {
     index: i64,
     last: i64,
     ahead: i64,
+    /// Eviction took this page stream's windows before it got there
+    /// (see [`Stream::caught`]): `solo`, it fetches no window ahead; with
+    /// a `limit` too (0: none), its windows take at most that many pages.
+    solo: bool,
+    limit: usize,
+    /// Windows the stream has kept up with since it was last caught, or
+    /// its limit last raised.
+    calm: u32,
+}
+
+impl Stream {
+    /// The stream faulted where eviction had taken the windows it fetched
+    /// ahead: its `(solo, limit)` from now. First it stops fetching a
+    /// window ahead (pipelining holds two windows in memory per stream,
+    /// for no fewer faults); if caught again, its windows take half the
+    /// pages, down to [`FIRST_WINDOW`].
+    fn caught(&self) -> (bool, usize) {
+        if self.solo {
+            (true, (self.window / 2).max(FIRST_WINDOW))
+        } else {
+            (true, 0)
+        }
+    }
+
+    /// The stream reached its next window: `(solo, limit, calm)` from now.
+    /// After [`CALM_TO_GROW`] windows in a row its limit doubles, and past
+    /// the largest window it fetches ahead again.
+    fn kept_up(&self, maxw: usize) -> (bool, usize, u32) {
+        if !self.solo {
+            return (false, 0, 0);
+        }
+        if self.calm + 1 < CALM_TO_GROW {
+            return (true, self.limit, self.calm + 1);
+        }
+        match self.limit {
+            0 => (false, 0, 0),
+            l if l * 2 >= maxw => (true, 0, 0),
+            l => (true, l * 2, 0),
+        }
+    }
 }
 
 /// The pages of a window, or of the previous window of a stream: element
@@ -157,6 +216,9 @@ pub struct Plan {
     pub used: Option<(Walk, usize)>,
     /// A proven forward stream: its next window may be requested ahead.
     pub pipeline: bool,
+    /// The fault caught its stream where eviction had taken the windows
+    /// fetched ahead of it (see `Stream::caught`).
+    pub caught: bool,
 }
 
 impl Plan {
@@ -169,6 +231,7 @@ impl Plan {
             stream: None,
             used: None,
             pipeline: false,
+            caught: false,
         }
     }
 }
@@ -259,9 +322,18 @@ impl Planner {
     }
 
     /// Plan the fetch for a demand fault at cell `cell` of page `p` (see
-    /// [`CELL`]). `resident(q)`: whether page `q` is resident (for streams
-    /// that went through resident pages).
-    pub fn plan(&mut self, p: u64, cell: u8, hint: Hint, resident: impl Fn(u64) -> bool) -> Plan {
+    /// [`CELL`]). `refetch`: `p` was fetched ahead and evicted unused not
+    /// long ago (`page::WASTED`; see the module comment). `resident(q)`:
+    /// whether page `q` is resident (for streams that went through resident
+    /// pages).
+    pub fn plan(
+        &mut self,
+        p: u64,
+        cell: u8,
+        hint: Hint,
+        refetch: bool,
+        resident: impl Fn(u64) -> bool,
+    ) -> Plan {
         // Pages past 2^40 (what a trace record holds) cannot be placed.
         let Some(pi) = i64::try_from(p).ok().filter(|&q| q < 1 << 40) else {
             return Plan::demand(i64::MAX);
@@ -278,6 +350,7 @@ impl Planner {
                 stream: None,
                 used: None,
                 pipeline: false,
+                caught: false,
             };
         }
         let x = position(pi, cell);
@@ -303,6 +376,17 @@ impl Planner {
         // is not a whole number of pages.
         let mut candidate = None;
         let mut far = None;
+        let mut behind = None;
+        // A fault inside the windows a confirmed page stream fetched ahead
+        // of it (its current one and one pipelined): eviction took them
+        // before the stream got there.
+        let inside = |s: &Stream| {
+            let back = s.next - pi;
+            s.stride != 0
+                && back.signum() == s.stride.signum()
+                && back % s.stride == 0
+                && back / s.stride <= 2 * s.window as i64
+        };
         for (i, s) in self.streams.iter().enumerate() {
             if s.seen >= 2 {
                 if s.step != 0 {
@@ -315,7 +399,12 @@ impl Planner {
                         return self.follow(i, p, pi);
                     }
                 } else if s.next == pi || (s.window > 0 && through(s)) {
+                    if refetch && s.window > 0 {
+                        return self.catch_up(i, p, pi);
+                    }
                     return self.follow(i, p, pi);
+                } else if refetch && s.window > 0 && behind.is_none() && inside(s) {
+                    behind = Some(i);
                 }
                 continue;
             }
@@ -328,7 +417,47 @@ impl Planner {
                 }
             }
         }
+        if let Some(i) = behind {
+            return self.catch_up(i, p, pi);
+        }
         self.begin(p, pi, x, candidate.or(far), resident)
+    }
+
+    /// Demand fault `p` (`pi`) caught page stream `i` (see
+    /// [`Stream::caught`]): continue the stream from here, holding less
+    /// ahead of it.
+    fn catch_up(&mut self, i: usize, p: u64, pi: i64) -> Plan {
+        let s = self.streams[i];
+        let (solo, limit) = s.caught();
+        let want = if limit > 0 { limit } else { s.window };
+        let pages = want.min(self.cap(p)).max(1);
+        // Met where it was expected (or past it): the window before is used.
+        let used = (s.window > 1 && (pi - s.next) * s.stride.signum() >= 0).then(|| {
+            (
+                Walk::pages(s.next - s.stride * (s.window as i64 - 1), s.stride),
+                s.window - 1,
+            )
+        });
+        self.streams[i] = Stream {
+            next: pi + s.stride * pages as i64,
+            stride: s.stride,
+            window: pages,
+            seen: s.seen,
+            solo,
+            limit,
+            calm: 0,
+            ..Stream::default()
+        };
+        Plan {
+            stride: s.stride,
+            walk: Walk::pages(pi, s.stride),
+            pages,
+            why: Why::Stream,
+            stream: Some(i),
+            used,
+            pipeline: false,
+            caught: true,
+        }
     }
 
     /// The window a stream may take now, and whether it is a probe: twice
@@ -339,6 +468,7 @@ impl Planner {
         } else {
             (s.window * 2).min(self.maxw)
         };
+        let want = if s.limit > 0 { want.min(s.limit) } else { want };
         // A stream that has come back to its expected page twice is its
         // own evidence: the region's record only caps its growth. A
         // stream being confirmed is judged by the region.
@@ -361,12 +491,16 @@ impl Planner {
             )
         });
         let (pages, probe) = self.grow(&s, p);
+        let (solo, limit, calm) = s.kept_up(self.maxw);
         self.streams[i] = Stream {
             next: pi + s.stride * pages as i64,
             stride: s.stride,
             // A stream refused a window stays confirmed, at the smallest one.
             window: pages,
             seen: s.seen.saturating_add(1),
+            solo,
+            limit,
+            calm,
             ..Stream::default()
         };
         Plan {
@@ -376,7 +510,8 @@ impl Planner {
             why: if probe { Why::Probe } else { Why::Stream },
             stream: Some(i),
             used,
-            pipeline: s.stride == 1 && pages > 1 && s.seen >= PROVEN,
+            pipeline: s.stride == 1 && pages > 1 && s.seen >= PROVEN && !solo,
+            caught: false,
         }
     }
 
@@ -411,6 +546,9 @@ impl Planner {
             index,
             last: x,
             ahead: pages as i64,
+            solo: false,
+            limit: 0,
+            calm: 0,
         };
         Plan {
             stride: 0,
@@ -420,6 +558,7 @@ impl Planner {
             stream: Some(i),
             used,
             pipeline: false,
+            caught: false,
         }
     }
 
@@ -461,6 +600,9 @@ impl Planner {
                     index: 1,
                     last: x,
                     ahead: 1,
+                    solo: false,
+                    limit: 0,
+                    calm: 0,
                 };
                 return Plan {
                     stream: Some(i),
@@ -554,6 +696,7 @@ impl Planner {
             // Pipelined windows are the dearest guess (wasted whole when the
             // stream stops short): only for streams that proved themselves.
             pipeline: false,
+            caught: false,
         }
     }
 
@@ -572,6 +715,9 @@ impl Planner {
             index: 1,
             last: x,
             ahead: pages as i64,
+            solo: false,
+            limit: 0,
+            calm: 0,
         };
         Plan {
             stride: 0,
@@ -581,6 +727,7 @@ impl Planner {
             stream: Some(i),
             used: None,
             pipeline: false,
+            caught: false,
         }
     }
 
@@ -591,6 +738,16 @@ impl Planner {
         if s.seen >= 2 && s.step == 0 {
             s.next = next;
             s.window = window;
+        }
+    }
+
+    /// `want` pages for stream `i`'s next window requested ahead, or none
+    /// where eviction took its windows before (see the module comment).
+    pub fn limited(&self, i: usize, want: usize) -> usize {
+        if self.streams[i].solo {
+            0
+        } else {
+            want
         }
     }
 
@@ -693,22 +850,118 @@ mod tests {
     fn a_stream_is_followed_after_three_faults_and_its_window_doubles() {
         let mut pl = Planner::new(64);
         let none = |_| false;
-        assert_eq!(pl.plan(1000, 0, Hint::None, none).pages, 1);
-        assert_eq!(pl.plan(1001, 0, Hint::None, none).pages, 1);
-        let p = pl.plan(1002, 0, Hint::None, none);
+        assert_eq!(pl.plan(1000, 0, Hint::None, false, none).pages, 1);
+        assert_eq!(pl.plan(1001, 0, Hint::None, false, none).pages, 1);
+        let p = pl.plan(1002, 0, Hint::None, false, none);
         assert_eq!((p.pages, p.stride), (FIRST_WINDOW, 1));
-        let p = pl.plan(1006, 0, Hint::None, none);
+        let p = pl.plan(1006, 0, Hint::None, false, none);
         assert_eq!(p.pages, 8);
         assert_eq!(p.used, Some((Walk::pages(1003, 1), 3)));
-        let p = pl.plan(1014, 0, Hint::None, none);
+        let p = pl.plan(1014, 0, Hint::None, false, none);
         assert_eq!(p.pages, 16);
+    }
+
+    /// A proven stream grown to 64 pages at `base`: returns where it
+    /// expects its next fault.
+    fn grown(pl: &mut Planner, base: u64) -> u64 {
+        let none = |_| false;
+        let mut at = base;
+        for _ in 0..3 {
+            pl.plan(at, 0, Hint::None, false, none);
+            at += 1;
+        }
+        at += FIRST_WINDOW as u64 - 1;
+        for w in [8, 16, 32, 64, 64] {
+            assert_eq!(pl.plan(at, 0, Hint::None, false, none).pages, w);
+            at += w as u64;
+        }
+        at
+    }
+
+    #[test]
+    fn a_stream_caught_by_eviction_stops_fetching_ahead_then_takes_half() {
+        let mut pl = Planner::new(64);
+        let next = grown(&mut pl, 1000);
+        // A fault inside the windows on a page that was not evicted unused
+        // (a window passed over it resident; main let it go since) says
+        // nothing of the stream.
+        let p = pl.plan(next - 30, 0, Hint::None, false, |_| false);
+        assert!(!p.caught && p.stream != Some(0));
+        // Eviction took a page of the windows the stream fetched ahead
+        // before it got there: it goes on from that page, without a window
+        // ahead.
+        let p = pl.plan(next - 20, 0, Hint::None, true, |_| false);
+        assert_eq!(
+            (p.pages, p.stride, p.pipeline, p.used),
+            (64, 1, false, None)
+        );
+        assert!(p.caught);
+        let i = p.stream.unwrap();
+        assert_eq!(pl.limited(i, 64), 0);
+        let p = pl.plan(next + 44, 0, Hint::None, false, |_| false);
+        assert_eq!((p.pages, p.pipeline, p.caught), (64, false, false));
+        // Caught again: half the window each time, down to the first one.
+        let p = pl.plan(next + 100, 0, Hint::None, true, |_| false);
+        assert_eq!(p.pages, 32);
+        for want in [16, 8, FIRST_WINDOW, FIRST_WINDOW] {
+            let at = pl.streams[i].next - 1;
+            let p = pl.plan(at.cast_unsigned(), 0, Hint::None, true, |_| false);
+            assert_eq!(p.pages, want);
+        }
+    }
+
+    #[test]
+    fn a_refetched_page_where_the_stream_expects_it_counts_as_caught() {
+        let mut pl = Planner::new(64);
+        let next = grown(&mut pl, 1000);
+        assert!(pl.plan(next, 0, Hint::None, false, |_| false).pipeline);
+        let mut pl = Planner::new(64);
+        let next = grown(&mut pl, 1000);
+        // The page was fetched ahead (a pipelined window's first) and
+        // evicted unused.
+        let p = pl.plan(next, 0, Hint::None, true, |_| false);
+        assert_eq!((p.pages, p.pipeline), (64, false));
+        let n = next.cast_signed();
+        assert_eq!(p.used, Some((Walk::pages(n - 63, 1), 63)));
+    }
+
+    #[test]
+    fn a_stream_that_keeps_up_earns_back_its_window_then_its_window_ahead() {
+        let mut pl = Planner::new(64);
+        let mut at = grown(&mut pl, 1000);
+        assert_eq!(pl.plan(at, 0, Hint::None, true, |_| false).pages, 64);
+        at += 64;
+        assert_eq!(pl.plan(at, 0, Hint::None, true, |_| false).pages, 32);
+        at += 32;
+        for _ in 0..CALM_TO_GROW {
+            let p = pl.plan(at, 0, Hint::None, false, |_| false);
+            assert_eq!((p.pages, p.pipeline), (32, false));
+            at += 32;
+        }
+        for _ in 0..CALM_TO_GROW - 1 {
+            let p = pl.plan(at, 0, Hint::None, false, |_| false);
+            assert_eq!((p.pages, p.pipeline), (64, false));
+            at += 64;
+        }
+        let p = pl.plan(at, 0, Hint::None, false, |_| false);
+        assert_eq!((p.pages, p.pipeline), (64, true));
+    }
+
+    #[test]
+    fn a_refetched_page_of_no_stream_is_a_demand_fault() {
+        let mut pl = Planner::new(64);
+        grown(&mut pl, 1000);
+        for q in xorshift(200) {
+            let q = 1 << 30 | (q % (1 << 20));
+            assert_eq!(pl.plan(q, 0, Hint::None, true, |_| false).pages, 1);
+        }
     }
 
     #[test]
     fn strided_and_backward_streams_are_found() {
         let mut pl = Planner::new(64);
         for (k, p) in [5000u64, 4997, 4994].iter().enumerate() {
-            let plan = pl.plan(*p, 0, Hint::None, |_| false);
+            let plan = pl.plan(*p, 0, Hint::None, false, |_| false);
             assert_eq!(plan.pages, if k == 2 { FIRST_WINDOW } else { 1 });
             assert_eq!(plan.stride, if k == 2 { -3 } else { plan.stride });
         }
@@ -730,7 +983,10 @@ mod tests {
         let mut pl = Planner::new(64);
         let mut prefetched = 0;
         for x in xorshift(100_000) {
-            prefetched += pl.plan(x % 1_000_000, 0, Hint::None, |_| false).pages - 1;
+            prefetched += pl
+                .plan(x % 1_000_000, 0, Hint::None, false, |_| false)
+                .pages
+                - 1;
         }
         assert!(
             prefetched < 100,
@@ -743,7 +999,7 @@ mod tests {
     fn scan(pl: &mut Planner, mut p: u64, faults: usize) -> Vec<usize> {
         (0..faults)
             .map(|_| {
-                let w = pl.plan(p, 0, Hint::None, |_| false).pages;
+                let w = pl.plan(p, 0, Hint::None, false, |_| false).pages;
                 p += w as u64;
                 w
             })
@@ -790,7 +1046,7 @@ mod tests {
         let mut pl = Planner::new(64);
         scan(&mut pl, 100, 3);
         // The window 102..=105 was read, then 106..=109 were found resident.
-        let p = pl.plan(110, 0, Hint::None, |q| (106..110).contains(&q));
+        let p = pl.plan(110, 0, Hint::None, false, |q| (106..110).contains(&q));
         assert_eq!(p.used, Some((Walk::pages(103, 1), 3)));
         assert_eq!(p.pages, 2 * FIRST_WINDOW);
     }
@@ -798,8 +1054,11 @@ mod tests {
     #[test]
     fn faults_after_resident_pages_are_a_candidate() {
         let mut pl = Planner::new(64);
-        assert_eq!(pl.plan(500, 0, Hint::None, |_| true).pages, 1);
-        assert_eq!(pl.plan(501, 0, Hint::None, |_| true).pages, FIRST_WINDOW);
+        assert_eq!(pl.plan(500, 0, Hint::None, false, |_| true).pages, 1);
+        assert_eq!(
+            pl.plan(501, 0, Hint::None, false, |_| true).pages,
+            FIRST_WINDOW
+        );
     }
 
     #[test]
@@ -808,18 +1067,23 @@ mod tests {
         for _ in 0..200 {
             pl.on_used(500);
         }
-        let p = pl.plan(500, 0, Hint::None, |_| true);
+        let p = pl.plan(500, 0, Hint::None, false, |_| true);
         assert_eq!((p.pages, p.stride), (FIRST_WINDOW, 1));
         // In a region without a record it is still only a candidate.
-        assert_eq!(pl.plan(1 << 20, 0, Hint::None, |_| true).pages, 1);
+        assert_eq!(pl.plan(1 << 20, 0, Hint::None, false, |_| true).pages, 1);
     }
 
     #[test]
     fn advice_decides_alone() {
         let mut pl = Planner::new(32);
-        assert_eq!(pl.plan(7, 0, Hint::Sequential, |_| false).pages, 32);
-        assert_eq!(pl.plan(7, 0, Hint::Random, |_| true).pages, 1);
-        assert_eq!(Planner::new(1).plan(7, 0, Hint::None, |_| true).pages, 1);
+        assert_eq!(pl.plan(7, 0, Hint::Sequential, false, |_| false).pages, 32);
+        assert_eq!(pl.plan(7, 0, Hint::Random, false, |_| true).pages, 1);
+        assert_eq!(
+            Planner::new(1)
+                .plan(7, 0, Hint::None, false, |_| true)
+                .pages,
+            1
+        );
     }
 
     /// The page and cell of byte address `a`.
@@ -841,7 +1105,7 @@ mod tests {
         let mut k = 0;
         while k < elements {
             let (p, c) = at(elem(k));
-            let plan = pl.plan(p, c, Hint::None, |_| false);
+            let plan = pl.plan(p, c, Hint::None, false, |_| false);
             for j in 0..plan.pages as i64 {
                 // Faults are known to a cell: an element within two cells
                 // of a page's edge may be placed on the page beside it.
@@ -892,17 +1156,17 @@ mod tests {
         // Faults 8 pages apart whose cells wander: no step in bytes, but a
         // page stride.
         let mut pl = Planner::new(64);
-        assert_eq!(pl.plan(1000, 0, Hint::None, |_| false).pages, 1);
-        assert_eq!(pl.plan(1008, 100, Hint::None, |_| false).pages, 1);
-        let p = pl.plan(1016, 7, Hint::None, |_| false);
+        assert_eq!(pl.plan(1000, 0, Hint::None, false, |_| false).pages, 1);
+        assert_eq!(pl.plan(1008, 100, Hint::None, false, |_| false).pages, 1);
+        let p = pl.plan(1016, 7, Hint::None, false, |_| false);
         assert_eq!((p.pages, p.stride), (FIRST_WINDOW, 8));
         assert_eq!(p.walk, Walk::pages(1016, 8));
         // A step just over a page is left to a sequential stream.
         let mut pl = Planner::new(64);
         for (p, c) in [(2000u64, 0u8), (2001, 16), (2002, 32)] {
-            pl.plan(p, c, Hint::None, |_| false);
+            pl.plan(p, c, Hint::None, false, |_| false);
         }
-        let p = pl.plan(2006, 96, Hint::None, |_| false);
+        let p = pl.plan(2006, 96, Hint::None, false, |_| false);
         assert_eq!((p.stride, p.pages), (1, 2 * FIRST_WINDOW));
     }
 
@@ -912,7 +1176,7 @@ mod tests {
         let mut prefetched = 0;
         for x in xorshift(100_000) {
             let (p, c) = at(x % (4 << 30));
-            prefetched += pl.plan(p, c, Hint::None, |_| false).pages - 1;
+            prefetched += pl.plan(p, c, Hint::None, false, |_| false).pages - 1;
         }
         assert!(
             prefetched < 100,

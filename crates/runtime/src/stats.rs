@@ -149,6 +149,9 @@ pub struct Stats {
     pub prefetched: Counter,
     /// Of those, pages requested ahead without waiting (pipelined streams).
     pub prefetch_async: Counter,
+    /// Faults that caught a stream where eviction had taken the windows
+    /// fetched ahead of it (see `readahead`).
+    pub streams_caught: Counter,
     /// Clean pages made writable ahead of a write stream (see `dirty`).
     pub wp_ahead: Counter,
     pub prefetch_used: Counter,
@@ -201,6 +204,8 @@ pub struct Snapshot {
     pub prefetched: u64,
     /// Of `prefetched`, pages requested ahead without waiting.
     pub prefetch_async: u64,
+    /// Faults that caught a stream where eviction had taken its windows.
+    pub streams_caught: u64,
     /// Clean pages made writable ahead of a write stream, sparing a fault each.
     pub wp_ahead: u64,
     pub prefetch_used: u64,
@@ -262,6 +267,7 @@ impl Stats {
             moves_misreported: self.moves_misreported.get(),
             prefetched: self.prefetched.get(),
             prefetch_async: self.prefetch_async.get(),
+            streams_caught: self.streams_caught.get(),
             wp_ahead: self.wp_ahead.get(),
             prefetch_used: self.prefetch_used.get(),
             prefetch_wasted: self.prefetch_wasted.get(),
@@ -316,6 +322,7 @@ impl Snapshot {
             moves_misreported: d(self.moves_misreported, before.moves_misreported),
             prefetched: d(self.prefetched, before.prefetched),
             prefetch_async: d(self.prefetch_async, before.prefetch_async),
+            streams_caught: d(self.streams_caught, before.streams_caught),
             wp_ahead: d(self.wp_ahead, before.wp_ahead),
             prefetch_used: d(self.prefetch_used, before.prefetch_used),
             prefetch_wasted: d(self.prefetch_wasted, before.prefetch_wasted),
@@ -386,7 +393,7 @@ impl Snapshot {
              \x20 eviction calls (protect / unmap){:>11} / {} ({} protects of a single page, {} of them holes between dirty pages)\n\
              \x20 recycled pages (out / in)      {:>12} / {} ({} / {} moves, {} misreported by the kernel)\n\
              \x20 prefetched (used / wasted)     {:>12} ({} / {})\n\
-             \x20 of which pipelined            {:>12}\n\
+             \x20 of which pipelined            {:>12} (streams caught by eviction: {})\n\
              \x20 held / reused from the hold    {:>12} / {}\n\
              \x20 spurious faults                {:>12}\n\
              \x20 protected (in / displ. / gath.){:>12} / {} / {} ({} dirty pages kept)\n\
@@ -415,6 +422,7 @@ impl Snapshot {
             self.prefetch_used,
             self.prefetch_wasted,
             self.prefetch_async,
+            self.streams_caught,
             self.held,
             self.hold_reused,
             self.spurious_faults,

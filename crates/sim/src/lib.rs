@@ -262,6 +262,8 @@ pub struct Replay {
     pub runs: u64,
     pub faults: u64,
     pub prefetched: u64,
+    /// Faults that caught a stream where eviction had taken its windows.
+    pub streams_caught: u64,
     pub prefetch_used: u64,
     pub prefetch_wasted: u64,
     /// References that found their page in the hold.
@@ -337,6 +339,8 @@ struct Sim {
     second: HashSet<u64>,
     /// Victims of this round that came from main.
     mains: HashSet<u64>,
+    /// Pages last evicted while still prefetched (`page::WASTED`).
+    wasted: HashSet<u64>,
     stamps: Stamps,
     queues: Queues,
     planner: Planner,
@@ -493,6 +497,7 @@ impl Sim {
     fn gone(&mut self, p: u64) {
         let pg = self.pages.remove(&p).unwrap_or_default();
         if pg.prefetched {
+            self.wasted.insert(p);
             self.r.prefetch_wasted += 1;
             self.r.wasted_by_why[usize::from(pg.why).min(Why::COUNT - 1)] += 1;
             self.planner.on_wasted(p);
@@ -531,6 +536,9 @@ impl Sim {
         why: Why,
         stream: bool,
     ) {
+        for q in list {
+            self.wasted.remove(q);
+        }
         let room = self.resident + list.len() <= self.budget;
         self.reserve(list.len());
         if demand && room {
@@ -662,7 +670,8 @@ impl Sim {
             .planner
             .max_window()
             .min(farmem_runtime::config::MAX_BATCH);
-        let want = self.planner.pipeline_window(start, (win * 2).min(maxw));
+        let want = self.planner.limited(i, (win * 2).min(maxw));
+        let want = self.planner.pipeline_window(start, want);
         let list = if want > 1 {
             self.claim(i64::try_from(start).unwrap_or(i64::MAX), want)
         } else {
@@ -679,10 +688,14 @@ impl Sim {
         self.r.faults += 1;
         let plan = {
             let pages = &self.pages;
-            self.planner.plan(p, cell, Hint::None, |q| {
+            let gone = self.queues.clock().wrapping_sub(self.stamps.aux(key(p)));
+            let refetch = self.wasted.contains(&p)
+                && farmem_sys::usize_from(u64::from(gone)) <= self.budget / 2;
+            self.planner.plan(p, cell, Hint::None, refetch, |q| {
                 pages.get(&q).is_some_and(|x| x.slot == Slot::Resident)
             })
         };
+        self.r.streams_caught += u64::from(plan.caught);
         if let Some((walk, k)) = plan.used {
             for j in 0..k as i64 {
                 if let Ok(q) = u64::try_from(walk.page(j)) {
@@ -780,6 +793,7 @@ fn simulate(
         hold_cap,
         second: HashSet::new(),
         mains: HashSet::new(),
+        wasted: HashSet::new(),
         stamps: Stamps(RefCell::new(HashMap::new())),
         queues: Queues::new(
             budget,
