@@ -290,6 +290,25 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// One of each event, for the tests that try every event on any word.
+    const EVENTS: [Event; 15] = [
+        Event::Claim { prefetch: true },
+        Event::Installed { dirty: false },
+        Event::WriteFault,
+        Event::MadeDirty,
+        Event::EvictStart,
+        Event::Evicted { written_back: true },
+        Event::PrefetchUsed,
+        Event::SecondChance,
+        Event::Pin,
+        Event::Unpin,
+        Event::ClaimAsync,
+        Event::Held { dirty: true },
+        Event::EvictNeighbour,
+        Event::Reserve,
+        Event::Unreserve,
+    ];
+
     fn fresh() -> PageWord {
         PageWord(ALLOCATED)
     }
@@ -520,10 +539,7 @@ mod tests {
         #[test]
         fn wasted_marks_a_prefetched_page_evicted_unused(bits in any::<u32>(), ev in 0usize..15) {
             let w = PageWord(bits | ALLOCATED);
-            let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
-                Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
-                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync,
-                Event::Held{dirty:true}, Event::EvictNeighbour, Event::Reserve, Event::Unreserve];
+            let events = EVENTS;
             if let Ok(n) = next(w, events[ev]) {
                 match events[ev] {
                     Event::Evicted { .. } => {
@@ -539,10 +555,7 @@ mod tests {
         #[test]
         fn events_keep_allocation_and_advice(bits in any::<u32>(), ev in 0usize..15) {
             let w = PageWord(bits | ALLOCATED);
-            let events = [Event::Claim{prefetch:true}, Event::Installed{dirty:false}, Event::WriteFault,
-                Event::MadeDirty, Event::EvictStart, Event::Evicted{written_back:true},
-                Event::PrefetchUsed, Event::SecondChance, Event::Pin, Event::Unpin, Event::ClaimAsync,
-                Event::Held{dirty:true}, Event::EvictNeighbour, Event::Reserve, Event::Unreserve];
+            let events = EVENTS;
             if let Ok(n) = next(w, events[ev]) {
                 prop_assert!(n.has(ALLOCATED));
                 prop_assert_eq!(n.0 & ADVICE_MASK, w.0 & ADVICE_MASK);
