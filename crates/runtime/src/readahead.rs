@@ -44,8 +44,9 @@
 //!   evicted unused (`page::WASTED`). Without this rule that fault lost the
 //!   stream (it was not where the stream expected it), which then had to
 //!   be confirmed again from one page. Now the stream goes on from the
-//!   fault and is *caught*: it stops fetching a window ahead (pipelining
-//!   holds two windows a stream, for no fewer faults), and, caught again,
+//!   fault and is *caught*: it stops fetching a window ahead (a window
+//!   ahead hides latency, not a fault, and holds a second window a
+//!   stream), and, caught again,
 //!   takes half the pages a window, down to [`FIRST_WINDOW`]. After
 //!   `CALM_TO_GROW` windows in a row its limit doubles, and past the
 //!   largest window it fetches ahead again.
@@ -133,9 +134,9 @@ pub struct Stream {
 impl Stream {
     /// The stream faulted where eviction had taken the windows it fetched
     /// ahead: its `(solo, limit)` from now. First it stops fetching a
-    /// window ahead (pipelining holds two windows in memory per stream,
-    /// for no fewer faults); if caught again, its windows take half the
-    /// pages, down to [`FIRST_WINDOW`].
+    /// window ahead (which holds a second window in memory and saves no
+    /// fault); if caught again, its windows take half the pages, down to
+    /// [`FIRST_WINDOW`].
     fn caught(&self) -> (bool, usize) {
         if self.solo {
             (true, (self.window / 2).max(FIRST_WINDOW))
