@@ -14,7 +14,7 @@
 
 use crate::cost::Phase;
 use crate::page::{self, next, Event, PageWord, State};
-use crate::readahead::{Hint, Plan};
+use crate::readahead::{self, Hint, Plan};
 use crate::replacement::{page_u32, Aux as _};
 use crate::slots::Token;
 use crate::trace::{Kind, Why};
@@ -34,15 +34,11 @@ impl Runtime {
         } else {
             Hint::None
         };
-        // A wasted page back within half a budget of evictions was taken
-        // before its stream got there. One back later was left over where
-        // an earlier sweep stopped (its last window ahead), and says nothing
-        // of the stream now: taken for a catch, it cost NPB SP class B at a
-        // quarter 14% more faults (docs/benchmarks.md).
+        // The queues' lock only for a page evicted unused.
         let refetch = w.has(page::WASTED) && {
             let now = self.budget.queues().clock();
             let gone = now.wrapping_sub(self.arena.table().aux(page_u32(p)));
-            farmem_sys::usize_from(u64::from(gone)) <= self.budget.pages() / 2
+            readahead::wasted_lately(gone, self.budget.pages())
         };
         let plan = self
             .streams

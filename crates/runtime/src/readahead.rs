@@ -81,6 +81,16 @@ pub const MAX_GAP: i64 = 16;
 /// a first form of the rule that halved at once, 16 regrew limits so soon
 /// that they were caught again (1.17x MIN); 64 gave 1.07x.
 const CALM_TO_GROW: u32 = 64;
+/// Whether a page evicted unused `gone` evictions ago, under a budget of
+/// `budget` pages, is back soon enough to say its stream was caught by
+/// eviction (see the module comment). One back later was left over where
+/// an earlier sweep stopped (its last window ahead), and says nothing of
+/// the stream now: taken for a catch, it cost NPB SP class B at a quarter
+/// 14% more faults (docs/benchmarks.md).
+pub fn wasted_lately(gone: u32, budget: usize) -> bool {
+    farmem_sys::usize_from(u64::from(gone)) <= budget / 2
+}
+
 /// A confirmed stream's first window.
 pub const FIRST_WINDOW: usize = 4;
 /// Regions of 2^REGION_SHIFT pages (2 MiB) share a score.
@@ -132,6 +142,20 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// A page stream's last window: the pages before `next`, the demand
+    /// page that opened it excluded.
+    fn last_window(&self) -> Option<(Walk, usize)> {
+        (self.window > 1).then(|| {
+            (
+                Walk::pages(
+                    self.next - self.stride * (self.window as i64 - 1),
+                    self.stride,
+                ),
+                self.window - 1,
+            )
+        })
+    }
+
     /// The stream faulted where eviction had taken the windows it fetched
     /// ahead: its `(solo, limit)` from now. First it stops fetching a
     /// window ahead (which holds a second window in memory and saves no
@@ -433,12 +457,9 @@ impl Planner {
         let want = if limit > 0 { limit } else { s.window };
         let pages = want.min(self.cap(p)).max(1);
         // Met where it was expected (or past it): the window before is used.
-        let used = (s.window > 1 && (pi - s.next) * s.stride.signum() >= 0).then(|| {
-            (
-                Walk::pages(s.next - s.stride * (s.window as i64 - 1), s.stride),
-                s.window - 1,
-            )
-        });
+        let used = ((pi - s.next) * s.stride.signum() >= 0)
+            .then(|| s.last_window())
+            .flatten();
         self.streams[i] = Stream {
             next: pi + s.stride * pages as i64,
             stride: s.stride,
@@ -485,12 +506,7 @@ impl Planner {
     fn follow(&mut self, i: usize, p: u64, pi: i64) -> Plan {
         let s = self.streams[i];
         // The previous window: the pages before `next`, the demand page excluded.
-        let used = (s.window > 1).then(|| {
-            (
-                Walk::pages(s.next - s.stride * (s.window as i64 - 1), s.stride),
-                s.window - 1,
-            )
-        });
+        let used = s.last_window();
         let (pages, probe) = self.grow(&s, p);
         let (solo, limit, calm) = s.kept_up(self.maxw);
         self.streams[i] = Stream {

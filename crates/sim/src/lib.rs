@@ -690,7 +690,7 @@ impl Sim {
             let pages = &self.pages;
             let gone = self.queues.clock().wrapping_sub(self.stamps.aux(key(p)));
             let refetch = self.wasted.contains(&p)
-                && farmem_sys::usize_from(u64::from(gone)) <= self.budget / 2;
+                && farmem_runtime::readahead::wasted_lately(gone, self.budget);
             self.planner.plan(p, cell, Hint::None, refetch, |q| {
                 pages.get(&q).is_some_and(|x| x.slot == Slot::Resident)
             })
