@@ -2,10 +2,11 @@
  * flush: write-protect them one range at a time ("each", farmem's way), or
  * write-protect the whole span from the first victim to the last in one
  * call and then lift the protection from every kept gap ("span").
- * Lifting a protection makes a page more permissive, which x86 needs no
- * TLB flush for (Linux 6.0+, pte_needs_flush), so "span" pays one flush
- * for the batch and one cheap call per gap; but it walks every page of the
- * span twice.
+ * "span" was meant to pay one flush for the batch and one cheap call per
+ * gap, since making a page more permissive needs no TLB flush on x86 in
+ * general (pte_needs_flush); but UFFDIO_WRITEPROTECT's lift is measured
+ * here to cost as much as a protect with a second thread running, so it
+ * flushes too (docs/benchmarks.md, sixth and twenty-ninth sessions).
  * The arena's pages are all installed writable by UFFDIO_COPY. A batch is
  * RUNS victim runs of RUN pages, GAP kept pages apart; with THREADS=1 a
  * second thread spins, so every flush must interrupt its CPU (a VM exit).
