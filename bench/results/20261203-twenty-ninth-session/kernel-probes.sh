@@ -19,3 +19,7 @@ done | tee "$out/thp-move-cost.txt"
 # One protect and one lift alone, the first line of wp-span-cost.
 gcc -O2 -Wall -Wextra -Werror -pthread -o "$bin/wp-span" bench/kernel/wp-span-cost.c
 for t in 0 1; do "$bin/wp-span" "$t" 2 | head -1; done | tee "$out/wp-span-lift.txt"
+# A two-thread read sweep at four times its budget, paged in 2 MiB units or
+# 4 KiB runs of 64 and of 16 by a SIGBUS handler; the 64 twice.
+gcc -O2 -Wall -Wextra -Werror -pthread -o "$bin/unit-sweep" bench/kernel/unit-sweep.c
+for r in 64 16 64; do "$bin/unit-sweep" 1024 4 "$r"; done | tee "$out/unit-sweep.txt"
