@@ -83,7 +83,8 @@ static long huge_bytes(const char *at) {
     long kb = -1;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') == line + strcspn(line, "-"))
+        /* A mapping's first line ("lo-hi perms ..."); no field line parses so. */
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
             in = (unsigned long)at >= lo && (unsigned long)at < hi;
         else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
             break;
