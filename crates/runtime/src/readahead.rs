@@ -563,9 +563,7 @@ impl Planner {
             index,
             last: x,
             ahead: pages as i64,
-            solo: false,
-            limit: 0,
-            calm: 0,
+            ..Stream::default()
         };
         Plan {
             stride: 0,
@@ -617,9 +615,7 @@ impl Planner {
                     index: 1,
                     last: x,
                     ahead: 1,
-                    solo: false,
-                    limit: 0,
-                    calm: 0,
+                    ..Stream::default()
                 };
                 return Plan {
                     stream: Some(i),
@@ -732,9 +728,7 @@ impl Planner {
             index: 1,
             last: x,
             ahead: pages as i64,
-            solo: false,
-            limit: 0,
-            calm: 0,
+            ..Stream::default()
         };
         Plan {
             stride: 0,
